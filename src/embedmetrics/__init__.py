@@ -1,0 +1,7 @@
+"""embedmetrics: exact, fast, distributed metrics for retrieval and embedding evaluation."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__: list[str] = ["__version__"]

@@ -1,0 +1,85 @@
+"""The blocked similarity scan shared by the embedding and neighbour families.
+
+Query rows are processed in blocks of ``B`` rows against all reference rows: one matrix product
+per block, from which each metric keeps only the reductions it needs. Nothing allocates an
+``n x n`` matrix: peak extra memory is ``O(B * n_ref)`` with ``B`` chosen from a byte budget.
+
+Distributed: :func:`shard_blocks` gives each rank of an initialised process group a contiguous
+share of the blocks, and :func:`all_reduce_sum` combines the partial results, so the O(n^2) work
+is split across ranks instead of repeated on each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+#: Default budget for one similarity block (bytes of the float32 block matrix).
+DEFAULT_BLOCK_BYTES = 64 * 2**20
+
+
+def compute_dtype(*tensors: Tensor) -> torch.dtype:
+    """The dtype the scan accumulates in: float64 stays float64, everything else is float32."""
+    return torch.float64 if any(t.dtype == torch.float64 for t in tensors) else torch.float32
+
+
+def block_rows(n_ref: int, *, block_bytes: int = DEFAULT_BLOCK_BYTES, itemsize: int = 4) -> int:
+    """Number of query rows per block so that a ``(rows, n_ref)`` block fits in ``block_bytes``."""
+    if block_bytes < 1:
+        raise ValueError(f"Argument `block_bytes` must be a positive integer, got {block_bytes!r}.")
+    return max(1, block_bytes // max(1, n_ref * itemsize))
+
+
+def l2_normalize(z: Tensor, eps: float) -> Tensor:
+    """Divide each row by ``max(norm, eps)`` (the seeds' convention for ``eps``)."""
+    return z / z.norm(dim=1, keepdim=True).clamp_min(eps)
+
+
+def block_ranges(n_rows: int, rows_per_block: int) -> list[tuple[int, int]]:
+    """Half-open row ranges ``[start, stop)`` covering ``n_rows`` in blocks."""
+    return [(s, min(s + rows_per_block, n_rows)) for s in range(0, n_rows, rows_per_block)]
+
+
+def process_group_shard() -> tuple[int, int]:
+    """``(rank, world_size)`` of the default process group, or ``(0, 1)`` when not distributed."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def shard_blocks(
+    ranges: list[tuple[int, int]], shard: tuple[int, int] | None = None
+) -> list[tuple[int, int]]:
+    """The contiguous share of ``ranges`` that rank ``shard[0]`` of ``shard[1]`` scans."""
+    rank, world = shard if shard is not None else (0, 1)
+    if world <= 1:
+        return ranges
+    per, extra = divmod(len(ranges), world)
+    start = rank * per + min(rank, extra)
+    return ranges[start : start + per + (1 if rank < extra else 0)]
+
+
+def iter_similarity_blocks(
+    queries: Tensor,
+    references: Tensor,
+    *,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    shard: tuple[int, int] | None = None,
+) -> Iterator[tuple[int, int, Tensor]]:
+    """Yield ``(start, stop, queries[start:stop] @ references.T)`` block by block.
+
+    Inputs are expected in the accumulation dtype already (see :func:`compute_dtype`).
+    """
+    rows = block_rows(references.shape[0], block_bytes=block_bytes, itemsize=queries.element_size())
+    for start, stop in shard_blocks(block_ranges(queries.shape[0], rows), shard):
+        yield start, stop, queries[start:stop] @ references.T
+
+
+def all_reduce_sum(tensor: Tensor, shard: tuple[int, int] | None) -> Tensor:
+    """Sum ``tensor`` over the ranks of the default group when the scan was sharded."""
+    if shard is not None and shard[1] > 1:
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor
