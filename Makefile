@@ -29,7 +29,7 @@ test: $(VENV)/.dev-installed
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy src
 	$(BIN)/python -m pytest -q
-	$(BIN)/mkdocs build --strict --site-dir $(VENV)/site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir $(VENV)/site
 
 bench: $(VENV)/.dev-installed
 	for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done

@@ -84,7 +84,9 @@ def to_tensors(names: Sequence[str], *arrays: Any) -> tuple[list[Tensor], bool]:
 def check_embeddings(name: str, z: Tensor, *, allow_empty: bool = False) -> None:
     """Check that ``z`` is a 2-D floating-point tensor of embeddings with at least one row."""
     if z.ndim != 2:
-        raise ValueError(f"Argument `{name}` must be 2-D (n_samples, n_features), got shape {tuple(z.shape)}.")
+        raise ValueError(
+            f"Argument `{name}` must be 2-D (n_samples, n_features), got shape {tuple(z.shape)}."
+        )
     if not z.is_floating_point():
         raise TypeError(f"Argument `{name}` must be a floating-point tensor, got dtype {z.dtype}.")
     if not allow_empty and z.shape[0] == 0:

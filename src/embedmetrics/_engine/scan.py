@@ -35,7 +35,8 @@ def block_rows(n_ref: int, *, block_bytes: int = DEFAULT_BLOCK_BYTES, itemsize: 
 
 def l2_normalize(z: Tensor, eps: float) -> Tensor:
     """Divide each row by ``max(norm, eps)`` (the seeds' convention for ``eps``)."""
-    return z / z.norm(dim=1, keepdim=True).clamp_min(eps)
+    norms: Tensor = z.norm(dim=1, keepdim=True).clamp_min(eps)
+    return z / norms
 
 
 def block_ranges(n_rows: int, rows_per_block: int) -> list[tuple[int, int]]:
