@@ -84,3 +84,17 @@ def all_reduce_sum(tensor: Tensor, shard: tuple[int, int] | None) -> Tensor:
     if shard is not None and shard[1] > 1:
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
     return tensor
+
+
+def metric_shard(metric: object) -> tuple[int, int] | None:
+    """The scan shard for a ``Metric.compute`` call, or ``None`` to scan everything locally.
+
+    Only when the metric's states were really gathered from every rank (torchmetrics sets
+    ``_is_synced`` inside ``compute`` then) does every rank hold all rows, so that each can scan
+    its share of the blocks and :func:`all_reduce_sum` can combine them. ``forward``'s batch
+    value and unsynced computes are never sharded, so no collective runs on local-only data.
+    """
+    if not getattr(metric, "_is_synced", False):
+        return None
+    rank, world = process_group_shard()
+    return (rank, world) if world > 1 else None
