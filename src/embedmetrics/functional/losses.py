@@ -59,7 +59,9 @@ def _label_tensor(label: LabelLike, output1: Tensor, dtype: torch.dtype, validat
     """
     batched = output1.ndim == 2
     if isinstance(label, Tensor):
-        if label.is_complex() or not (label.is_floating_point() or label.dtype == torch.bool or _is_int(label)):
+        if label.is_complex() or not (
+            label.is_floating_point() or label.dtype == torch.bool or _is_int(label)
+        ):
             raise TypeError(
                 f"Argument `similarity_label` must be a bool, integer or floating-point tensor,"
                 f" got dtype {label.dtype}."
@@ -88,12 +90,11 @@ def _label_tensor(label: LabelLike, output1: Tensor, dtype: torch.dtype, validat
             )
         if not 0 <= label <= 1:  # also rejects NaN
             raise ValueError(
-                f"Argument `similarity_label` must lie in [0, 1] (1 = similar, 0 = dissimilar), got {label!r}."
+                f"Argument `similarity_label` must lie in [0, 1] (1 = similar, 0 = dissimilar),"
+                f" got {label!r}."
             )
         return torch.tensor(float(label), dtype=dtype, device=output1.device)
-    raise TypeError(
-        f"Argument `similarity_label` must be a tensor or a number, got {type(label).__name__}."
-    )
+    raise TypeError(f"Argument `similarity_label` must be a tensor or a number, got {type(label).__name__}.")
 
 
 def _is_int(t: Tensor) -> bool:
