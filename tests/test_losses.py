@@ -235,7 +235,7 @@ def test_bool_and_integer_labels_equal_float_labels(label_dtype: torch.dtype) ->
     assert got.dtype == torch.float64
     torch.testing.assert_close(got, expected, rtol=0, atol=0)
     # Python bool / int labels for a single pair
-    for py_label in (True, 1, False, 0):
+    for py_label in (True, 1, False, 0, np.int64(1), np.float32(0.0), np.bool_(True)):
         single = contrastive_loss(o1[0], o2[0], py_label, reduction="none")
         ref = np_loss(o1[0].numpy(), o2[0].numpy(), np.float64(py_label), 1.0)
         assert single.item() == pytest.approx(float(ref), rel=1e-12)

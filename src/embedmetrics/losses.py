@@ -1,4 +1,4 @@
-"""Pair losses for metric learning as ``nn.Module`` s (functional twins: :mod:`embedmetrics.functional`)."""
+"""Pair losses for metric learning as `nn.Module`s (functional twins in `embedmetrics.functional`)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ __all__ = ["ContrastiveLoss"]
 
 
 class ContrastiveLoss(nn.Module):
-    r"""Contrastive loss for Siamese training: pull similar pairs together, push dissimilar ones apart.
+    """Contrastive loss for Siamese training: pull similar pairs together, push dissimilar ones apart.
 
-    For a pair with Euclidean distance :math:`d = \lVert o_1 - o_2 \rVert_2` and label :math:`y`
-    (1 = similar, 0 = dissimilar, values in between are soft labels):
+    For a pair with Euclidean distance ``d = ‖o1 − o2‖₂`` and label ``y`` (1 = similar, 0 = dissimilar,
+    values in between are soft labels):
 
-    .. math:: \ell = y\, d^2 + (1 - y)\, \max(0,\ m - d)^2
+        loss = y·d² + (1 − y)·max(0, margin − d)²
 
-    The forward pass calls :func:`embedmetrics.functional.contrastive_loss`; see it for shapes,
-    dtypes, the subgradient at :math:`d = 0` (0) and the errors raised. Gradients come from autograd.
+    The forward pass calls ``embedmetrics.functional.contrastive_loss``; see it for shapes, dtypes,
+    the subgradient at ``d = 0`` (0) and the errors raised. Gradients come from autograd.
 
     Args:
         margin: The distance beyond which a dissimilar pair costs nothing; a finite number ``>= 0``.

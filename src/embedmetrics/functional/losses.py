@@ -1,10 +1,12 @@
-"""Functional pair losses for metric learning (the module twins live in :mod:`embedmetrics.losses`)."""
+"""Functional pair losses for metric learning (module twins in `embedmetrics.losses`)."""
 
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Union
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -59,9 +61,7 @@ def _label_tensor(label: LabelLike, output1: Tensor, dtype: torch.dtype, validat
     """
     batched = output1.ndim == 2
     if isinstance(label, Tensor):
-        if label.is_complex() or not (
-            label.is_floating_point() or label.dtype == torch.bool or _is_int(label)
-        ):
+        if label.is_complex():
             raise TypeError(
                 f"Argument `similarity_label` must be a bool, integer or floating-point tensor,"
                 f" got dtype {label.dtype}."
@@ -82,23 +82,19 @@ def _label_tensor(label: LabelLike, output1: Tensor, dtype: torch.dtype, validat
                     f" got a value of {bad!r}."
                 )
         return label.to(device=output1.device, dtype=dtype)
-    if isinstance(label, (bool, int, float)):
+    if isinstance(label, (numbers.Real, np.bool_)):  # Python and NumPy bools, ints and floats
         if batched:
             raise ValueError(
                 f"Argument `similarity_label` must be a tensor of shape ({output1.shape[0]},) for a batch"
                 f" of pairs (outputs have shape {tuple(output1.shape)}), got the number {label!r}."
             )
-        if not 0 <= label <= 1:  # also rejects NaN
+        if not 0 <= float(label) <= 1:  # also rejects NaN
             raise ValueError(
                 f"Argument `similarity_label` must lie in [0, 1] (1 = similar, 0 = dissimilar),"
                 f" got {label!r}."
             )
         return torch.tensor(float(label), dtype=dtype, device=output1.device)
     raise TypeError(f"Argument `similarity_label` must be a tensor or a number, got {type(label).__name__}.")
-
-
-def _is_int(t: Tensor) -> bool:
-    return not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool
 
 
 def _safe_norm(sq_dist: Tensor) -> Tensor:
@@ -136,18 +132,19 @@ def contrastive_loss(
     reduction: str = "mean",
     validate_args: bool = True,
 ) -> Tensor:
-    r"""Contrastive loss (Hadsell, Chopra & LeCun, 2006) between pairs of embeddings.
+    """Contrastive loss (Hadsell, Chopra & LeCun, 2006) between pairs of embeddings.
 
-    For a pair with Euclidean distance :math:`d = \lVert o_1 - o_2 \rVert_2` and label :math:`y`
-    (1 = similar, 0 = dissimilar, values in between are soft labels):
+    For a pair with Euclidean distance ``d = ‖o1 − o2‖₂`` and label ``y`` (1 = similar, 0 = dissimilar,
+    values in between are soft labels):
 
-    .. math:: \ell = y\, d^2 + (1 - y)\, \max(0,\ m - d)^2
+        loss = y·d² + (1 − y)·max(0, margin − d)²
 
-    Similar pairs are pulled together; dissimilar pairs are pushed apart until they are at least the
-    margin :math:`m` away, after which they cost nothing. Gradients come from autograd and equal the
-    closed form :math:`\partial\ell/\partial o_1 = 2y(o_1 - o_2) - 2(1 - y)\max(0, m - d)(o_1 - o_2)/d`
-    (and the negative for :math:`o_2`). At :math:`d = 0` the loss is :math:`(1 - y)\,m^2` and the
-    gradient of the hinge term is taken to be 0 (the minimum-norm subgradient), so it is never NaN.
+    Similar pairs are pulled together; dissimilar pairs are pushed apart until they are at least
+    ``margin`` away, after which they cost nothing. The similar term uses ``d²`` as a sum of squares
+    (no square root). Gradients come from autograd and equal the closed form
+    ``∂loss/∂o1 = 2y·(o1 − o2) − 2(1 − y)·max(0, margin − d)·(o1 − o2)/d`` (the negative for ``o2``).
+    At ``d = 0`` the loss is ``(1 − y)·margin²`` and the gradient is exactly 0 (for the hinge term
+    that is the minimum-norm subgradient), so it is never NaN.
 
     Half-precision inputs (float16, bfloat16) are computed in float32 and the result is cast back to
     the input dtype; float64 stays float64.
