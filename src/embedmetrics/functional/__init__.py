@@ -3,3 +3,23 @@
 from __future__ import annotations
 
 __all__: list[str] = []
+
+from embedmetrics.functional.retrieval import (
+    retrieval_average_precision,
+    retrieval_hit_rate,
+    retrieval_normalized_dcg,
+    retrieval_precision,
+    retrieval_r_precision,
+    retrieval_recall,
+    retrieval_reciprocal_rank,
+)
+
+__all__ += [
+    "retrieval_average_precision",
+    "retrieval_hit_rate",
+    "retrieval_normalized_dcg",
+    "retrieval_precision",
+    "retrieval_r_precision",
+    "retrieval_recall",
+    "retrieval_reciprocal_rank",
+]
