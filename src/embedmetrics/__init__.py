@@ -4,4 +4,23 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from embedmetrics.retrieval import (
+    RetrievalHitRate,
+    RetrievalMAP,
+    RetrievalMRR,
+    RetrievalNormalizedDCG,
+    RetrievalPrecision,
+    RetrievalRecall,
+    RetrievalRPrecision,
+)
+
 __all__: list[str] = ["__version__"]
+__all__ += [
+    "RetrievalHitRate",
+    "RetrievalMAP",
+    "RetrievalMRR",
+    "RetrievalNormalizedDCG",
+    "RetrievalPrecision",
+    "RetrievalRPrecision",
+    "RetrievalRecall",
+]
