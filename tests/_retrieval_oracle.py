@@ -6,12 +6,26 @@ import itertools
 import math
 from collections.abc import Sequence
 
-METRICS = ("hit_rate", "reciprocal_rank", "precision", "recall", "r_precision", "average_precision",
-           "normalized_dcg")
+METRICS = (
+    "hit_rate",
+    "reciprocal_rank",
+    "precision",
+    "recall",
+    "r_precision",
+    "average_precision",
+    "normalized_dcg",
+)
 
 
-def plain(name: str, gains: Sequence[float], k: int | None, *, total_relevant: int | None = None,
-          ideal_gains: Sequence[float] | None = None, adaptive_k: bool = False) -> float:
+def plain(
+    name: str,
+    gains: Sequence[float],
+    k: int | None,
+    *,
+    total_relevant: int | None = None,
+    ideal_gains: Sequence[float] | None = None,
+    adaptive_k: bool = False,
+) -> float:
     """The textbook metric of one query whose ranked documents have ``gains`` (no ties)."""
     n = len(gains)
     rel = [g > 0 for g in gains]
@@ -58,8 +72,14 @@ def tie_orders(scores: Sequence[float]) -> list[list[int]]:
     return out
 
 
-def brute_force(name: str, scores: Sequence[float], gains: Sequence[float], k: int | None, ties: str,
-                adaptive_k: bool = False) -> float:
+def brute_force(
+    name: str,
+    scores: Sequence[float],
+    gains: Sequence[float],
+    k: int | None,
+    ties: str,
+    adaptive_k: bool = False,
+) -> float:
     """The metric under a tie policy: average over all tie orders, or the worst/best tie-break."""
     if ties == "average":
         orders = tie_orders(scores)

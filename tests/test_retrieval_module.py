@@ -73,11 +73,13 @@ def test_2d_and_flat_updates_mix(cls):
     m.update(rows_p[3:], rows_t[3:])
     m.update(rows_p[0, :4], rows_t[0, :4])  # 1-D without indexes: one query
     fn, kw = CLASSES[cls], _kw(cls, k=3, aggregation="none")
-    expected = torch.cat([
-        fn(rows_p, rows_t, **kw),
-        fn(rows_p[0, :4], rows_t[0, :4], **kw),
-        fn(preds, target, indexes=indexes, **kw),
-    ])
+    expected = torch.cat(
+        [
+            fn(rows_p, rows_t, **kw),
+            fn(rows_p[0, :4], rows_t[0, :4], **kw),
+            fn(preds, target, indexes=indexes, **kw),
+        ]
+    )
     got = m.compute()
     assert got.shape == expected.shape
     assert torch.allclose(got, expected, atol=1e-6)
@@ -172,16 +174,29 @@ BAD_UPDATES = [
     ((torch.rand(4), torch.ones(3, dtype=torch.long), torch.zeros(4, dtype=torch.long)), TypeError, None),
     ((torch.rand(4), torch.tensor([0, 2, 1, 0]), torch.zeros(4, dtype=torch.long)), ValueError, "2"),
     ((torch.rand(4), torch.tensor([0, 1, 1, 0]), torch.zeros(4)), TypeError, "float32"),
-    ((torch.tensor([0.1, float("nan"), 0.2, 0.3]), torch.tensor([0, 1, 1, 0]), torch.zeros(4, dtype=torch.long)),
-     ValueError, "NaN"),
+    (
+        (
+            torch.tensor([0.1, float("nan"), 0.2, 0.3]),
+            torch.tensor([0, 1, 1, 0]),
+            torch.zeros(4, dtype=torch.long),
+        ),
+        ValueError,
+        "NaN",
+    ),
     ((torch.rand(0), torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long)), ValueError, "(0,)"),
-    ((torch.randint(0, 5, (4,)), torch.tensor([0, 1, 1, 0]), torch.zeros(4, dtype=torch.long)),
-     TypeError, "int64"),
+    (
+        (torch.randint(0, 5, (4,)), torch.tensor([0, 1, 1, 0]), torch.zeros(4, dtype=torch.long)),
+        TypeError,
+        "int64",
+    ),
     ((torch.rand(4), torch.tensor([0, 1, 1, 0]), torch.zeros(3, dtype=torch.long)), ValueError, "(3,)"),
     ((torch.rand(2, 2, 2), torch.ones(2, 2, 2, dtype=torch.long), None), ValueError, "(2, 2, 2)"),
 ]
-BAD_UPDATES[0] = ((torch.rand(4), torch.ones(3, dtype=torch.long), torch.zeros(4, dtype=torch.long)),
-                  ValueError, "(3,)")
+BAD_UPDATES[0] = (
+    (torch.rand(4), torch.ones(3, dtype=torch.long), torch.zeros(4, dtype=torch.long)),
+    ValueError,
+    "(3,)",
+)
 
 
 @pytest.mark.parametrize(("args", "err", "text"), BAD_UPDATES)
@@ -248,7 +263,7 @@ def test_rejected_update_leaves_state_unchanged(cls, seed, which, twod):
     m.update(preds, target, indexes)
     before = _snapshot(m)
     value_before = copy.deepcopy(m).compute()
-    args, err, _ = BAD_UPDATES[which]
+    args, _err, _ = BAD_UPDATES[which]
     if cls is em.RetrievalNormalizedDCG and which == 1:
         args = (args[0], torch.tensor([0, -2, 1, 0]), args[2])  # graded: only negatives are bad
     with pytest.raises((ValueError, TypeError)):

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from embedmetrics.functional import retrieval as F
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _retrieval_oracle import METRICS, brute_force  # noqa: E402
+from _retrieval_oracle import METRICS, brute_force
 
 FUNCS = {
     "hit_rate": F.retrieval_hit_rate,
@@ -149,8 +149,13 @@ def test_flat_float32_float64_and_2d_agree_under_ties(name):
         a = FUNCS[name](preds, target, ties=policy, aggregation="none")
         b = FUNCS[name](preds.double(), target, indexes=indexes, ties=policy, aggregation="none")
         perm = torch.randperm(q * d, generator=g)
-        c = FUNCS[name](preds.reshape(-1)[perm], target.reshape(-1)[perm], indexes=indexes.reshape(-1)[perm],
-                        ties=policy, aggregation="none")
+        c = FUNCS[name](
+            preds.reshape(-1)[perm],
+            target.reshape(-1)[perm],
+            indexes=indexes.reshape(-1)[perm],
+            ties=policy,
+            aggregation="none",
+        )
         assert torch.allclose(a.double(), b, atol=1e-6)
         assert torch.allclose(a, c, atol=1e-6)
 

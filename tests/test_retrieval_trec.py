@@ -92,8 +92,9 @@ def test_query_with_nothing_retrieved_scores_zero_not_empty():
     target = torch.tensor([1, 0, 1, 0])
     indexes = torch.tensor([0, 0, 1, 1])
     retrieved = torch.tensor([False, False, True, True])
-    got = F.retrieval_hit_rate(preds, target, indexes=indexes, retrieved=retrieved, aggregation="none",
-                               empty_target_action="pos")
+    got = F.retrieval_hit_rate(
+        preds, target, indexes=indexes, retrieved=retrieved, aggregation="none", empty_target_action="pos"
+    )
     assert got.tolist() == [0.0, 1.0]
 
 
@@ -101,8 +102,9 @@ def test_num_relevant_per_sorted_index_and_validation():
     preds = torch.tensor([0.9, 0.8, 0.7, 0.6])
     target = torch.tensor([1, 0, 0, 1])
     indexes = torch.tensor([9, 3, 9, 3])
-    got = F.retrieval_recall(preds, target, indexes=indexes, num_relevant=torch.tensor([2, 4]),
-                             aggregation="none")
+    got = F.retrieval_recall(
+        preds, target, indexes=indexes, num_relevant=torch.tensor([2, 4]), aggregation="none"
+    )
     assert got.tolist() == pytest.approx([1 / 2, 1 / 4])  # index 3 first (sorted), then index 9
     with pytest.raises(ValueError, match="num_relevant"):
         F.retrieval_recall(preds, target, indexes=indexes, num_relevant=torch.tensor([0, 4]))
@@ -115,6 +117,7 @@ def test_num_relevant_per_sorted_index_and_validation():
     with pytest.raises(ValueError, match="retrieved"):
         F.retrieval_recall(preds, target, indexes=indexes, retrieved=torch.ones(3, dtype=torch.bool))
     # num_relevant = 0 for a query without relevant documents: an empty query
-    got = F.retrieval_recall(torch.tensor([0.5]), torch.tensor([0]), num_relevant=torch.tensor([0]),
-                             empty_target_action="pos")
+    got = F.retrieval_recall(
+        torch.tensor([0.5]), torch.tensor([0]), num_relevant=torch.tensor([0]), empty_target_action="pos"
+    )
     assert got.item() == 1.0

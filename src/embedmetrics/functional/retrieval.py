@@ -104,8 +104,12 @@ def _check_inputs(
             raise TypeError(f"Argument `{name}` must be a torch.Tensor, got {type(value).__name__}.")
     if not preds.is_floating_point():
         raise TypeError(f"Argument `preds` must be a floating-point tensor, got dtype {preds.dtype}.")
-    if target.is_complex() or not (target.dtype == torch.bool or _is_int(target) or target.is_floating_point()):
-        raise TypeError(f"Argument `target` must be a bool, integer or float tensor, got dtype {target.dtype}.")
+    if target.is_complex() or not (
+        target.dtype == torch.bool or _is_int(target) or target.is_floating_point()
+    ):
+        raise TypeError(
+            f"Argument `target` must be a bool, integer or float tensor, got dtype {target.dtype}."
+        )
     if preds.shape != target.shape:
         raise ValueError(
             f"Arguments `preds` and `target` must have the same shape, got {tuple(preds.shape)} "
@@ -119,7 +123,9 @@ def _check_inputs(
             )
     else:
         if not isinstance(indexes, Tensor):
-            raise TypeError(f"Argument `indexes` must be a torch.Tensor or None, got {type(indexes).__name__}.")
+            raise TypeError(
+                f"Argument `indexes` must be a torch.Tensor or None, got {type(indexes).__name__}."
+            )
         if not _is_int(indexes):
             raise TypeError(f"Argument `indexes` must be an integer tensor, got dtype {indexes.dtype}.")
         if indexes.shape != preds.shape:
