@@ -122,6 +122,7 @@ class RankStats:
     """
 
     group: Tensor
+    group_start: Tensor
     pos: Tensor
     a: Tensor
     t: Tensor
@@ -198,7 +199,8 @@ def rank(
     idx = torch.arange(N, device=device)
 
     counts = torch.zeros(G, dtype=torch.int64, device=device).index_add_(0, grp, torch.ones_like(idx))
-    gstart = (torch.cumsum(counts, 0) - counts)[grp]
+    group_start = torch.cumsum(counts, 0) - counts
+    gstart = group_start[grp]
     pos = idx - gstart
     if ties == "average":
         boundary = pos == 0
@@ -233,6 +235,7 @@ def rank(
     ).to(torch.int8)
     return RankStats(
         group=grp,
+        group_start=group_start,
         pos=pos,
         a=first - gstart,
         t=t,
@@ -267,11 +270,27 @@ def _per_group(st: RankStats, src: Tensor) -> Tensor:
     return out.index_add_(0, st.group, src)
 
 
-def _relevant_in_top(st: RankStats, k: Tensor) -> Tensor:
-    """Expected relevant documents in the top ``k``: ``Σ_items (r/t)·[pos < k]`` per group."""
+def _cutoff_block(st: RankStats, k: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """Per group and cut-off: ``m = min(k, n)`` and ``(a, t, r, c)`` of the block holding position ``m − 1``.
+
+    Everything above that block is inside the top ``k``, everything below is outside, so the metrics
+    that only count relevant documents in the top ``k`` need nothing else (G-sized work).
+    """
     fdt = st.block_gain.dtype
-    p = (st.r.to(fdt) / st.t.to(fdt) * st.active).unsqueeze(1)
-    return _per_group(st, p * (st.pos.to(fdt).unsqueeze(1) < k))
+    m = torch.minimum(k, st.n.to(fdt).unsqueeze(1))  # (G, nk)
+    j = (st.group_start.unsqueeze(1) + m.to(torch.int64) - 1).clamp_min(0)
+    j = j.clamp_max(max(st.a.numel() - 1, 0))
+    a, t, r, c = (v.to(fdt)[j] for v in (st.a, st.t, st.r, st.c))
+    empty = m < 1
+    a, c = a.masked_fill(empty, 0.0), c.masked_fill(empty, 0.0)
+    r = r.masked_fill(empty, 0.0)
+    return m, a, t.masked_fill(empty, 1.0), r, c
+
+
+def _relevant_in_top(st: RankStats, k: Tensor) -> Tensor:
+    """Expected relevant documents in the top ``k``: ``c + r·o/t`` at the cut-off block, ``o = m − a``."""
+    m, a, t, r, c = _cutoff_block(st, k)
+    return c + r * (m - a).clamp_min(0) / t
 
 
 def _safe_div(num: Tensor, den: Tensor) -> Tensor:
@@ -280,22 +299,20 @@ def _safe_div(num: Tensor, den: Tensor) -> Tensor:
 
 
 def hit_rate(st: RankStats, ks: Ks) -> Tensor:
-    """``1 − Π_blocks C(t−r, o)/C(t, o)`` with ``o = clamp(k − a, 0, t)`` (0 when ``o > t − r``)."""
-    fdt = st.block_gain.dtype
-    k = _ks(ks, st)
-    a, t, r = (v.to(fdt).unsqueeze(1) for v in (st.a, st.t, st.r))
-    o = torch.minimum((k - a).clamp_min(0), t)
-    use = (st.leader & st.active & (st.r > 0)).unsqueeze(1) & (o > 0)
+    """``1 − Π_blocks C(t−r, o)/C(t, o)``, ``o = clamp(k − a, 0, t)`` (0 when ``o > t − r``).
+
+    Only the block at the cut-off can have ``0 < o < t``: blocks above it are wholly inside the top
+    ``k`` (a hit if any is relevant, i.e. ``c > 0``), blocks below contribute a factor 1.
+    """
+    m, a, t, r, c = _cutoff_block(st, _ks(ks, st))
+    o = (m - a).clamp_min(0)
     impossible = o > t - r
-    valid = use & ~impossible
-    o_ = torch.where(valid, o, 0.0)
-    r_ = torch.where(valid, r, 0.0)
-    log_ratio = (torch.lgamma(t - r_ + 1) - torch.lgamma(t + 1)) + (
-        torch.lgamma(t - o_ + 1) - torch.lgamma(t - r_ - o_ + 1)
+    o_ = torch.where(impossible, 0.0, o)
+    log_ratio = (torch.lgamma(t - r + 1) - torch.lgamma(t + 1)) + (
+        torch.lgamma(t - o_ + 1) - torch.lgamma(t - r - o_ + 1)
     )
-    log_ratio = torch.where(use, torch.where(impossible, float("-inf"), log_ratio), 0.0)
-    miss = torch.exp(_per_group(st, log_ratio))
-    return 1.0 - miss
+    miss = torch.where(impossible | (c > 0), 0.0, torch.exp(torch.where(r > 0, log_ratio, 0.0)))
+    return torch.where(m < 1, 0.0, 1.0 - miss)
 
 
 def reciprocal_rank(st: RankStats, ks: Ks) -> Tensor:
@@ -334,7 +351,7 @@ def r_precision(st: RankStats) -> Tensor:
     """Relevant in the top ``R`` over ``R`` (one column)."""
     fdt = st.block_gain.dtype
     R = st.R.to(fdt).unsqueeze(1)
-    return _safe_div(_relevant_in_top(st, R[st.group]), R)
+    return _safe_div(_relevant_in_top(st, R), R)
 
 
 def average_precision(st: RankStats, ks: Ks) -> Tensor:
