@@ -163,16 +163,23 @@ def _check_inputs(
         counted = target
     else:
         counted = torch.where(target == ignore_index, torch.zeros((), dtype=target.dtype), target)
-    if spec.binary:
-        bad = (counted != 0) & (counted != 1)
-        if bool(bad.any()):
+    if counted.dtype == torch.bool:
+        pass  # always binary and non-negative
+    elif spec.binary:
+        lo, hi = torch.aminmax(counted)
+        bad_value = bool(lo < 0) or bool(hi > 1)
+        if not bad_value and counted.is_floating_point():
+            bad_value = bool(((counted != 0) & (counted != 1)).any())
+        if bad_value:
+            bad = (counted != 0) & (counted != 1)
             raise ValueError(
                 f"Argument `target` must be binary (bool or 0/1) for `{spec.name}`, "
                 f"got the value {counted[bad].reshape(-1)[0].item()!r}."
             )
     else:
-        bad = ~torch.isfinite(counted.double()) | (counted < 0) if counted.dtype != torch.bool else None
-        if bad is not None and bool(bad.any()):
+        lo, hi = torch.aminmax(counted)
+        if bool(lo < 0) or not bool(torch.isfinite(hi.double())):
+            bad = ~torch.isfinite(counted.double()) | (counted < 0)
             raise ValueError(
                 f"Argument `target` must hold finite relevance grades >= 0 for `{spec.name}`, "
                 f"got the value {counted[bad].reshape(-1)[0].item()!r}."
