@@ -331,26 +331,6 @@ def _retrieval(
     )
 
 
-_COMMON_ARGS = """
-        indexes: query id of every document (integer tensor, same shape as ``preds``). ``None``: 1-D
-            input is one query, 2-D input ``(queries, documents)`` is one query per row.
-        top_k: alias of ``k`` (torchmetrics 1.x name); an error if both are given and differ.
-        ties: ``'average'`` (expected value over a uniformly random order of tied scores),
-            ``'pessimistic'`` (irrelevant first) or ``'optimistic'`` (relevant first).
-        empty_target_action: a query with no relevant document counts as 0 (``'neg'``), 1
-            (``'pos'``), is left out (``'skip'``) or raises (``'error'``).
-        ignore_index: documents whose target equals this value are removed.
-        aggregation: ``'mean'``, ``'median'``, ``'min'``, ``'max'``, a callable ``f(values, dim)`` or
-            ``'none'`` for the per-query values (in row order for 2-D input, ascending index otherwise).
-        retrieved: bool mask, same shape as ``preds``; ``False`` marks a judged document the system
-            did not return: it counts in ``R`` (and the ideal DCG) but is never ranked.
-        num_relevant: per query, the total number of relevant documents, including ones absent from
-            the input (one entry per row, or per distinct index in ascending order); must be at least
-            the relevant documents given.
-        validate_args: check values (NaN, binary target, ...); needs a host sync. Shapes and dtypes are
-            always checked."""
-
-
 def retrieval_hit_rate(
     preds: Tensor,
     target: Tensor,
@@ -372,7 +352,23 @@ def retrieval_hit_rate(
         preds: scores (float), higher is better.
         target: relevance (bool or 0/1).
         k: cut-off: ``None`` (all documents), an int, or a sequence of ints (one value per k).
-    {common}
+        indexes: query id of every document (integer tensor, same shape as ``preds``). ``None``: 1-D
+            input is one query, 2-D input ``(queries, documents)`` is one query per row.
+        top_k: alias of ``k`` (torchmetrics 1.x name); an error if both are given and differ.
+        ties: ``'average'`` (expected value over a uniformly random order of tied scores),
+            ``'pessimistic'`` (irrelevant first) or ``'optimistic'`` (relevant first).
+        empty_target_action: a query with no relevant document counts as 0 (``'neg'``), 1
+            (``'pos'``), is left out (``'skip'``) or raises (``'error'``).
+        ignore_index: documents whose target equals this value are removed.
+        aggregation: ``'mean'``, ``'median'``, ``'min'``, ``'max'``, a callable ``f(values, dim)`` or
+            ``'none'`` for the per-query values (in row order for 2-D input, ascending index otherwise).
+        retrieved: bool mask, same shape as ``preds``; ``False`` marks a judged document the system
+            did not return: it counts in ``R`` (and the ideal DCG) but is never ranked.
+        num_relevant: per query, the total number of relevant documents, including ones absent from
+            the input (one entry per row, or per distinct index in ascending order); must be at least
+            the relevant documents given.
+        validate_args: check values (NaN, binary target, ...); needs a host sync. Shapes and dtypes are
+            always checked.
 
     Returns:
         The aggregated value (scalar, or one value per k for a sequence ``k``); per-query values for
@@ -432,7 +428,23 @@ def retrieval_reciprocal_rank(
         preds: scores (float), higher is better.
         target: relevance (bool or 0/1).
         k: only ranks ``<= k`` count (``None``: all); an int or a sequence of ints.
-    {common}
+        indexes: query id of every document (integer tensor, same shape as ``preds``). ``None``: 1-D
+            input is one query, 2-D input ``(queries, documents)`` is one query per row.
+        top_k: alias of ``k`` (torchmetrics 1.x name); an error if both are given and differ.
+        ties: ``'average'`` (expected value over a uniformly random order of tied scores),
+            ``'pessimistic'`` (irrelevant first) or ``'optimistic'`` (relevant first).
+        empty_target_action: a query with no relevant document counts as 0 (``'neg'``), 1
+            (``'pos'``), is left out (``'skip'``) or raises (``'error'``).
+        ignore_index: documents whose target equals this value are removed.
+        aggregation: ``'mean'``, ``'median'``, ``'min'``, ``'max'``, a callable ``f(values, dim)`` or
+            ``'none'`` for the per-query values (in row order for 2-D input, ascending index otherwise).
+        retrieved: bool mask, same shape as ``preds``; ``False`` marks a judged document the system
+            did not return: it counts in ``R`` (and the ideal DCG) but is never ranked.
+        num_relevant: per query, the total number of relevant documents, including ones absent from
+            the input (one entry per row, or per distinct index in ascending order); must be at least
+            the relevant documents given.
+        validate_args: check values (NaN, binary target, ...); needs a host sync. Shapes and dtypes are
+            always checked.
 
     Returns:
         The aggregated value (scalar, or one value per k); per-query values for ``aggregation='none'``.
@@ -490,7 +502,23 @@ def retrieval_precision(
         target: relevance (bool or 0/1).
         k: cut-off (``None``: all ranked documents, dividing by their number); an int or a sequence.
         adaptive_k: divide by ``min(k, number of ranked documents)`` instead of ``k``.
-    {common}
+        indexes: query id of every document (integer tensor, same shape as ``preds``). ``None``: 1-D
+            input is one query, 2-D input ``(queries, documents)`` is one query per row.
+        top_k: alias of ``k`` (torchmetrics 1.x name); an error if both are given and differ.
+        ties: ``'average'`` (expected value over a uniformly random order of tied scores),
+            ``'pessimistic'`` (irrelevant first) or ``'optimistic'`` (relevant first).
+        empty_target_action: a query with no relevant document counts as 0 (``'neg'``), 1
+            (``'pos'``), is left out (``'skip'``) or raises (``'error'``).
+        ignore_index: documents whose target equals this value are removed.
+        aggregation: ``'mean'``, ``'median'``, ``'min'``, ``'max'``, a callable ``f(values, dim)`` or
+            ``'none'`` for the per-query values (in row order for 2-D input, ascending index otherwise).
+        retrieved: bool mask, same shape as ``preds``; ``False`` marks a judged document the system
+            did not return: it counts in ``R`` (and the ideal DCG) but is never ranked.
+        num_relevant: per query, the total number of relevant documents, including ones absent from
+            the input (one entry per row, or per distinct index in ascending order); must be at least
+            the relevant documents given.
+        validate_args: check values (NaN, binary target, ...); needs a host sync. Shapes and dtypes are
+            always checked.
 
     Returns:
         The aggregated value (scalar, or one value per k); per-query values for ``aggregation='none'``.
@@ -548,7 +576,23 @@ def retrieval_recall(
         preds: scores (float), higher is better.
         target: relevance (bool or 0/1).
         k: cut-off (``None``: all); an int or a sequence of ints.
-    {common}
+        indexes: query id of every document (integer tensor, same shape as ``preds``). ``None``: 1-D
+            input is one query, 2-D input ``(queries, documents)`` is one query per row.
+        top_k: alias of ``k`` (torchmetrics 1.x name); an error if both are given and differ.
+        ties: ``'average'`` (expected value over a uniformly random order of tied scores),
+            ``'pessimistic'`` (irrelevant first) or ``'optimistic'`` (relevant first).
+        empty_target_action: a query with no relevant document counts as 0 (``'neg'``), 1
+            (``'pos'``), is left out (``'skip'``) or raises (``'error'``).
+        ignore_index: documents whose target equals this value are removed.
+        aggregation: ``'mean'``, ``'median'``, ``'min'``, ``'max'``, a callable ``f(values, dim)`` or
+            ``'none'`` for the per-query values (in row order for 2-D input, ascending index otherwise).
+        retrieved: bool mask, same shape as ``preds``; ``False`` marks a judged document the system
+            did not return: it counts in ``R`` (and the ideal DCG) but is never ranked.
+        num_relevant: per query, the total number of relevant documents, including ones absent from
+            the input (one entry per row, or per distinct index in ascending order); must be at least
+            the relevant documents given.
+        validate_args: check values (NaN, binary target, ...); needs a host sync. Shapes and dtypes are
+            always checked.
 
     Returns:
         The aggregated value (scalar, or one value per k); per-query values for ``aggregation='none'``.
@@ -598,7 +642,22 @@ def retrieval_r_precision(
     Args:
         preds: scores (float), higher is better.
         target: relevance (bool or 0/1).
-    {common}
+        indexes: query id of every document (integer tensor, same shape as ``preds``). ``None``: 1-D
+            input is one query, 2-D input ``(queries, documents)`` is one query per row.
+        ties: ``'average'`` (expected value over a uniformly random order of tied scores),
+            ``'pessimistic'`` (irrelevant first) or ``'optimistic'`` (relevant first).
+        empty_target_action: a query with no relevant document counts as 0 (``'neg'``), 1
+            (``'pos'``), is left out (``'skip'``) or raises (``'error'``).
+        ignore_index: documents whose target equals this value are removed.
+        aggregation: ``'mean'``, ``'median'``, ``'min'``, ``'max'``, a callable ``f(values, dim)`` or
+            ``'none'`` for the per-query values (in row order for 2-D input, ascending index otherwise).
+        retrieved: bool mask, same shape as ``preds``; ``False`` marks a judged document the system
+            did not return: it counts in ``R`` (and the ideal DCG) but is never ranked.
+        num_relevant: per query, the total number of relevant documents, including ones absent from
+            the input (one entry per row, or per distinct index in ascending order); must be at least
+            the relevant documents given.
+        validate_args: check values (NaN, binary target, ...); needs a host sync. Shapes and dtypes are
+            always checked.
 
     Returns:
         The aggregated value; per-query values for ``aggregation='none'``.
@@ -653,7 +712,23 @@ def retrieval_average_precision(
         preds: scores (float), higher is better.
         target: relevance (bool or 0/1).
         k: cut-off (``None``: all); an int or a sequence of ints.
-    {common}
+        indexes: query id of every document (integer tensor, same shape as ``preds``). ``None``: 1-D
+            input is one query, 2-D input ``(queries, documents)`` is one query per row.
+        top_k: alias of ``k`` (torchmetrics 1.x name); an error if both are given and differ.
+        ties: ``'average'`` (expected value over a uniformly random order of tied scores),
+            ``'pessimistic'`` (irrelevant first) or ``'optimistic'`` (relevant first).
+        empty_target_action: a query with no relevant document counts as 0 (``'neg'``), 1
+            (``'pos'``), is left out (``'skip'``) or raises (``'error'``).
+        ignore_index: documents whose target equals this value are removed.
+        aggregation: ``'mean'``, ``'median'``, ``'min'``, ``'max'``, a callable ``f(values, dim)`` or
+            ``'none'`` for the per-query values (in row order for 2-D input, ascending index otherwise).
+        retrieved: bool mask, same shape as ``preds``; ``False`` marks a judged document the system
+            did not return: it counts in ``R`` (and the ideal DCG) but is never ranked.
+        num_relevant: per query, the total number of relevant documents, including ones absent from
+            the input (one entry per row, or per distinct index in ascending order); must be at least
+            the relevant documents given.
+        validate_args: check values (NaN, binary target, ...); needs a host sync. Shapes and dtypes are
+            always checked.
 
     Returns:
         The aggregated value (scalar, or one value per k); per-query values for ``aggregation='none'``.
@@ -708,7 +783,23 @@ def retrieval_normalized_dcg(
         preds: scores (float), higher is better.
         target: relevance grades (bool, int or float, ``>= 0``); the gain is the grade itself.
         k: cut-off (``None``: all); an int or a sequence of ints.
-    {common}
+        indexes: query id of every document (integer tensor, same shape as ``preds``). ``None``: 1-D
+            input is one query, 2-D input ``(queries, documents)`` is one query per row.
+        top_k: alias of ``k`` (torchmetrics 1.x name); an error if both are given and differ.
+        ties: ``'average'`` (expected value over a uniformly random order of tied scores),
+            ``'pessimistic'`` (irrelevant first) or ``'optimistic'`` (relevant first).
+        empty_target_action: a query with no relevant document counts as 0 (``'neg'``), 1
+            (``'pos'``), is left out (``'skip'``) or raises (``'error'``).
+        ignore_index: documents whose target equals this value are removed.
+        aggregation: ``'mean'``, ``'median'``, ``'min'``, ``'max'``, a callable ``f(values, dim)`` or
+            ``'none'`` for the per-query values (in row order for 2-D input, ascending index otherwise).
+        retrieved: bool mask, same shape as ``preds``; ``False`` marks a judged document the system
+            did not return: it counts in ``R`` (and the ideal DCG) but is never ranked.
+        num_relevant: per query, the total number of relevant documents, including ones absent from
+            the input (one entry per row, or per distinct index in ascending order); must be at least
+            the relevant documents given.
+        validate_args: check values (NaN, binary target, ...); needs a host sync. Shapes and dtypes are
+            always checked.
 
     Returns:
         The aggregated value (scalar, or one value per k); per-query values for ``aggregation='none'``.
@@ -738,16 +829,3 @@ def retrieval_normalized_dcg(
         num_relevant=num_relevant,
         validate_args=validate_args,
     )
-
-
-for _fn in (
-    retrieval_hit_rate,
-    retrieval_reciprocal_rank,
-    retrieval_precision,
-    retrieval_recall,
-    retrieval_r_precision,
-    retrieval_average_precision,
-    retrieval_normalized_dcg,
-):
-    if _fn.__doc__:
-        _fn.__doc__ = _fn.__doc__.replace("    {common}", _COMMON_ARGS.strip("\n"))
