@@ -12,6 +12,7 @@ The module also offers :func:`precision_at_k`, so that calculators written for
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any, Optional
 
@@ -19,10 +20,10 @@ import numpy as np
 import torch
 from torch import Tensor
 from torchmetrics import Metric
-from torchmetrics.functional.clustering import adjusted_mutual_info_score, normalized_mutual_info_score
+from torchmetrics.functional.clustering import normalized_mutual_info_score
 
 from embedmetrics._engine.checks import check_choice, check_embeddings, check_positive_int
-from embedmetrics._engine.kmeans import kmeans
+from embedmetrics._engine.clustering import adjusted_mutual_info, kmeans
 from embedmetrics._engine.knn import (
     KnnResult,
     LabelComparison,
@@ -475,12 +476,19 @@ class AccuracyCalculator:
 
     # ----------------------------------------------------------------- built-in metrics
     def calculate_NMI(self, query_labels: Tensor, cluster_labels: Tensor, **kwargs: Any) -> float:  # noqa: N802
-        """Normalized mutual information of the k-means clusters and the query labels."""
-        return float(normalized_mutual_info_score(cluster_labels, _unique_ids(query_labels)).item())
+        """Normalized mutual information (arithmetic mean) of the k-means clusters and the query labels."""
+        with warnings.catch_warnings():  # torch's note on sparse invariant checks, from torchmetrics
+            warnings.simplefilter("ignore", UserWarning)
+            return float(normalized_mutual_info_score(cluster_labels, _unique_ids(query_labels)).item())
 
     def calculate_AMI(self, query_labels: Tensor, cluster_labels: Tensor, **kwargs: Any) -> float:  # noqa: N802
-        """Adjusted mutual information of the k-means clusters and the query labels."""
-        return float(adjusted_mutual_info_score(cluster_labels, _unique_ids(query_labels)).item())
+        """Adjusted mutual information of the k-means clusters and the query labels.
+
+        Same value as ``torchmetrics.functional.clustering.adjusted_mutual_info_score`` (and
+        scikit-learn's), computed by a vectorised implementation: torchmetrics' expected-mutual-
+        information loop takes minutes at 20,000 points and 100 clusters.
+        """
+        return float(adjusted_mutual_info(cluster_labels, _unique_ids(query_labels)).item())
 
     def calculate_precision_at_1(
         self, query_labels: Tensor, not_lone_query_mask: Tensor, knn_stats: KnnResult, **kwargs: Any

@@ -1,4 +1,6 @@
-"""Deterministic k-means in torch (greedy k-means++ initialisation, Lloyd iterations).
+"""Clustering for NMI / AMI: deterministic k-means and a vectorised adjusted mutual information.
+
+k-means: greedy k-means++ initialisation, then Lloyd iterations.
 
 Runs on the input's device; the random choices of the initialisation come from a
 ``torch.Generator`` seeded with a fixed seed, so the same input gives the same clustering.
@@ -78,3 +80,61 @@ def kmeans(
         if converged:
             break
     return labels
+
+
+def adjusted_mutual_info(preds: Tensor, target: Tensor, *, chunk_terms: int = 2**22) -> Tensor:
+    """Adjusted mutual information (arithmetic normalisation), vectorised in torch.
+
+    Same definition as scikit-learn's ``adjusted_mutual_info_score`` and torchmetrics'
+    ``adjusted_mutual_info_score``, but the expected mutual information (a sum over every pair of
+    clusters and every feasible cell count, with hypergeometric weights) is computed in vectorised
+    chunks instead of Python loops: torchmetrics 1.9 needs minutes for 20,000 points in 100 clusters.
+    """
+    a = torch.unique(preds, return_inverse=True)[1]
+    b = torch.unique(target, return_inverse=True)[1]
+    f64 = torch.float64
+    n = a.shape[0]
+    na, nb = int(a.max().item()) + 1, int(b.max().item()) + 1
+    if na == nb == 1 or na == nb == n:  # unsplit, or all singletons on both sides: perfect match
+        return torch.tensor(1.0, dtype=f64, device=preds.device)
+    ai = torch.bincount(a, minlength=na).to(f64)
+    bj = torch.bincount(b, minlength=nb).to(f64)
+    cells, nij = torch.unique(a * nb + b, return_counts=True)
+    nij_f = nij.to(f64)
+    nf = float(n)
+    mi = (nij_f / nf * (torch.log(nij_f * nf) - torch.log(ai[cells // nb] * bj[cells % nb]))).sum()
+    h_a = -(ai / nf * torch.log(ai / nf)).sum()
+    h_b = -(bj / nf * torch.log(bj / nf)).sum()
+    # Expected mutual information under the permutation model.
+    pa = ai.repeat_interleave(nb)
+    pb = bj.repeat(na)
+    lo = torch.clamp(pa + pb - nf, min=1.0)
+    hi = torch.minimum(pa, pb)
+    length = (hi - lo + 1).clamp_min(0).to(torch.int64)
+    keep = length > 0
+    pa, pb, lo, length = pa[keep], pb[keep], lo[keep], length[keep]
+    ends = length.cumsum(0)
+    emi = torch.zeros((), dtype=f64, device=preds.device)
+    lg_n = math.lgamma(nf + 1)
+    start = 0
+    while start < pa.shape[0]:
+        base = int(ends[start - 1].item()) if start > 0 else 0
+        stop = int(torch.searchsorted(ends, base + chunk_terms, right=True).item())
+        stop = max(stop, start + 1)
+        sl = slice(start, stop)
+        reps = length[sl]
+        x, y, l0 = pa[sl].repeat_interleave(reps), pb[sl].repeat_interleave(reps), lo[sl].repeat_interleave(reps)
+        offs = torch.arange(int(reps.sum().item()), device=preds.device) - (reps.cumsum(0) - reps).repeat_interleave(reps)
+        v = l0 + offs.to(f64)
+        log_p = (
+            torch.lgamma(x + 1) + torch.lgamma(y + 1) + torch.lgamma(nf - x + 1) + torch.lgamma(nf - y + 1)
+            - lg_n - torch.lgamma(v + 1) - torch.lgamma(x - v + 1) - torch.lgamma(y - v + 1)
+            - torch.lgamma(nf - x - y + v + 1)
+        )
+        emi = emi + (v / nf * (torch.log(nf * v) - torch.log(x * y)) * torch.exp(log_p)).sum()
+        start = stop
+    normalizer = (h_a + h_b) / 2
+    denominator = normalizer - emi
+    eps = torch.finfo(f64).eps
+    denominator = torch.where(denominator < 0, denominator.clamp(max=-eps), denominator.clamp(min=eps))
+    return (mi - emi) / denominator
