@@ -189,7 +189,8 @@ def test_calculator_compute_with_combined_shards_equals_unsharded():
 
     class ShardedCalc(AccuracyCalculator):
         def _scan(self, *args, **kwargs):  # type: ignore[override]
-            parts = [super(ShardedCalc, self)._scan(*args[:-1], (rank, world)) for rank in range(world)]
+            head, wanted = args[:-2], args[-1]
+            parts = [super(ShardedCalc, self)._scan(*head, (rank, world), wanted) for rank in range(world)]
             partials.append(parts)
             first = parts[0]
             first.stats = {n: sum(p.stats[n] for p in parts) for n in first.stats}

@@ -376,6 +376,7 @@ class AccuracyCalculator:
         k: int,
         return_neighbors: bool,
         shard: Optional[tuple[int, int]],
+        stats: Sequence[str] = tuple(_KNN_STATS.values()),
     ) -> KnnResult:
         return knn_scan(
             q,
@@ -389,6 +390,7 @@ class AccuracyCalculator:
             ties=self.ties,
             label_comparison_fn=self.label_comparison_fn,
             return_neighbors=return_neighbors,
+            stats=stats,
             block_bytes=self.block_bytes,
             shard=shard,
         )
@@ -436,7 +438,8 @@ class AccuracyCalculator:
         k = self._resolve_k(counts, n_visible)
         need_lists = self._needs_neighbor_lists(metrics)
         if k >= 1:
-            result = self._scan(q, r, ql, rl, self_index, counts, k, need_lists, shard).all_reduce(shard)
+            wanted = tuple(_KNN_STATS[m] for m in metrics if m in _KNN_STATS)
+            result = self._scan(q, r, ql, rl, self_index, counts, k, need_lists, shard, wanted).all_reduce(shard)
         else:  # no reference a query could see: every query is lone
             z = torch.zeros(q.shape[0], 0, device=q.device)
             result = KnnResult({}, z.long(), z, 0)

@@ -15,7 +15,7 @@ Nothing allocates an ``n_query × n_reference`` matrix: peak extra memory is one
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -130,6 +130,7 @@ def knn_scan(
     ties: str = "average",
     label_comparison_fn: Optional[LabelComparison] = None,
     return_neighbors: bool = False,
+    stats: Sequence[str] = STAT_NAMES,
     block_bytes: int = DEFAULT_BLOCK_BYTES,
     shard: Optional[tuple[int, int]] = None,
 ) -> KnnResult:
@@ -148,6 +149,7 @@ def knn_scan(
         ties: tie policy, see :mod:`embedmetrics._engine.tie_stats`.
         label_comparison_fn: relevance of a (query label, reference label) pair; ``None``: equality.
         return_neighbors: also return the neighbour indices and distances (``(n_q, k)``).
+        stats: which per-query statistics to compute (a subset of :data:`STAT_NAMES`).
         block_bytes: memory budget of one similarity block.
         shard: ``(rank, world)``: scan only this rank's share of the query blocks.
 
@@ -170,7 +172,7 @@ def knn_scan(
         q_sq = (query.to(dtype) ** 2).sum(dim=1)
     ref_t = ref.T
     kk = min(k + 1, n_r)
-    stats = {n: torch.zeros(n_q, dtype=torch.float64, device=dev) for n in STAT_NAMES}
+    out = {n: torch.zeros(n_q, dtype=torch.float64, device=dev) for n in STAT_NAMES if n in stats}
     indices = torch.zeros(n_q, k, dtype=torch.int64, device=dev) if return_neighbors else None
     distances = torch.zeros(n_q, k, dtype=dtype, device=dev) if return_neighbors else None
     rows = block_rows(n_r, block_bytes=block_bytes, itemsize=q.element_size())
@@ -200,17 +202,23 @@ def knn_scan(
             full_rel = compare_labels(cmp_fn, qlab[spill_rows], reference_labels[None])
             last_t[spill_rows] = eq.sum(dim=1)
             last_r[spill_rows] = (eq & full_rel).sum(dim=1)
-        ps = tie_stats.position_stats(vals[:, :k], rel, last_t, last_r, ties)
         cnt = counts[start:stop]
         length = cnt.clamp(max=k)
         denom_r = cnt.clamp_min(1).to(torch.float64)
-        exp_rel = tie_stats.expected_relevance(ps)
-        prec = tie_stats.precision_terms(ps)
-        stats["precision_at_1"][start:stop] = exp_rel[:, 0]
-        stats["r_precision"][start:stop] = tie_stats.prefix_sum(exp_rel, length) / length.clamp_min(1)
-        stats["map_at_r"][start:stop] = tie_stats.prefix_sum(prec, length) / denom_r
-        stats["average_precision"][start:stop] = prec.sum(dim=1) / denom_r
-        stats["reciprocal_rank"][start:stop] = tie_stats.reciprocal_rank_terms(ps).sum(dim=1)
+        need_prec = "map_at_r" in out or "average_precision" in out
+        exp_rel, prec, rr = _position_terms(
+            vals[:, :k], rel, spill, last_t, last_r, ties, need_prec, "reciprocal_rank" in out
+        )
+        if "precision_at_1" in out:
+            out["precision_at_1"][start:stop] = exp_rel[:, 0]
+        if "r_precision" in out:
+            out["r_precision"][start:stop] = tie_stats.prefix_sum(exp_rel, length) / length.clamp_min(1)
+        if prec is not None and "map_at_r" in out:
+            out["map_at_r"][start:stop] = tie_stats.prefix_sum(prec, length) / denom_r
+        if prec is not None and "average_precision" in out:
+            out["average_precision"][start:stop] = prec.sum(dim=1) / denom_r
+        if rr is not None:
+            out["reciprocal_rank"][start:stop] = rr.sum(dim=1)
         if indices is not None and distances is not None:
             sel_idx, sel_key = _deterministic_neighbors(vals, idx, k, spill_rows, sub, v_k)
             indices[start:stop] = sel_idx
@@ -218,7 +226,43 @@ def knn_scan(
                 distances[start:stop] = 1.0 + sel_key
             else:
                 distances[start:stop] = (sel_key + q_sq[start:stop, None]).clamp_min(0).sqrt()
-    return KnnResult(stats, indices, distances, k)
+    return KnnResult(out, indices, distances, k)
+
+
+def _position_terms(
+    vals: Tensor,
+    rel: Tensor,
+    spill: Tensor,
+    last_t: Tensor,
+    last_r: Tensor,
+    ties: str,
+    need_prec: bool,
+    need_rr: bool,
+) -> tuple[Tensor, Optional[Tensor], Optional[Tensor]]:
+    """Per-position expected relevance, AP summands and reciprocal-rank terms of a block of rows.
+
+    Rows without any tie among their neighbours (the common case with real-valued embeddings) use
+    the plain definitions; only rows with ties go through :mod:`tie_stats`.
+    """
+    k = vals.shape[1]
+    f64 = torch.float64
+    p1 = torch.arange(1, k + 1, device=vals.device, dtype=f64)
+    exp_rel = rel.to(f64)
+    cum = exp_rel.cumsum(dim=1)
+    prec = exp_rel * cum / p1 if need_prec else None
+    rr = exp_rel * (cum == 1) / p1 if need_rr else None
+    tied = spill.clone()
+    if k > 1:
+        tied |= (vals[:, 1:] == vals[:, :-1]).any(dim=1)
+    rows = tied.nonzero().flatten()
+    if rows.numel() > 0:
+        ps = tie_stats.position_stats(vals[rows], rel[rows], last_t[rows], last_r[rows], ties)
+        exp_rel[rows] = tie_stats.expected_relevance(ps)
+        if prec is not None:
+            prec[rows] = tie_stats.precision_terms(ps)
+        if rr is not None:
+            rr[rows] = tie_stats.reciprocal_rank_terms(ps)
+    return exp_rel, prec, rr
 
 
 def _deterministic_neighbors(
