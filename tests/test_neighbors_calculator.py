@@ -131,7 +131,9 @@ def test_small_blocks_and_float64_match_brute_force():
     q = rng.normal(size=(57, 3))
     ql = rng.integers(0, 4, size=57)
     calc = AccuracyCalculator(include=KNN, block_bytes=7 * 57 * 8)  # 7 rows per block
-    ours = calc.get_accuracy(torch.from_numpy(q), torch.from_numpy(q), torch.from_numpy(ql), torch.from_numpy(ql), True)
+    ours = calc.get_accuracy(
+        torch.from_numpy(q), torch.from_numpy(q), torch.from_numpy(ql), torch.from_numpy(ql), True
+    )
     _assert_close(ours, brute_force(q, q, ql, ql, True))
 
 
@@ -283,10 +285,14 @@ def test_lone_label_is_left_out_and_all_lone_gives_nan():
     res = AccuracyCalculator(include=KNN).get_accuracy(x, x, y, y, True)
     assert res["precision_at_1"] == 1.0
     assert res["r_precision"] == 1.0
-    res = AccuracyCalculator(include=KNN).get_accuracy(x, x, torch.tensor([1, 2, 3]), torch.tensor([1, 2, 3]), True)
+    res = AccuracyCalculator(include=KNN).get_accuracy(
+        x, x, torch.tensor([1, 2, 3]), torch.tensor([1, 2, 3]), True
+    )
     assert all(math.isnan(res[m]) for m in KNN)
     # Separate sources: a query label absent from the reference is lone.
-    res = AccuracyCalculator(include=KNN).get_accuracy(x, x, torch.tensor([0, 1, 2]), torch.tensor([5, 5, 5]), False)
+    res = AccuracyCalculator(include=KNN).get_accuracy(
+        x, x, torch.tensor([0, 1, 2]), torch.tensor([5, 5, 5]), False
+    )
     assert all(math.isnan(res[m]) for m in KNN)
 
 
@@ -367,10 +373,10 @@ def test_seed_subclass_example_runs_verbatim():
             return fancy_computations
 
         def requires_clustering(self):
-            return super().requires_clustering() + ["fancy_mutual_info"]
+            return [*super().requires_clustering(), "fancy_mutual_info"]
 
         def requires_knn(self):
-            return super().requires_knn() + ["precision_at_2"]
+            return [*super().requires_knn(), "precision_at_2"]
 
     rng = np.random.default_rng(1)
     query_embeddings = torch.from_numpy(rng.normal(size=(40, 4)).astype(np.float32))
@@ -380,7 +386,11 @@ def test_seed_subclass_example_runs_verbatim():
 
     calculator = YourCalculator()
     acc_dict = calculator.get_accuracy(
-        query_embeddings, reference_embeddings, query_labels, reference_labels, embeddings_come_from_same_source=True
+        query_embeddings,
+        reference_embeddings,
+        query_labels,
+        reference_labels,
+        embeddings_come_from_same_source=True,
     )
     # ---- end of the example ----
     assert {"precision_at_2", "fancy_mutual_info", "NMI", "AMI", "precision_at_1"} <= set(acc_dict)

@@ -24,10 +24,7 @@ KNN = (
 
 def _data(n=48, dim=4, classes=5, seed=0, ties=False):
     g = torch.Generator().manual_seed(seed)
-    if ties:
-        x = torch.randint(0, 4, (n, dim), generator=g).float()
-    else:
-        x = torch.randn(n, dim, generator=g)
+    x = torch.randint(0, 4, (n, dim), generator=g).float() if ties else torch.randn(n, dim, generator=g)
     y = torch.randint(0, classes, (n,), generator=g)
     return x, y
 
@@ -128,7 +125,7 @@ def test_no_reference_gives_nan_and_empty_metric_gives_nan():
     metric.update(torch.randn(4, 2), torch.arange(4), role="query")
     assert all(math.isnan(float(v)) for v in metric.compute().values())
     metric = EmbeddingAccuracy(include=KNN)
-    with pytest.warns(UserWarning):  # torchmetrics: compute before update
+    with pytest.warns(UserWarning, match="compute"):  # torchmetrics: compute before update
         out = metric.compute()
     assert all(math.isnan(float(v)) for v in out.values())
 
@@ -153,9 +150,9 @@ def test_plot_dict_output():
     x, y = _data(n=16)
     metric = EmbeddingAccuracy(include=("precision_at_1", "r_precision"))
     metric.update(x, y)
-    fig, ax = metric.plot()
+    fig, _ax = metric.plot()
     assert fig is not None
-    fig, ax = metric.plot([metric.compute(), metric.compute()])
+    fig, _ax = metric.plot([metric.compute(), metric.compute()])
     assert fig is not None
 
 
@@ -167,7 +164,13 @@ def test_sharded_scan_partials_sum_to_unsharded(world, same_source):
     r, rl = (x, y) if same_source else _data(n=40, seed=6)
     self_index = torch.arange(61) if same_source else None
     counts, _, _ = relevant_counts(y, rl, self_index, None)
-    kwargs = dict(k=int(counts.max()), counts=counts, self_index=self_index, return_neighbors=True, block_bytes=4 * 40 * 7)
+    kwargs = {
+        "k": int(counts.max()),
+        "counts": counts,
+        "self_index": self_index,
+        "return_neighbors": True,
+        "block_bytes": 4 * 40 * 7,
+    }
     full = knn_scan(x, r, y, rl, **kwargs)
     parts = [knn_scan(x, r, y, rl, shard=(rank, world), **kwargs) for rank in range(world)]
     for name in STAT_NAMES:

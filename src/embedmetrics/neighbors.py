@@ -72,9 +72,12 @@ def _check_labels(name: str, labels: Tensor, n_rows: int, rows_name: str) -> Non
 
 def _unique_ids(labels: Tensor) -> Tensor:
     """Dense ids of 1-D labels or of the rows of 2-D labels."""
+    inverse: Tensor
     if labels.ndim == 1:
-        return torch.unique(labels, return_inverse=True)[1]
-    return torch.unique(labels, dim=0, return_inverse=True)[1]
+        inverse = torch.unique(labels, return_inverse=True)[1]
+    else:
+        inverse = torch.unique(labels, dim=0, return_inverse=True)[1]
+    return inverse
 
 
 def _average(values: Tensor, labels: Tensor, avg_of_avgs: bool) -> float:
@@ -116,7 +119,9 @@ def precision_at_k(
     """
     k = check_positive_int("k", k)
     if k > knn_labels.shape[1]:
-        raise ValueError(f"Argument `k` must be at most the number of neighbours {knn_labels.shape[1]}, got {k}.")
+        raise ValueError(
+            f"Argument `k` must be at most the number of neighbours {knn_labels.shape[1]}, got {k}."
+        )
     q = query_labels if query_labels.ndim == knn_labels.ndim else query_labels[:, None]
     same = (label_comparison_fn or _default_cmp)(q, knn_labels[:, :k])
     values = same.to(torch.float64).sum(dim=1) / k
@@ -226,14 +231,17 @@ class AccuracyCalculator:
             raise TypeError(f"Argument `{arg}` must be a tuple or list of metric names, got {names!r}.")
         unknown = [n for n in names if n not in known]
         if unknown:
-            raise ValueError(f"Argument `{arg}` names unknown metrics {unknown}; known metrics: {sorted(known)}.")
+            raise ValueError(
+                f"Argument `{arg}` names unknown metrics {unknown}; known metrics: {sorted(known)}."
+            )
 
     def _check_clustering_with_custom_labels(self, metrics: Sequence[str]) -> None:
         clustering = [m for m in metrics if m in self.requires_clustering()]
         if self.label_comparison_fn is not None and clustering:
             raise ValueError(
                 f"Argument `label_comparison_fn` cannot be used with clustering metrics {clustering}: "
-                f"exclude them, e.g. AccuracyCalculator(exclude={tuple(clustering)!r}, label_comparison_fn=...)."
+                f"exclude them, e.g. AccuracyCalculator(exclude={tuple(clustering)!r}, "
+                "label_comparison_fn=...)."
             )
 
     def get_curr_metrics(self) -> list[str]:
@@ -294,7 +302,9 @@ class AccuracyCalculator:
                 f"got {embeddings_come_from_same_source!r}."
             )
         ql, rl = ql.to(q.device), rl.to(q.device)
-        self_index = self._self_index(q, r, ql, rl, query is reference) if embeddings_come_from_same_source else None
+        self_index = (
+            self._self_index(q, r, ql, rl, query is reference) if embeddings_come_from_same_source else None
+        )
         return self._compute(q, r, ql, rl, self_index, bool(embeddings_come_from_same_source), metrics)
 
     def _select(self, include: Sequence[str], exclude: Sequence[str]) -> list[str]:
@@ -439,7 +449,9 @@ class AccuracyCalculator:
         need_lists = self._needs_neighbor_lists(metrics)
         if k >= 1:
             wanted = tuple(_KNN_STATS[m] for m in metrics if m in _KNN_STATS)
-            result = self._scan(q, r, ql, rl, self_index, counts, k, need_lists, shard, wanted).all_reduce(shard)
+            result = self._scan(q, r, ql, rl, self_index, counts, k, need_lists, shard, wanted).all_reduce(
+                shard
+            )
         else:  # no reference a query could see: every query is lone
             z = torch.zeros(q.shape[0], 0, device=q.device)
             result = KnnResult({}, z.long(), z, 0)
@@ -478,13 +490,13 @@ class AccuracyCalculator:
         return kmeans(query, n_clusters, seed=self.kmeans_seed, block_bytes=self.block_bytes)
 
     # ----------------------------------------------------------------- built-in metrics
-    def calculate_NMI(self, query_labels: Tensor, cluster_labels: Tensor, **kwargs: Any) -> float:  # noqa: N802
+    def calculate_NMI(self, query_labels: Tensor, cluster_labels: Tensor, **kwargs: Any) -> float:
         """Normalized mutual information (arithmetic mean) of the k-means clusters and the query labels."""
         with warnings.catch_warnings():  # torch's note on sparse invariant checks, from torchmetrics
             warnings.simplefilter("ignore", UserWarning)
             return float(normalized_mutual_info_score(cluster_labels, _unique_ids(query_labels)).item())
 
-    def calculate_AMI(self, query_labels: Tensor, cluster_labels: Tensor, **kwargs: Any) -> float:  # noqa: N802
+    def calculate_AMI(self, query_labels: Tensor, cluster_labels: Tensor, **kwargs: Any) -> float:
         """Adjusted mutual information of the k-means clusters and the query labels.
 
         Same value as ``torchmetrics.functional.clustering.adjusted_mutual_info_score`` (and
@@ -542,8 +554,13 @@ class EmbeddingAccuracy(Metric):
     stored in the metric's dtype (float32 unless converted with e.g. ``.double()``).
 
     Args:
-        include, exclude, avg_of_avgs, k, label_comparison_fn, distance, ties: as for
-            :class:`AccuracyCalculator` (``include=("NMI", "AMI", ...)`` to get clustering metrics).
+        include: metric names, as for :class:`AccuracyCalculator` (e.g. add ``"NMI"``, ``"AMI"``).
+        exclude: as for :class:`AccuracyCalculator`.
+        avg_of_avgs: as for :class:`AccuracyCalculator`.
+        k: as for :class:`AccuracyCalculator`.
+        label_comparison_fn: as for :class:`AccuracyCalculator`.
+        distance: as for :class:`AccuracyCalculator`.
+        ties: as for :class:`AccuracyCalculator`.
         calculator: use this (e.g. subclassed) :class:`AccuracyCalculator` instead of building one
             from the arguments above.
         kwargs: torchmetrics ``Metric`` keyword arguments.
@@ -621,7 +638,9 @@ class EmbeddingAccuracy(Metric):
             )
         self._dim, self._label_width = embeddings.shape[1], width
         emb_state = getattr(self, f"{role}_embeddings")
-        setattr(self, f"{role}_embeddings", torch.cat([emb_state, embeddings.reshape(-1).to(emb_state.dtype)]))
+        setattr(
+            self, f"{role}_embeddings", torch.cat([emb_state, embeddings.reshape(-1).to(emb_state.dtype)])
+        )
         lab_state = getattr(self, f"{role}_labels")
         setattr(self, f"{role}_labels", torch.cat([lab_state, labels.reshape(-1).to(torch.int64)]))
         setattr(self, f"{role}_rows", getattr(self, f"{role}_rows") + embeddings.shape[0])
@@ -667,7 +686,9 @@ class EmbeddingAccuracy(Metric):
             )
         if r.shape[0] == 0:
             r, rlab = q[:0], qlab[:0]
-        values = calc._compute(q, r, qlab, rlab, self_index, be.shape[0] > 0, metrics, shard=metric_shard(self))
+        values = calc._compute(
+            q, r, qlab, rlab, self_index, be.shape[0] > 0, metrics, shard=metric_shard(self)
+        )
         return {m: v if isinstance(v, Tensor) else torch.tensor(float(v)) for m, v in values.items()}
 
     def plot(self, val: Any = None, ax: Any = None) -> Any:
@@ -681,4 +702,3 @@ class EmbeddingAccuracy(Metric):
             >>> fig, ax = metric.plot()
         """
         return self._plot(val, ax)
-

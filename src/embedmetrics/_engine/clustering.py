@@ -55,10 +55,7 @@ def kmeans(
     closest = _sq_dists(x, x_sq, centers).squeeze(1)
     for _ in range(1, n_clusters):
         total = closest.sum()
-        if total <= 0:
-            probs = torch.ones_like(closest)
-        else:
-            probs = closest / total
+        probs = torch.ones_like(closest) if total <= 0 else closest / total
         cand = torch.multinomial(probs, trials, replacement=True, generator=gen)
         d = _sq_dists(x, x_sq, x[cand])  # (n, trials)
         new_closest = torch.minimum(closest[:, None], d)
@@ -75,7 +72,9 @@ def kmeans(
         centers = new_centers
         new_labels, dist = _assign(x, x_sq, centers, block_bytes)
         new_inertia = float(dist.sum().item())
-        converged = bool(torch.equal(new_labels, labels)) or inertia - new_inertia <= tol * max(inertia, 1e-30)
+        converged = bool(torch.equal(new_labels, labels)) or inertia - new_inertia <= tol * max(
+            inertia, 1e-30
+        )
         labels, inertia = new_labels, new_inertia
         if converged:
             break
@@ -123,12 +122,24 @@ def adjusted_mutual_info(preds: Tensor, target: Tensor, *, chunk_terms: int = 2*
         stop = max(stop, start + 1)
         sl = slice(start, stop)
         reps = length[sl]
-        x, y, l0 = pa[sl].repeat_interleave(reps), pb[sl].repeat_interleave(reps), lo[sl].repeat_interleave(reps)
-        offs = torch.arange(int(reps.sum().item()), device=preds.device) - (reps.cumsum(0) - reps).repeat_interleave(reps)
+        x, y, l0 = (
+            pa[sl].repeat_interleave(reps),
+            pb[sl].repeat_interleave(reps),
+            lo[sl].repeat_interleave(reps),
+        )
+        offs = torch.arange(int(reps.sum().item()), device=preds.device) - (
+            reps.cumsum(0) - reps
+        ).repeat_interleave(reps)
         v = l0 + offs.to(f64)
         log_p = (
-            torch.lgamma(x + 1) + torch.lgamma(y + 1) + torch.lgamma(nf - x + 1) + torch.lgamma(nf - y + 1)
-            - lg_n - torch.lgamma(v + 1) - torch.lgamma(x - v + 1) - torch.lgamma(y - v + 1)
+            torch.lgamma(x + 1)
+            + torch.lgamma(y + 1)
+            + torch.lgamma(nf - x + 1)
+            + torch.lgamma(nf - y + 1)
+            - lg_n
+            - torch.lgamma(v + 1)
+            - torch.lgamma(x - v + 1)
+            - torch.lgamma(y - v + 1)
             - torch.lgamma(nf - x - y + v + 1)
         )
         emi = emi + (v / nf * (torch.log(nf * v) - torch.log(x * y)) * torch.exp(log_p)).sum()
@@ -137,4 +148,5 @@ def adjusted_mutual_info(preds: Tensor, target: Tensor, *, chunk_terms: int = 2*
     denominator = normalizer - emi
     eps = torch.finfo(f64).eps
     denominator = torch.where(denominator < 0, denominator.clamp(max=-eps), denominator.clamp(min=eps))
-    return (mi - emi) / denominator
+    ami: Tensor = (mi - emi) / denominator
+    return ami
