@@ -1,10 +1,12 @@
 """Exact blocked k-nearest-neighbour scan with tie-aware label metrics.
 
 For each block of query rows: one matrix product against all references (Euclidean ranking key
-``||r||² − 2 q·r``, or ``−cos`` for cosine), the query's own reference column masked by index,
-and one ``topk`` of ``K + 1`` per row. The extra neighbour tells whether the tie block at the
-cut-off continues past position ``K`` ("spill"); only for those rows the full row is scanned again
-to count the whole boundary block and its relevant items. From the list the per-query
+``||r||² − 2 q·r``, or ``−cos`` for cosine) into a reused buffer, the query's own reference column
+masked by index, and the exact ``K + 1`` smallest keys of each row (:func:`smallest_keys`: a
+threshold from group minima leaves a few candidates per row to rank, instead of a ``topk`` over
+every reference). The extra neighbour tells whether the tie block at the cut-off continues past
+position ``K`` ("spill"); only for those rows the full row is scanned again to count the whole
+boundary block and its relevant items. From the list the per-query
 metric values (precision@1, R-precision, AP@R, AP, reciprocal rank) are reduced at once with the
 closed forms of :mod:`embedmetrics._engine.tie_stats`, so per-query state is O(1), never O(K),
 unless the caller asks for the neighbour lists themselves.
@@ -161,31 +163,37 @@ def knn_scan(
     ref = reference.to(dtype)
     n_q, n_r = q.shape[0], ref.shape[0]
     dev = q.device
+    q_sq: Optional[Tensor] = None
     if distance == "cosine":
         q = -l2_normalize(q, 1e-12)
         ref = l2_normalize(ref, 1e-12)
-        bias: Optional[Tensor] = None
-        q_sq = None
+        bias = torch.zeros(n_r, dtype=dtype, device=dev)
     else:
         q = q * -2.0
-        bias = (ref * ref).sum(dim=1)[None, :]
+        bias = (ref * ref).sum(dim=1)
         q_sq = (query.to(dtype) ** 2).sum(dim=1)
-    ref_t = ref.T
     kk = min(k + 1, n_r)
+    groups = column_groups(n_r, kk)
+    n_cols = n_r if groups is None else groups[0] * GROUP_SIZE
+    if n_cols > n_r:  # padding columns: key +inf, never among the kk smallest of a row
+        ref = torch.cat([ref, ref.new_zeros(n_cols - n_r, ref.shape[1])])
+        bias = torch.cat([bias, bias.new_full((n_cols - n_r,), float("inf"))])
+    ref_t = ref.T
     out = {n: torch.zeros(n_q, dtype=torch.float64, device=dev) for n in STAT_NAMES if n in stats}
     indices = torch.zeros(n_q, k, dtype=torch.int64, device=dev) if return_neighbors else None
     distances = torch.zeros(n_q, k, dtype=dtype, device=dev) if return_neighbors else None
-    rows = block_rows(n_r, block_bytes=block_bytes, itemsize=q.element_size())
+    rows = block_rows(n_cols, block_bytes=block_bytes, itemsize=q.element_size())
+    buffer = torch.empty(min(rows, n_q), n_cols, dtype=dtype, device=dev)
     cmp_fn = label_comparison_fn
     for start, stop in shard_blocks(block_ranges(n_q, rows), shard):
-        # ranking key, ascending = nearer: ||r||² − 2 q·r (Euclidean) or −cos
-        s = q[start:stop] @ ref_t if bias is None else torch.addmm(bias, q[start:stop], ref_t)
         nb = stop - start
+        # ranking key, ascending = nearer: ||r||² − 2 q·r (Euclidean) or −cos
+        s = torch.addmm(bias, q[start:stop], ref_t, out=buffer[:nb])
         if self_index is not None:
             own = self_index[start:stop]
             valid = own >= 0
             s[torch.arange(nb, device=dev)[valid], own[valid]] = float("inf")
-        vals, idx = s.topk(kk, dim=1, largest=False, sorted=True)
+        vals, idx = smallest_keys(s, kk, groups)
         v_k = vals[:, k - 1]
         qlab = query_labels[start:stop]
         rel = compare_labels(cmp_fn, qlab, reference_labels[idx[:, :k]])
@@ -197,7 +205,7 @@ def knn_scan(
         last_r = (in_last & rel).sum(dim=1)
         sub = None
         if spill_rows.numel() > 0:
-            sub = s[spill_rows]
+            sub = s[spill_rows, :n_r]
             eq = sub == v_k[spill_rows, None]
             full_rel = compare_labels(cmp_fn, qlab[spill_rows], reference_labels[None])
             last_t[spill_rows] = eq.sum(dim=1)
@@ -227,6 +235,73 @@ def knn_scan(
             else:
                 distances[start:stop] = (sel_key + q_sq[start:stop, None]).clamp_min(0).sqrt()
     return KnnResult(out, indices, distances, k)
+
+
+#: Columns per group of :func:`smallest_keys`' candidate filter.
+GROUP_SIZE = 8
+
+
+def column_groups(n_cols: int, kk: int) -> Optional[tuple[int, int]]:
+    """``(n_groups, n_coarse)`` for :func:`smallest_keys` on rows of ``n_cols`` keys, or ``None``.
+
+    ``n_groups`` strided groups of :data:`GROUP_SIZE` columns (the columns are padded up to a
+    multiple), merged into ``n_coarse >= 2 kk`` coarse groups of a power-of-two number of groups.
+    ``None`` where the rows are too short for the filter to pay off: a plain ``topk`` then.
+    """
+    if n_cols < 4 * kk * GROUP_SIZE:
+        return None
+    per_coarse = 1
+    while n_cols >= 4 * kk * GROUP_SIZE * per_coarse:
+        per_coarse *= 2
+    n_coarse = -(-n_cols // (GROUP_SIZE * per_coarse))
+    return n_coarse * per_coarse, n_coarse
+
+
+def smallest_keys(s: Tensor, kk: int, groups: Optional[tuple[int, int]]) -> tuple[Tensor, Tensor]:
+    """The ``kk`` smallest keys of each row of ``s`` and their columns, ascending.
+
+    Equal to ``s.topk(kk, dim=1, largest=False, sorted=True)`` up to the order of equal keys.
+    With ``groups = (n_groups, n_coarse)`` (see :func:`column_groups`; ``s`` has
+    ``n_groups * GROUP_SIZE`` columns), column ``c`` belongs to group ``c % n_groups`` and group
+    ``g`` to coarse group ``g % n_coarse``. The minima of ``kk`` coarse groups are ``kk`` distinct
+    keys, so the largest of the ``kk`` smallest coarse minima, ``tau``, is at least the ``kk``-th
+    smallest key of the row. Every key ``<= tau`` lies in a group whose minimum is ``<= tau``: only
+    those groups are gathered, and their keys ``<= tau`` (at least ``kk``, all keys tied with the
+    ``kk``-th included) are ranked exactly. Rows holding NaN or an infinite ``tau``, and rows whose
+    bound leaves more than half the groups, take a plain ``topk``.
+    """
+    if groups is None:
+        return s.topk(kk, dim=1, largest=False, sorted=True)
+    n_groups, n_coarse = groups
+    nb, n_cols = s.shape
+    size = n_cols // n_groups
+    group_min = s.view(nb, size, n_groups).amin(dim=1)
+    coarse_min = group_min.view(nb, -1, n_coarse).amin(dim=1)
+    tau = coarse_min.topk(kk, dim=1, largest=False, sorted=False).values.amax(dim=1)
+    flat = (group_min <= tau[:, None]).view(-1).nonzero().view(-1)
+    row = flat // n_groups
+    per_row = torch.bincount(row, minlength=nb)
+    plain = coarse_min.isnan().any(dim=1) | (tau == float("inf")) | (per_row * 2 > n_groups)
+    plain_rows = plain.nonzero().view(-1)
+    if plain_rows.numel() > 0:
+        keep = ~plain[row]
+        flat, row = flat[keep], row[keep]
+    cols = (flat - row * n_groups)[:, None] + n_groups * torch.arange(size, device=s.device)
+    keys = s.view(-1).take(cols + (row * n_cols)[:, None])
+    hit = (keys <= tau[row, None]).view(-1).nonzero().view(-1)
+    hit_row = row[hit // size]
+    count = torch.bincount(hit_row, minlength=nb)
+    width = max(int(count.max()), kk)
+    slot = hit_row * width + torch.arange(hit.numel(), device=s.device) - (count.cumsum(0) - count)[hit_row]
+    cand_key = s.new_full((nb * width,), float("inf")).index_copy_(0, slot, keys.view(-1)[hit])
+    cand_col = torch.zeros(nb * width, dtype=torch.int64, device=s.device).index_copy_(
+        0, slot, cols.view(-1)[hit]
+    )
+    vals, pick = cand_key.view(nb, width).topk(kk, dim=1, largest=False, sorted=True)
+    idx = cand_col.view(nb, width).gather(1, pick)
+    if plain_rows.numel() > 0:
+        vals[plain_rows], idx[plain_rows] = s[plain_rows].topk(kk, dim=1, largest=False, sorted=True)
+    return vals, idx
 
 
 def _position_terms(
