@@ -167,17 +167,15 @@ def knn_scan(
     if distance == "cosine":
         q = -l2_normalize(q, 1e-12)
         ref = l2_normalize(ref, 1e-12)
-        bias = torch.zeros(n_r, dtype=dtype, device=dev)
-    else:
-        q = q * -2.0
-        bias = (ref * ref).sum(dim=1)
-        q_sq = (query.to(dtype) ** 2).sum(dim=1)
+    else:  # ||r||² − 2 q·r as one product: [−2q, 1] · [r, ||r||²]
+        q_sq = (q * q).sum(dim=1)
+        ref = torch.cat([ref, (ref * ref).sum(dim=1, keepdim=True)], dim=1)
+        q = torch.cat([q * -2.0, q.new_ones(n_q, 1)], dim=1)
     kk = min(k + 1, n_r)
     groups = column_groups(n_r, kk)
     n_cols = n_r if groups is None else groups[0] * GROUP_SIZE
-    if n_cols > n_r:  # padding columns: key +inf, never among the kk smallest of a row
+    if n_cols > n_r:  # padding columns, set to +inf after each product
         ref = torch.cat([ref, ref.new_zeros(n_cols - n_r, ref.shape[1])])
-        bias = torch.cat([bias, bias.new_full((n_cols - n_r,), float("inf"))])
     ref_t = ref.T
     out = {n: torch.zeros(n_q, dtype=torch.float64, device=dev) for n in STAT_NAMES if n in stats}
     indices = torch.zeros(n_q, k, dtype=torch.int64, device=dev) if return_neighbors else None
@@ -188,7 +186,8 @@ def knn_scan(
     for start, stop in shard_blocks(block_ranges(n_q, rows), shard):
         nb = stop - start
         # ranking key, ascending = nearer: ||r||² − 2 q·r (Euclidean) or −cos
-        s = torch.addmm(bias, q[start:stop], ref_t, out=buffer[:nb])
+        s = torch.mm(q[start:stop], ref_t, out=buffer[:nb])
+        s[:, n_r:] = float("inf")
         if self_index is not None:
             own = self_index[start:stop]
             valid = own >= 0
@@ -198,31 +197,36 @@ def knn_scan(
         qlab = query_labels[start:stop]
         rel = compare_labels(cmp_fn, qlab, reference_labels[idx[:, :k]])
         spill = vals[:, k] == v_k if kk > k else torch.zeros(nb, dtype=torch.bool, device=dev)
-        spill_rows = spill.nonzero().flatten()
-        # Size and relevant count of the last block; full-row counts where it spills past K.
-        in_last = vals[:, :k] == v_k[:, None]
-        last_t = in_last.sum(dim=1)
-        last_r = (in_last & rel).sum(dim=1)
-        sub = None
-        if spill_rows.numel() > 0:
-            sub = s[spill_rows, :n_r]
-            eq = sub == v_k[spill_rows, None]
-            full_rel = compare_labels(cmp_fn, qlab[spill_rows], reference_labels[None])
-            last_t[spill_rows] = eq.sum(dim=1)
-            last_r[spill_rows] = (eq & full_rel).sum(dim=1)
+        # Rows with a tie among their neighbours take the tie statistics, which need the size and
+        # relevant count of the last block; full-row counts where it spills past K.
+        tied_rows = (spill | (vals[:, 1:k] == vals[:, : k - 1]).any(dim=1)).nonzero().flatten()
+        spill_rows, sub = tied_rows[:0], None
+        last_t = last_r = tied_rows  # placeholders, read only for tied rows
+        if tied_rows.numel() > 0:
+            in_last = vals[tied_rows, :k] == v_k[tied_rows, None]
+            last_t = in_last.sum(dim=1)
+            last_r = (in_last & rel[tied_rows]).sum(dim=1)
+            spill_at = spill[tied_rows].nonzero().flatten()
+            if spill_at.numel() > 0:
+                spill_rows = tied_rows[spill_at]
+                sub = s[spill_rows, :n_r]
+                eq = sub == v_k[spill_rows, None]
+                full_rel = compare_labels(cmp_fn, qlab[spill_rows], reference_labels[None])
+                last_t[spill_at] = eq.sum(dim=1)
+                last_r[spill_at] = (eq & full_rel).sum(dim=1)
         cnt = counts[start:stop]
         length = cnt.clamp(max=k)
         denom_r = cnt.clamp_min(1).to(torch.float64)
         need_prec = "map_at_r" in out or "average_precision" in out
         exp_rel, prec, rr = _position_terms(
-            vals[:, :k], rel, spill, last_t, last_r, ties, need_prec, "reciprocal_rank" in out
+            vals[:, :k], rel, tied_rows, last_t, last_r, ties, need_prec, "reciprocal_rank" in out
         )
         if "precision_at_1" in out:
             out["precision_at_1"][start:stop] = exp_rel[:, 0]
         if "r_precision" in out:
-            out["r_precision"][start:stop] = tie_stats.prefix_sum(exp_rel, length) / length.clamp_min(1)
+            out["r_precision"][start:stop] = _prefix_sum(exp_rel, length) / length.clamp_min(1)
         if prec is not None and "map_at_r" in out:
-            out["map_at_r"][start:stop] = tie_stats.prefix_sum(prec, length) / denom_r
+            out["map_at_r"][start:stop] = _prefix_sum(prec, length) / denom_r
         if prec is not None and "average_precision" in out:
             out["average_precision"][start:stop] = prec.sum(dim=1) / denom_r
         if rr is not None:
@@ -286,16 +290,18 @@ def smallest_keys(s: Tensor, kk: int, groups: Optional[tuple[int, int]]) -> tupl
     if plain_rows.numel() > 0:
         keep = ~plain[row]
         flat, row = flat[keep], row[keep]
-    cols = (flat - row * n_groups)[:, None] + n_groups * torch.arange(size, device=s.device)
-    keys = s.view(-1).take(cols + (row * n_cols)[:, None])
+    # position in ``s`` of every entry of every candidate group: row · n_cols + group + n_groups · j
+    pos = (flat + row * (n_cols - n_groups))[:, None] + n_groups * torch.arange(size, device=s.device)
+    keys = s.view(-1).take(pos)
     hit = (keys <= tau[row, None]).view(-1).nonzero().view(-1)
+    hit_pos = pos.view(-1)[hit]
     hit_row = row[hit // size]
     count = torch.bincount(hit_row, minlength=nb)
     width = max(int(count.max()), kk)
     slot = hit_row * width + torch.arange(hit.numel(), device=s.device) - (count.cumsum(0) - count)[hit_row]
     cand_key = s.new_full((nb * width,), float("inf")).index_copy_(0, slot, keys.view(-1)[hit])
     cand_col = torch.zeros(nb * width, dtype=torch.int64, device=s.device).index_copy_(
-        0, slot, cols.view(-1)[hit]
+        0, slot, hit_pos - hit_row * n_cols
     )
     vals, pick = cand_key.view(nb, width).topk(kk, dim=1, largest=False, sorted=True)
     idx = cand_col.view(nb, width).gather(1, pick)
@@ -307,7 +313,7 @@ def smallest_keys(s: Tensor, kk: int, groups: Optional[tuple[int, int]]) -> tupl
 def _position_terms(
     vals: Tensor,
     rel: Tensor,
-    spill: Tensor,
+    tied_rows: Tensor,
     last_t: Tensor,
     last_r: Tensor,
     ties: str,
@@ -317,7 +323,8 @@ def _position_terms(
     """Per-position expected relevance, AP summands and reciprocal-rank terms of a block of rows.
 
     Rows without any tie among their neighbours (the common case with real-valued embeddings) use
-    the plain definitions; only rows with ties go through :mod:`tie_stats`.
+    the plain definitions; only ``tied_rows`` (with ``last_t`` / ``last_r`` of their last block)
+    go through :mod:`tie_stats`.
     """
     k = vals.shape[1]
     f64 = torch.float64
@@ -326,18 +333,20 @@ def _position_terms(
     cum = exp_rel.cumsum(dim=1)
     prec = exp_rel * cum / p1 if need_prec else None
     rr = exp_rel * (cum == 1) / p1 if need_rr else None
-    tied = spill.clone()
-    if k > 1:
-        tied |= (vals[:, 1:] == vals[:, :-1]).any(dim=1)
-    rows = tied.nonzero().flatten()
-    if rows.numel() > 0:
-        ps = tie_stats.position_stats(vals[rows], rel[rows], last_t[rows], last_r[rows], ties)
-        exp_rel[rows] = tie_stats.expected_relevance(ps)
+    if tied_rows.numel() > 0:
+        ps = tie_stats.position_stats(vals[tied_rows], rel[tied_rows], last_t, last_r, ties)
+        exp_rel[tied_rows] = tie_stats.expected_relevance(ps)
         if prec is not None:
-            prec[rows] = tie_stats.precision_terms(ps)
+            prec[tied_rows] = tie_stats.precision_terms(ps)
         if rr is not None:
-            rr[rows] = tie_stats.reciprocal_rank_terms(ps)
+            rr[tied_rows] = tie_stats.reciprocal_rank_terms(ps)
     return exp_rel, prec, rr
+
+
+def _prefix_sum(terms: Tensor, length: Tensor) -> Tensor:
+    """Row sums of ``terms[:, :length]`` with a per-row ``length`` (``(rows,)`` int, ``0 <= length``)."""
+    at = (length - 1).clamp_min(0)[:, None]
+    return torch.where(length > 0, terms.cumsum(dim=1).gather(1, at).squeeze(1), 0.0)
 
 
 def _deterministic_neighbors(
