@@ -12,7 +12,9 @@ closed forms of :mod:`embedmetrics._engine.tie_stats`, so per-query state is O(1
 unless the caller asks for the neighbour lists themselves.
 
 Nothing allocates an ``n_query × n_reference`` matrix: peak extra memory is one block
-(``block_bytes``) plus ``O(block · K)``.
+(``block_bytes``), the filter's temporaries (typically half a block; rows whose candidates would
+exceed a quarter of the groups take a plain ``topk`` instead, which caps them at a few blocks) and
+``O(block · K)``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from torch import Tensor
 
 from embedmetrics._engine import tie_stats
 from embedmetrics._engine.scan import (
-    DEFAULT_BLOCK_BYTES,
     all_reduce_sum,
     block_ranges,
     block_rows,
@@ -36,6 +37,10 @@ from embedmetrics._engine.scan import (
 )
 
 LabelComparison = Callable[[Tensor, Tensor], Tensor]
+
+#: Default budget of one block of the kNN scan (bytes of the key block): larger than the shared
+#: default because the per-block work outside the matrix product is a fixed number of passes.
+KNN_BLOCK_BYTES = 256 * 2**20
 
 #: Per-query statistics the scan produces (float64, one value per query).
 STAT_NAMES = ("precision_at_1", "r_precision", "map_at_r", "average_precision", "reciprocal_rank")
@@ -133,7 +138,7 @@ def knn_scan(
     label_comparison_fn: Optional[LabelComparison] = None,
     return_neighbors: bool = False,
     stats: Sequence[str] = STAT_NAMES,
-    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    block_bytes: int = KNN_BLOCK_BYTES,
     shard: Optional[tuple[int, int]] = None,
 ) -> KnnResult:
     """Exact kNN of every query among the references and the per-query label statistics.
@@ -272,7 +277,7 @@ def smallest_keys(s: Tensor, kk: int, groups: Optional[tuple[int, int]]) -> tupl
     smallest key of the row. Every key ``<= tau`` lies in a group whose minimum is ``<= tau``: only
     those groups are gathered, and their keys ``<= tau`` (at least ``kk``, all keys tied with the
     ``kk``-th included) are ranked exactly. Rows holding NaN or an infinite ``tau``, and rows whose
-    bound leaves more than half the groups, take a plain ``topk``.
+    bound leaves more than a quarter of the groups, take a plain ``topk``.
     """
     if groups is None:
         return s.topk(kk, dim=1, largest=False, sorted=True)
@@ -285,7 +290,7 @@ def smallest_keys(s: Tensor, kk: int, groups: Optional[tuple[int, int]]) -> tupl
     flat = (group_min <= tau[:, None]).view(-1).nonzero().view(-1)
     row = flat // n_groups
     per_row = torch.bincount(row, minlength=nb)
-    plain = coarse_min.isnan().any(dim=1) | (tau == float("inf")) | (per_row * 2 > n_groups)
+    plain = coarse_min.isnan().any(dim=1) | (tau == float("inf")) | (per_row * 4 > n_groups)
     plain_rows = plain.nonzero().view(-1)
     if plain_rows.numel() > 0:
         keep = ~plain[row]
