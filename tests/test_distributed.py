@@ -1,0 +1,408 @@
+"""Real multi-process runs (gloo, CPU): every module metric gives on every rank the single-process value.
+
+Each test starts one process group and runs many metrics in it (process start-up with ``torch``
+is the dominant cost). Ranks get uneven shares of the data, different numbers of ``update`` calls,
+and one rank none at all; ranks hold contiguous slices in rank order, so the gathered rows are in
+the same order as the single-process run on all data. Every run has a hard deadline (see
+``_dist.run_distributed``): a deadlock fails the test with the ranks' output instead of hanging.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import Tensor
+from torchmetrics import Metric
+from torchmetrics.aggregation import CatMetric, SumMetric
+
+import embedmetrics
+from embedmetrics._engine import scan
+from embedmetrics._engine.sync import SyncSafeMetric
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _dist import DistributedRunError, run_distributed
+
+N_ROWS = 41  # rows (documents, pairs, embeddings) of the full data set of a case
+Data = tuple[Tensor, ...]
+
+
+class CatRows(SyncSafeMetric):
+    """Test metric with the state kinds that break torchmetrics' empty-rank placeholder."""
+
+    full_state_update = False
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.add_state("emb", default=[], dist_reduce_fx="cat")
+        self.add_state("label", default=[], dist_reduce_fx="cat")
+        self.add_state("flag", default=[], dist_reduce_fx="cat")
+        self.add_state("count", default=torch.tensor(0), dist_reduce_fx="sum")
+
+    def update(self, emb: Tensor, label: Tensor, flag: Tensor) -> None:
+        self.emb.append(emb)
+        self.label.append(label)
+        self.flag.append(flag)
+        self.count += emb.shape[0]
+
+    def compute(self) -> dict[str, Tensor]:
+        def cat(x: Any) -> Tensor:
+            return x if isinstance(x, Tensor) else torch.cat(x)
+
+        return {"emb": cat(self.emb), "label": cat(self.label), "flag": cat(self.flag), "count": self.count}
+
+
+@dataclass(frozen=True)
+class Case:
+    """A metric and how to make its data; ``data`` rows are split along dim 0 between ranks."""
+
+    factory: Callable[[], Metric]
+    data: Callable[[torch.Generator], Data]
+    update: Callable[[Metric, Data], None] = field(default=lambda m, d: m.update(*d))
+
+
+def _embeddings(g: torch.Generator, n: int = N_ROWS, d: int = 8) -> Tensor:
+    return torch.randn(n, d, generator=g)
+
+
+def _pairs(g: torch.Generator) -> Data:
+    z1 = _embeddings(g)
+    return z1, z1 + 0.7 * _embeddings(g)
+
+
+def _labelled(g: torch.Generator) -> Data:
+    return _embeddings(g), torch.randint(0, 4, (N_ROWS,), generator=g)
+
+
+def _retrieval_flat(g: torch.Generator) -> Data:
+    # rows are documents; `indexes` are dataset indices of the queries, so unique across ranks
+    indexes = torch.sort(torch.randint(0, 9, (N_ROWS,), generator=g)).values
+    preds = torch.rand(N_ROWS, generator=g)
+    target = torch.rand(N_ROWS, generator=g) < 0.35
+    return preds, target, indexes
+
+
+def _retrieval_2d(g: torch.Generator) -> Data:
+    # rows are queries over 6 documents each
+    return torch.rand(N_ROWS, 6, generator=g), torch.rand(N_ROWS, 6, generator=g) < 0.35
+
+
+def _graded_2d(g: torch.Generator) -> Data:
+    return torch.rand(N_ROWS, 6, generator=g), torch.randint(0, 4, (N_ROWS, 6), generator=g)
+
+
+def _cases() -> dict[str, Case]:
+    """Every case; the metric classes come from the package where they exist."""
+    cases: dict[str, Case] = {
+        "torchmetrics.CatMetric": Case(CatMetric, lambda g: (torch.randn(N_ROWS, generator=g),)),
+        "torchmetrics.SumMetric": Case(SumMetric, lambda g: (torch.randn(N_ROWS, generator=g),)),
+        "CatRows(2-D float, int64, bool)": Case(
+            CatRows, lambda g: (*_labelled(g), torch.rand(N_ROWS, generator=g) < 0.5)
+        ),
+    }
+    em: Any = embedmetrics
+    retrieval = [
+        "RetrievalHitRate",
+        "RetrievalMRR",
+        "RetrievalPrecision",
+        "RetrievalRecall",
+        "RetrievalNormalizedDCG",
+        "RetrievalMAP",
+        "RetrievalRPrecision",
+    ]
+    for name in retrieval:
+        if hasattr(em, name):
+            cls = getattr(em, name)
+            cases[f"{name}(flat)"] = Case(cls, _retrieval_flat)
+            two_d = _graded_2d if name == "RetrievalNormalizedDCG" else _retrieval_2d
+            cases[f"{name}(2-D)"] = Case(cls, two_d)
+    if hasattr(em, "RetrievalHitRate"):
+        cases["RetrievalHitRate(k=3, flat)"] = Case(lambda: em.RetrievalHitRate(k=3), _retrieval_flat)
+    if hasattr(em, "ContrastiveAccuracy"):
+        cases["ContrastiveAccuracy(topk=(1, 5))"] = Case(lambda: em.ContrastiveAccuracy(topk=(1, 5)), _pairs)
+    if hasattr(em, "Uniformity"):
+        cases["Uniformity"] = Case(em.Uniformity, lambda g: (_embeddings(g),))
+    if hasattr(em, "Alignment"):
+        cases["Alignment"] = Case(em.Alignment, _pairs)
+    if hasattr(em, "EmbeddingAccuracy"):
+        cases["EmbeddingAccuracy"] = Case(em.EmbeddingAccuracy, _labelled)
+    return cases
+
+
+#: Per world size, the update plans: per rank, the fractions of the rows of each ``update`` call.
+PLANS: dict[int, list[list[list[float]]]] = {
+    2: [[[], [0.2, 0.5, 0.3]], [[0.7], [0.1, 0.2]]],
+    3: [[[0.05, 0.25, 0.3], [], [0.4]], [[0.3], [0.1, 0.1, 0.2, 0.3], []]],
+}
+
+
+def _slices(plan: list[list[float]], n: int) -> list[list[tuple[int, int]]]:
+    """Per rank, the ``[start, stop)`` rows of each update; contiguous and in rank order."""
+    out: list[list[tuple[int, int]]] = []
+    acc = 0.0
+    start = 0
+    for fractions in plan:
+        mine = []
+        for f in fractions:
+            acc += f
+            stop = n if abs(acc - 1.0) < 1e-9 else max(start + 1, round(acc * n))
+            mine.append((start, stop))
+            start = stop
+        out.append(mine)
+    assert start == n, plan
+    return out
+
+
+def _to_plain(value: Any) -> Any:
+    if isinstance(value, Tensor):
+        return value.detach().cpu()
+    if isinstance(value, dict):
+        return {k: _to_plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_to_plain(v) for v in value]
+    return value
+
+
+def _data(name: str, case: Case) -> Data:
+    g = torch.Generator().manual_seed(sum(map(ord, name)))
+    return case.data(g)
+
+
+def _part_plans(rank: int, world: int) -> dict[str, list[Any]]:
+    """For every plan of this world size, every case updated with this rank's slices, then computed."""
+    out: dict[str, list[Any]] = {}
+    for name, case in _cases().items():
+        data = _data(name, case)
+        values = []
+        for plan in PLANS[world]:
+            metric = case.factory()
+            for start, stop in _slices(plan, N_ROWS)[rank]:
+                case.update(metric, tuple(t[start:stop] for t in data))
+            values.append(_to_plain(metric.compute()))
+        out[name] = values
+    return out
+
+
+class _Probe(SyncSafeMetric):
+    """Returns the scan shard its ``compute`` sees."""
+
+    full_state_update = False
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.add_state("x", default=torch.tensor(0.0), dist_reduce_fx="sum")
+
+    def update(self, x: Tensor) -> None:
+        self.x += x.sum()
+
+    def compute(self) -> Any:
+        return scan.metric_shard(self)
+
+
+def _part_engine(rank: int, world: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    # ranks feeding different dtypes: the same clear error on every rank, no hang
+    m = CatRows()
+    dtype = torch.float32 if rank == 0 else torch.float64
+    m.update(
+        torch.zeros(2, 3, dtype=dtype), torch.zeros(2, dtype=torch.long), torch.ones(2, dtype=torch.bool)
+    )
+    try:
+        m.compute()
+        out["mismatch"] = None
+    except RuntimeError as err:
+        out["mismatch"] = str(err)
+    # metric_shard: sharded only inside a synced compute
+    p = _Probe()
+    out["outside"] = scan.metric_shard(p)
+    out["forward"] = p(torch.ones(3))  # the batch value sees local data only: never sharded
+    out["compute"] = p.compute()
+    local = _Probe(sync_on_compute=False)
+    local.update(torch.ones(1))
+    out["unsynced"] = local.compute()
+    return out
+
+
+#: The metrics whose compute must be split across ranks, with their data.
+SHARDED = ("ContrastiveAccuracy(topk=(1, 5))", "Uniformity", "EmbeddingAccuracy")
+
+
+def _patch_everywhere(name: str, replacement: Any) -> None:
+    """Replace ``scan.<name>`` in the scan module and in every embedmetrics module that imported it."""
+    original = getattr(scan, name)
+    for mod_name, mod in list(sys.modules.items()):
+        if (mod_name == "embedmetrics" or mod_name.startswith("embedmetrics.")) and mod is not None:
+            for attr, value in list(vars(mod).items()):
+                if value is original:
+                    setattr(mod, attr, replacement)
+
+
+def _part_shards(rank: int, world: int) -> dict[str, Any]:
+    """Per sharded metric: blocks scanned by this rank in a synced compute vs a local full compute."""
+    scanned: list[int] = []
+    original_shard_blocks = scan.shard_blocks
+    original_block_rows = scan.block_rows
+
+    def counting_shard_blocks(ranges: list[tuple[int, int]], shard: Any = None) -> list[tuple[int, int]]:
+        mine = original_shard_blocks(ranges, shard)
+        scanned.append(len(mine))
+        return mine
+
+    def small_block_rows(n_ref: int, **kwargs: Any) -> int:
+        return max(1, n_ref // 8)  # about eight query blocks, so that every rank gets some
+
+    _patch_everywhere("shard_blocks", counting_shard_blocks)
+    _patch_everywhere("block_rows", small_block_rows)
+    cases = _cases()
+    out: dict[str, Any] = {}
+    for name in SHARDED:
+        if name not in cases:
+            continue
+        case = cases[name]
+        data = _data(name, case)
+        plan = PLANS[world][0]
+        synced = case.factory()
+        for start, stop in _slices(plan, N_ROWS)[rank]:
+            case.update(synced, tuple(t[start:stop] for t in data))
+        scanned.clear()
+        value = _to_plain(synced.compute())
+        blocks = sum(scanned)
+        local = case.factory()
+        local.sync_on_compute = False  # every rank alone on all rows: the unsharded scan
+        case.update(local, data)
+        scanned.clear()
+        local_value = _to_plain(local.compute())
+        out[name] = {
+            "value": value,
+            "blocks": blocks,
+            "local_value": local_value,
+            "local_blocks": sum(scanned),
+        }
+    _patch_everywhere("shard_blocks", original_shard_blocks)
+    _patch_everywhere("block_rows", original_block_rows)
+    return out
+
+
+_PARTS: dict[str, Callable[[int, int], Any]] = {
+    "plans": _part_plans,
+    "engine": _part_engine,
+    "shards": _part_shards,
+}
+
+
+def _worker_all(rank: int, world: int) -> dict[str, Any]:
+    """Everything one process group checks; a part that raises is reported to its own test."""
+    import traceback
+
+    out: dict[str, Any] = {}
+    for part, fn in _PARTS.items():
+        try:
+            out[part] = fn(rank, world)
+        except Exception:
+            out[part] = _Failed(traceback.format_exc())
+    return out
+
+
+@dataclass(frozen=True)
+class _Failed:
+    traceback: str
+
+
+_RUNS: dict[int, list[dict[str, Any]]] = {}
+
+
+def _results(world: int, part: str) -> list[Any]:
+    """Per-rank results of ``part``; the process group of each world size is started once per session."""
+    if world not in _RUNS:
+        _RUNS[world] = run_distributed(_worker_all, world, timeout=180)
+    out = [res[part] for res in _RUNS[world]]
+    for rank, res in enumerate(out):
+        if isinstance(res, _Failed):
+            pytest.fail(f"part {part!r} raised on rank {rank}:\n{res.traceback}")
+    return out
+
+
+def _reference(name: str, case: Case) -> Any:
+    """Single process, no process group: the same metric on all rows, the same update sizes."""
+    metric = case.factory()
+    case.update(metric, _data(name, case))
+    return _to_plain(metric.compute())
+
+
+def _assert_same(actual: Any, expected: Any, where: str) -> None:
+    if isinstance(expected, dict):
+        assert isinstance(actual, dict), where
+        assert actual.keys() == expected.keys(), where
+        for k in expected:
+            _assert_same(actual[k], expected[k], f"{where}[{k}]")
+    elif isinstance(expected, Tensor):
+        assert isinstance(actual, Tensor), where
+        if expected.is_floating_point():
+            torch.testing.assert_close(actual, expected, rtol=1e-6, atol=1e-6, msg=lambda m: f"{where}: {m}")
+        else:  # counts, labels, flags: exact
+            assert actual.dtype == expected.dtype, where
+            assert torch.equal(actual, expected), f"{where}: {actual} != {expected}"
+    else:
+        assert actual == pytest.approx(expected, rel=1e-6, abs=1e-6), where
+
+
+def test_every_module_metric_has_a_case() -> None:
+    exported = [getattr(embedmetrics, n) for n in embedmetrics.__all__]
+    metrics = {c.__name__ for c in exported if isinstance(c, type) and issubclass(c, Metric)}
+    covered = {name.split("(")[0] for name in _cases()}
+    assert metrics <= covered, f"module metrics without a distributed case: {sorted(metrics - covered)}"
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_compute_equals_single_process(world: int) -> None:
+    results = _results(world, "plans")
+    for name, case in _cases().items():
+        expected = _reference(name, case)
+        for p in range(len(PLANS[world])):
+            for rank, res in enumerate(results):
+                _assert_same(res[name][p], expected, f"{name} plan {p} rank {rank}")
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_sharded_compute_equals_unsharded_and_splits_the_blocks(world: int) -> None:
+    results = _results(world, "shards")
+    names = [n for n in SHARDED if n in _cases()]
+    if not names:
+        pytest.skip("no embedding metric in the package yet")
+    for name in names:
+        per_rank = [res[name] for res in results]
+        total = per_rank[0]["local_blocks"]
+        assert total >= world, f"{name}: the test must force at least {world} blocks, got {total}"
+        blocks = [r["blocks"] for r in per_rank]
+        assert sum(blocks) == total, f"{name}: blocks scanned per rank {blocks}, unsharded scan {total}"
+        assert max(blocks) <= -(-total // world), f"{name}: uneven split {blocks} of {total}"
+        assert min(blocks) >= 1, f"{name}: a rank scanned nothing: {blocks}"
+        for rank, r in enumerate(per_rank):
+            _assert_same(r["value"], r["local_value"], f"{name} rank {rank} sharded vs unsharded")
+            assert r["local_blocks"] == total
+
+
+def test_sync_errors_and_shard_selection() -> None:
+    for rank, res in enumerate(_results(2, "engine")):
+        assert res["mismatch"] is not None, "mismatched dtypes across ranks must raise on every rank"
+        assert "State `emb`" in res["mismatch"]
+        assert res["outside"] is None
+        assert res["forward"] is None
+        assert res["compute"] == (rank, 2)
+        assert res["unsynced"] is None
+
+
+def _hang(rank: int, world: int) -> None:
+    import time
+
+    time.sleep(600)  # neither rank ever returns
+
+
+def test_harness_fails_instead_of_hanging() -> None:
+    with pytest.raises(DistributedRunError, match="did not finish"):
+        run_distributed(_hang, 2, timeout=8)
