@@ -57,6 +57,24 @@ class CatRows(SyncSafeMetric):
         return {"emb": cat(self.emb), "label": cat(self.label), "flag": cat(self.flag), "count": self.count}
 
 
+class CatTensorRows(SyncSafeMetric):
+    """Test metric with tensor (not list) ``cat`` states, which torchmetrics would ``stack``."""
+
+    full_state_update = False
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.add_state("emb", default=torch.zeros(0, 3), dist_reduce_fx="cat")
+        self.add_state("label", default=torch.zeros(0, dtype=torch.int64), dist_reduce_fx="cat")
+
+    def update(self, emb: Tensor, label: Tensor) -> None:
+        self.emb = torch.cat([self.emb, emb])
+        self.label = torch.cat([self.label, label])
+
+    def compute(self) -> dict[str, Tensor]:
+        return {"emb": self.emb, "label": self.label}
+
+
 @dataclass(frozen=True)
 class Case:
     """A metric and how to make its data; ``data`` rows are split along dim 0 between ranks."""
@@ -103,6 +121,9 @@ def _cases() -> dict[str, Case]:
         "torchmetrics.SumMetric": Case(SumMetric, lambda g: (torch.randn(N_ROWS, generator=g),)),
         "CatRows(2-D float, int64, bool)": Case(
             CatRows, lambda g: (*_labelled(g), torch.rand(N_ROWS, generator=g) < 0.5)
+        ),
+        "CatTensorRows(tensor states)": Case(
+            CatTensorRows, lambda g: (torch.randn(N_ROWS, 3, generator=g), torch.arange(N_ROWS))
         ),
     }
     em: Any = embedmetrics

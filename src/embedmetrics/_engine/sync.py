@@ -13,6 +13,10 @@ trailing shape of every ``"cat"`` state; a rank without rows for a state then co
 tensor ``(0, *trailing_shape)`` of the right dtype, which torchmetrics pads and gathers like any other.
 Ranks whose states disagree (dtype or trailing shape) raise the same ``RuntimeError`` on every rank,
 never a hang.
+
+A second torchmetrics limitation is handled too: a ``"cat"`` state that is a *tensor* (not a list)
+is gathered and then ``torch.stack``-ed, which fails as soon as ranks hold different numbers of rows.
+:class:`SyncSafeMetric` gathers such states as one-element lists, so they are concatenated instead.
 """
 
 from __future__ import annotations
@@ -119,4 +123,9 @@ class SyncSafeMetric(Metric):
         process_group: Optional[Any] = None,
     ) -> None:
         align_empty_cat_states(self, process_group or self.process_group)
+        for attr, fx in self._reductions.items():
+            value = getattr(self, attr)
+            if fx is dim_zero_cat and isinstance(value, Tensor) and value.ndim >= 1:
+                # concatenated after the gather (torchmetrics would stack, which needs equal shapes)
+                setattr(self, attr, [value])
         super()._sync_dist(dist_sync_fn, process_group=process_group)
