@@ -249,64 +249,54 @@ def _part_engine(rank: int, world: int) -> dict[str, Any]:
     return out
 
 
-#: The metrics whose compute must be split across ranks, with their data.
-SHARDED = ("ContrastiveAccuracy(topk=(1, 5))", "Uniformity", "EmbeddingAccuracy")
+#: Block budget (bytes) for the split test: a few rows per block, so every rank gets blocks.
+SMALL_BLOCKS = 2 * N_ROWS * 4
 
 
-def _patch_everywhere(name: str, replacement: Any) -> None:
-    """Replace ``scan.<name>`` in the scan module and in every embedmetrics module that imported it."""
-    original = getattr(scan, name)
-    for mod_name, mod in list(sys.modules.items()):
-        if (mod_name == "embedmetrics" or mod_name.startswith("embedmetrics.")) and mod is not None:
-            for attr, value in list(vars(mod).items()):
-                if value is original:
-                    setattr(mod, attr, replacement)
+def _sharded_cases() -> dict[str, Case]:
+    """The metrics whose O(n^2) scan must be split across ranks, with small blocks."""
+    em: Any = embedmetrics
+    cases: dict[str, Case] = {}
+    if hasattr(em, "ContrastiveAccuracy"):
+        cases["ContrastiveAccuracy"] = Case(
+            lambda: em.ContrastiveAccuracy(topk=(1, 5), block_bytes=SMALL_BLOCKS), _pairs
+        )
+    if hasattr(em, "Uniformity"):
+        cases["Uniformity"] = Case(
+            lambda: em.Uniformity(block_bytes=SMALL_BLOCKS), lambda g: (_embeddings(g),)
+        )
+    if hasattr(em, "EmbeddingAccuracy"):
+        # the kNN metrics; NMI/AMI (k-means on all rows) are not a blocked scan and are not split
+        calc = em.AccuracyCalculator(exclude=("NMI", "AMI"), block_bytes=SMALL_BLOCKS)
+        cases["EmbeddingAccuracy"] = Case(lambda: em.EmbeddingAccuracy(calculator=calc), _labelled)
+    return cases
+
+
+def _flops(fn: Callable[[], Any]) -> tuple[Any, int]:
+    """``fn()`` and the floating-point operations of its matrix products (the scan's work)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        value = fn()
+    return value, int(counter.get_total_flops())
 
 
 def _part_shards(rank: int, world: int) -> dict[str, Any]:
-    """Per sharded metric: blocks scanned by this rank in a synced compute vs a local full compute."""
-    scanned: list[int] = []
-    original_shard_blocks = scan.shard_blocks
-    original_block_rows = scan.block_rows
-
-    def counting_shard_blocks(ranges: list[tuple[int, int]], shard: Any = None) -> list[tuple[int, int]]:
-        mine = original_shard_blocks(ranges, shard)
-        scanned.append(len(mine))
-        return mine
-
-    def small_block_rows(n_ref: int, **kwargs: Any) -> int:
-        return max(1, n_ref // 8)  # about eight query blocks, so that every rank gets some
-
-    _patch_everywhere("shard_blocks", counting_shard_blocks)
-    _patch_everywhere("block_rows", small_block_rows)
-    cases = _cases()
+    """Per metric: value and work of this rank in a synced (sharded) compute, and of a local full one."""
     out: dict[str, Any] = {}
-    for name in SHARDED:
-        if name not in cases:
-            continue
-        case = cases[name]
+    for name, case in _sharded_cases().items():
         data = _data(name, case)
-        plan = PLANS[world][0]
         synced = case.factory()
-        for start, stop in _slices(plan, N_ROWS)[rank]:
+        for start, stop in _slices(PLANS[world][0], N_ROWS)[rank]:
             case.update(synced, tuple(t[start:stop] for t in data))
-        scanned.clear()
-        value = _to_plain(synced.compute())
-        blocks = sum(scanned)
+        value, flops = _flops(synced.compute)
         local = case.factory()
-        local.sync_on_compute = False  # every rank alone on all rows: the unsharded scan
+        local.sync_on_compute = False  # this rank alone on all rows: the unsharded scan
         case.update(local, data)
-        scanned.clear()
-        local_value = _to_plain(local.compute())
-        out[name] = {
-            "value": value,
-            "blocks": blocks,
-            "local_value": local_value,
-            "local_blocks": sum(scanned),
-        }
-    _patch_everywhere("shard_blocks", original_shard_blocks)
-    _patch_everywhere("block_rows", original_block_rows)
-    return out
+        local_value, local_flops = _flops(local.compute)
+        out[name] = {"value": value, "flops": flops, "local_value": local_value, "local_flops": local_flops}
+    plain: dict[str, Any] = _to_plain(out)
+    return plain
 
 
 _PARTS: dict[str, Callable[[int, int], Any]] = {
@@ -390,22 +380,22 @@ def test_compute_equals_single_process(world: int) -> None:
 
 
 @pytest.mark.parametrize("world", [2, 3])
-def test_sharded_compute_equals_unsharded_and_splits_the_blocks(world: int) -> None:
+def test_sharded_compute_equals_unsharded_and_splits_the_work(world: int) -> None:
     results = _results(world, "shards")
-    names = [n for n in SHARDED if n in _cases()]
+    names = list(_sharded_cases())
     if not names:
         pytest.skip("no embedding metric in the package yet")
     for name in names:
         per_rank = [res[name] for res in results]
-        total = per_rank[0]["local_blocks"]
-        assert total >= world, f"{name}: the test must force at least {world} blocks, got {total}"
-        blocks = [r["blocks"] for r in per_rank]
-        assert sum(blocks) == total, f"{name}: blocks scanned per rank {blocks}, unsharded scan {total}"
-        assert max(blocks) <= -(-total // world), f"{name}: uneven split {blocks} of {total}"
-        assert min(blocks) >= 1, f"{name}: a rank scanned nothing: {blocks}"
+        total = per_rank[0]["local_flops"]
+        flops = [r["flops"] for r in per_rank]
+        # each rank does about 1/world of the unsharded work (matrix-product FLOPs), none does nothing
+        assert min(flops) > 0, f"{name}: a rank did no work: {flops}"
+        assert max(flops) <= 1.35 * total / world, f"{name}: per-rank work {flops}, unsharded {total}"
+        assert sum(flops) <= 1.05 * total, f"{name}: work repeated across ranks: {flops} vs {total}"
         for rank, r in enumerate(per_rank):
             _assert_same(r["value"], r["local_value"], f"{name} rank {rank} sharded vs unsharded")
-            assert r["local_blocks"] == total
+            assert r["local_flops"] == total
 
 
 def test_sync_errors_and_shard_selection() -> None:
