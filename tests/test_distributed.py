@@ -79,7 +79,7 @@ class CatTensorRows(SyncSafeMetric):
 class Case:
     """A metric and how to make its data; ``data`` rows are split along dim 0 between ranks."""
 
-    factory: Callable[[], Metric]
+    factory: Callable[..., Metric]
     data: Callable[[torch.Generator], Data]
     update: Callable[[Metric, Data], None] = field(default=lambda m, d: m.update(*d))
 
@@ -259,16 +259,16 @@ def _sharded_cases() -> dict[str, Case]:
     cases: dict[str, Case] = {}
     if hasattr(em, "ContrastiveAccuracy"):
         cases["ContrastiveAccuracy"] = Case(
-            lambda: em.ContrastiveAccuracy(topk=(1, 5), block_bytes=SMALL_BLOCKS), _pairs
+            lambda **kw: em.ContrastiveAccuracy(topk=(1, 5), block_bytes=SMALL_BLOCKS, **kw), _pairs
         )
     if hasattr(em, "Uniformity"):
         cases["Uniformity"] = Case(
-            lambda: em.Uniformity(block_bytes=SMALL_BLOCKS), lambda g: (_embeddings(g),)
+            lambda **kw: em.Uniformity(block_bytes=SMALL_BLOCKS, **kw), lambda g: (_embeddings(g),)
         )
     if hasattr(em, "EmbeddingAccuracy"):
         # the kNN metrics; NMI/AMI (k-means on all rows) are not a blocked scan and are not split
         calc = em.AccuracyCalculator(exclude=("NMI", "AMI"), block_bytes=SMALL_BLOCKS)
-        cases["EmbeddingAccuracy"] = Case(lambda: em.EmbeddingAccuracy(calculator=calc), _labelled)
+        cases["EmbeddingAccuracy"] = Case(lambda **kw: em.EmbeddingAccuracy(calculator=calc, **kw), _labelled)
     return cases
 
 
@@ -290,8 +290,7 @@ def _part_shards(rank: int, world: int) -> dict[str, Any]:
         for start, stop in _slices(PLANS[world][0], N_ROWS)[rank]:
             case.update(synced, tuple(t[start:stop] for t in data))
         value, flops = _flops(synced.compute)
-        local = case.factory()
-        local.sync_on_compute = False  # this rank alone on all rows: the unsharded scan
+        local = case.factory(sync_on_compute=False)  # this rank alone on all rows: the unsharded scan
         case.update(local, data)
         local_value, local_flops = _flops(local.compute)
         out[name] = {"value": value, "flops": flops, "local_value": local_value, "local_flops": local_flops}
