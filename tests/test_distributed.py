@@ -384,17 +384,18 @@ def test_sharded_compute_equals_unsharded_and_splits_the_work(world: int) -> Non
     names = list(_sharded_cases())
     if not names:
         pytest.skip("no embedding metric in the package yet")
+    problems = []
     for name in names:
         per_rank = [res[name] for res in results]
         total = per_rank[0]["local_flops"]
         flops = [r["flops"] for r in per_rank]
         # each rank does about 1/world of the unsharded work (matrix-product FLOPs), none does nothing
-        assert min(flops) > 0, f"{name}: a rank did no work: {flops}"
-        assert max(flops) <= 1.35 * total / world, f"{name}: per-rank work {flops}, unsharded {total}"
-        assert sum(flops) <= 1.05 * total, f"{name}: work repeated across ranks: {flops} vs {total}"
+        if min(flops) <= 0 or max(flops) > 1.35 * total / world or sum(flops) > 1.05 * total:
+            problems.append(f"{name}: per-rank work {flops}, unsharded {total}")
         for rank, r in enumerate(per_rank):
             _assert_same(r["value"], r["local_value"], f"{name} rank {rank} sharded vs unsharded")
             assert r["local_flops"] == total
+    assert not problems, "compute not split across ranks (or work repeated): " + "; ".join(problems)
 
 
 def test_sync_errors_and_shard_selection() -> None:
