@@ -161,6 +161,13 @@ class EmbeddingMetricsCallback(Callback):
         # one independent copy per stage: validation inside `fit` never mixes with `test`
         self._metrics: dict[str, dict[str, Metric]] = {s: copy.deepcopy(names) for s in stages}
 
+    @property
+    def state_key(self) -> str:
+        """Identifies this callback's state in checkpoints: several instances may coexist."""
+        names = sorted(next(iter(self._metrics.values()), {}))
+        key: str = self._generate_state_key(metrics=names, name_format=self._name_format)
+        return key
+
     def metrics(self, stage: str) -> dict[str, Metric]:
         """The metrics of ``stage`` (``"validate"`` or ``"test"``), by name."""
         return self._metrics[stage]
