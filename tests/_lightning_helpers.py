@@ -72,10 +72,20 @@ def update_all(metrics: dict[str, Metric], out: dict[str, Tensor]) -> None:
     metrics["accuracy"].update(out["z1"], out["labels"])
 
 
-def offline_values(prefix: str = "val/") -> dict[str, float]:
-    """The epoch values computed by hand, one process, all data at once."""
+def ddp_order(world: int) -> Tensor:
+    """Row order after the state sync of a ``world``-process run: ``DistributedSampler(shuffle=False)``
+    gives rank ``r`` items ``r, r + world, ...``, and the gathered states are rank 0's rows, then rank 1's."""
+    return torch.cat([torch.arange(r, N, world) for r in range(world)])
+
+
+def offline_values(prefix: str = "val/", order: Tensor | None = None) -> dict[str, float]:
+    """The epoch values computed by hand, one process, all data at once (rows in ``order``).
+
+    The order matters only for NMI/AMI (k-means starts from rows picked by position).
+    """
     metrics = make_metrics()
-    full = outputs_of(list(dataset().tensors))
+    rows = [t if order is None else t[order] for t in dataset().tensors]
+    full = outputs_of(rows)
     update_all(metrics, full)
     values: dict[str, float] = {}
     for name, metric in metrics.items():

@@ -45,8 +45,8 @@ def _assert_values(logged: dict[str, Any], expected: dict[str, float], where: st
         assert float(logged[name]) == pytest.approx(value, rel=1e-6, abs=1e-6), f"{where}: {name}"
 
 
-def _expected(prefix: str = "val/") -> dict[str, float]:
-    return h.offline_values(prefix)
+def _expected(prefix: str = "val/", world: int = 1) -> dict[str, float]:
+    return h.offline_values(prefix, h.ddp_order(world) if world > 1 else None)
 
 
 def _collection_callback() -> EmbeddingMetricsCallback:
@@ -98,7 +98,7 @@ def test_ddp_spawn_two_processes(tmp_path: Path) -> None:
         callbacks=[h.callback(), _collection_callback(), h.Recorder(str(tmp_path))],
     )
     trainer.validate(h.EvalModule(), dataloaders=h.loader(), verbose=False)
-    expected = {**_expected("val/"), **_expected("val/cb/"), **_collection_expected("val/")}
+    expected = {**_expected("val/", world=2), **_expected("val/cb/", world=2), **_collection_expected("val/")}
     for rank in range(2):  # every rank logged the value of all the data
         _assert_values(torch.load(tmp_path / f"rank{rank}-epoch0.pt"), expected, f"rank {rank}")
     _assert_values(dict(trainer.callback_metrics), expected, "returned to the main process")
