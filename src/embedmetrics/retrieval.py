@@ -20,10 +20,10 @@ from typing import Any, Optional, Union
 
 import torch
 from torch import Tensor
-from torchmetrics import Metric
 from torchmetrics.utilities.data import dim_zero_cat
 
 from embedmetrics._engine.ranking import Aggregation
+from embedmetrics._engine.sync import SyncSafeMetric
 from embedmetrics.functional.retrieval import (
     SPECS,
     KArg,
@@ -52,7 +52,7 @@ def _cat(state: Union[list[Tensor], Tensor]) -> Optional[Tensor]:
     return state if state.numel() else None
 
 
-class _RetrievalMetric(Metric):
+class _RetrievalMetric(SyncSafeMetric):
     """Shared base: option checks, the two kinds of state, ``compute`` through the shared engine."""
 
     is_differentiable: bool = False
