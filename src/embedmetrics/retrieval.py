@@ -100,6 +100,10 @@ class _RetrievalMetric(SyncSafeMetric):
         self._spec = SPECS[self._metric_name]
         for name in ("preds", "target", "indexes", "row_values", "row_status"):
             self.add_state(name, default=[], dist_reduce_fx="cat")
+        # 2-D input stores per-query values at these settings: never share a compute group across them
+        self.add_settings_state(
+            metric=self._metric_name, ks=self._ks, ties=ties, ignore_index=ignore_index, adaptive_k=adaptive_k
+        )
 
     def update(self, preds: Tensor, target: Tensor, indexes: Tensor | None = None) -> None:
         """Validate a batch, then store it (flat input) or its per-query values (2-D input).
