@@ -4,7 +4,8 @@ The same data every time; each rank updates with its contiguous share, then ``co
 states (every rank then holds all rows) and each rank scans only its share of the query blocks,
 combined with one all-reduce. Every process is limited to one thread, so on a machine with at
 least 4 cores the per-rank time should fall roughly as 1/world_size (plus the gather). With fewer
-cores than processes, the processes share cores and the wall-clock times say little.
+cores than processes (or a busy machine), the processes share cores and the wall-clock times say
+little; the CPU time each rank spends in ``compute`` (``time.process_time``) still shows the split.
 
 Run: ``PYTHONPATH=src python benchmarks/bench_distributed.py [--n 4096] [--dim 64]``.
 """
@@ -65,11 +66,11 @@ def _worker(rank: int, world: int, port: int, n: int, dim: int, queue: Any) -> N
         gathered = time.perf_counter() - start
         metric.unsync()
         dist.barrier()
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         value = metric.compute()  # gather + this rank's share of the scan + all-reduce
-        elapsed = time.perf_counter() - start
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
         first = next(iter(value.values())) if isinstance(value, dict) else value
-        queue.put((name, world, rank, elapsed, gathered, first.reshape(-1)[0].item()))
+        queue.put((name, world, rank, elapsed, gathered, first.reshape(-1)[0].item(), cpu))
     dist.barrier()
     dist.destroy_process_group()
 
@@ -87,7 +88,7 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=64)
     args = parser.parse_args()
     ctx = mp.get_context("spawn")
-    rows: list[tuple[str, int, int, float, float, float]] = []
+    rows: list[tuple[str, int, int, float, float, float, float]] = []
     for world in WORLDS:
         queue = ctx.SimpleQueue()
         mp.start_processes(
@@ -100,25 +101,28 @@ def main() -> None:
     if cores < max(WORLDS):
         print(
             f"NOTE: {max(WORLDS)} processes on {cores} cores oversubscribe the CPU: they share cores, so "
-            "the times of the larger worlds are not a measure of the split (rerun on >= 4 cores)."
+            "the wall-clock times of the larger worlds are not a measure of the split (rerun on >= 4 "
+            "cores); the CPU seconds per rank are."
         )
-    header = f"{'metric':36} {'world':>5} {'compute per rank (s)':>28} {'max (s)':>8} {'gather (s)':>10} "
-    header += f"{'speedup':>7} {'same value':>10}"
+    header = f"{'metric':34} {'world':>5} {'wall s per rank':>24} {'max':>6} {'gather':>6} {'speedup':>7} "
+    header += f"{'CPU s per rank':>24} {'CPU max':>7} {'ratio':>6} {'same':>4}"
     print(header)
     print("-" * len(header))
     for name in _metrics():
-        base_time = base_value = None
+        base_time = base_cpu = base_value = None
         for world in WORLDS:
             mine = sorted((r for r in rows if r[0] == name and r[1] == world), key=lambda r: r[2])
-            times = [r[3] for r in mine]
-            slowest = max(times)
-            if base_time is None:
-                base_time, base_value = slowest, mine[0][5]
+            times, cpus = [r[3] for r in mine], [r[6] for r in mine]
+            slowest, busiest = max(times), max(cpus)
+            if base_time is None or base_cpu is None:
+                base_time, base_cpu, base_value = slowest, busiest, mine[0][5]
             same = all(abs(r[5] - base_value) <= 1e-6 * max(1.0, abs(base_value)) for r in mine)
-            per_rank = " ".join(f"{t:.3f}" for t in times)
+            wall = " ".join(f"{t:.3f}" for t in times)
+            cpu = " ".join(f"{t:.3f}" for t in cpus)
             print(
-                f"{name:36} {world:>5} {per_rank:>28} {slowest:>8.3f} {max(r[4] for r in mine):>10.3f} "
-                f"{base_time / slowest:>6.2f}x {'yes' if same else 'NO':>10}"
+                f"{name:34} {world:>5} {wall:>24} {slowest:>6.3f} {max(r[4] for r in mine):>6.3f} "
+                f"{base_time / slowest:>6.2f}x {cpu:>24} {busiest:>7.3f} {base_cpu / busiest:>5.2f}x "
+                f"{'yes' if same else 'NO':>4}"
             )
 
 
