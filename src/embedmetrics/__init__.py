@@ -5,3 +5,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 __all__: list[str] = ["__version__"]
+
+from embedmetrics.embedding import Alignment, ContrastiveAccuracy, Uniformity
+
+__all__ += ["Alignment", "ContrastiveAccuracy", "Uniformity"]
