@@ -30,7 +30,7 @@ Uniformity
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
@@ -41,8 +41,8 @@ from embedmetrics._engine.scan import (
     block_ranges,
     block_rows,
     compute_dtype,
-    iter_similarity_blocks,
     l2_normalize,
+    shard_blocks,
 )
 
 #: Tie policies of contrastive accuracy (see DESIGN.md, "Ties").
@@ -69,13 +69,21 @@ def _diagonal(z1: Tensor, z2: Tensor, rows: int) -> Tensor:
     return out
 
 
-def _sign_sums(diff: Tensor, dim: int, exact_f32: bool) -> tuple[Tensor, Tensor]:
-    """``(sum(sign(diff)), sum(|sign(diff)|))`` along ``dim``, in place on ``diff``, as float64."""
-    acc = None if exact_f32 else torch.float64
+def _sign_sums(diff: Tensor, ones: Tensor, rows: bool, exact: bool) -> tuple[Tensor, Tensor]:
+    """``(sum(sign(diff)), sum(|sign(diff)|))`` along rows or columns, in place on ``diff``, float64.
+
+    Sums of ``{-1, 0, 1}`` are exact integers in a matrix-vector product while they stay below
+    ``2**24`` (float32); beyond that (``exact=False``) they are summed in float64.
+    """
     diff.sign_()
-    signed = diff.sum(dim, dtype=acc)
+    if not exact:
+        dim = 1 if rows else 0
+        signed = diff.sum(dim, dtype=torch.float64)
+        return signed, diff.abs_().sum(dim, dtype=torch.float64)
+    mat = diff if rows else diff.T
+    signed = torch.mv(mat, ones).to(torch.float64)
     diff.abs_()
-    return signed.to(torch.float64), diff.sum(dim, dtype=acc).to(torch.float64)
+    return signed, torch.mv(mat, ones).to(torch.float64)
 
 
 def contrastive_partial(
@@ -94,38 +102,60 @@ def contrastive_partial(
     n = z1.shape[0]
     rows = block_rows(n, block_bytes=block_bytes, itemsize=z1.element_size())
     diag = _diagonal(z1, z2, rows)
-    exact = z1.dtype == torch.float64 or n < _EXACT_F32
     out = torch.zeros(4, n, dtype=torch.float64, device=z1.device)
-    for start, stop, sim in iter_similarity_blocks(z1, z2, block_bytes=block_bytes, shard=shard):
+    ranges = shard_blocks(block_ranges(n, rows), shard)
+    if not ranges:
+        return out
+    rows = max(stop - start for start, stop in ranges)
+    sim_buf = torch.empty(rows, n, dtype=z1.dtype, device=z1.device)
+    diff_buf = torch.empty_like(sim_buf)
+    ones = torch.ones(max(rows, n), dtype=z1.dtype, device=z1.device)
+    exact_rows = z1.dtype == torch.float64 or n < _EXACT_F32
+    exact_cols = z1.dtype == torch.float64 or rows < _EXACT_F32
+    z2t = z2.T
+    for start, stop in ranges:
+        b = stop - start
+        sim = torch.mm(z1[start:stop], z2t, out=sim_buf[:b])
         sim.diagonal(offset=start).copy_(diag[start:stop])
-        row_diff = torch.sub(sim, diag[start:stop, None])
-        out[0, start:stop], out[1, start:stop] = _sign_sums(row_diff, 1, exact)
-        del row_diff
-        col_a, col_b = _sign_sums(sim.sub_(diag), 0, exact and stop - start < _EXACT_F32)
+        row_diff = torch.sub(sim, diag[start:stop, None], out=diff_buf[:b])
+        out[0, start:stop], out[1, start:stop] = _sign_sums(row_diff, ones[:n], True, exact_rows)
+        col_a, col_b = _sign_sums(sim.sub_(diag), ones[:b], False, exact_cols)
         out[2] += col_a
         out[3] += col_b
     return out
 
 
 def contrastive_finalize(partial: Tensor, ks: Sequence[int], ties: str) -> Tensor:
-    """Mean hit@k over both directions from the summed partials: float64 of shape ``(len(ks),)``."""
+    """Mean hit@k over both directions from the summed partials: float64 of shape ``(len(ks),)``.
+
+    Under ``"average"`` the hits ``clamp(k - g, 0, t) / t`` are summed per tie size ``t`` first (the
+    numerators are integers, exact in float64), so the result is exact where it can be: collapsed
+    embeddings give exactly ``k / n``.
+    """
     n = partial.shape[1]
     a = torch.cat([partial[0], partial[2]])
     b = torch.cat([partial[1], partial[3]])
+    nan = torch.isnan(a).any()  # NaN similarities (NaN inputs) give NaN, not misses
+    a = torch.nan_to_num(a)
+    b = torch.nan_to_num(b)
     above = (a + b) / 2  # g
     tied = (n - b).clamp_min(1)  # t, the positive itself included
+    sizes = torch.arange(n + 1, dtype=torch.float64, device=a.device).clamp_min(1)
     values = []
     for k in ks:
         kk = float(min(k, n))
         if ties == "average":
-            hit = ((kk - above) / tied).clamp(0.0, 1.0)
+            numer = torch.minimum((kk - above).clamp_min(0), tied)
+            per_size = torch.zeros(n + 1, dtype=torch.float64, device=a.device)
+            per_size.index_add_(0, tied.to(torch.int64), numer)
+            hits = (per_size / sizes).sum()
         elif ties == "pessimistic":
-            hit = (above + tied <= kk).to(torch.float64)
+            hits = (above + tied <= kk).sum().to(torch.float64)
         else:  # optimistic
-            hit = (above < kk).to(torch.float64)
-        # NaN similarities (NaN inputs) propagate instead of counting as misses.
-        values.append(torch.where(torch.isnan(a), a, hit).mean())
-    return torch.stack(values)
+            hits = (above < kk).sum().to(torch.float64)
+        values.append(hits / (2 * n))
+    out = torch.stack(values)
+    return torch.where(nan, torch.full_like(out, math.nan), out)
 
 
 def contrastive_accuracy(
@@ -150,24 +180,16 @@ def contrastive_accuracy(
 # ----------------------------------------------------------------------------- uniformity
 
 
-def iter_upper_blocks(
-    z: Tensor,
-    *,
-    block_bytes: int = DEFAULT_BLOCK_BYTES,
-    shard: tuple[int, int] | None = None,
-) -> Iterator[tuple[int, int, Tensor]]:
-    """Yield ``(start, stop, z[start:stop] @ z[start:].T)``: the upper triangle, block row by block row.
+def upper_block_ranges(n: int, rows: int, shard: tuple[int, int] | None = None) -> list[tuple[int, int]]:
+    """Row blocks of the upper triangle (block ``[s, e)`` pairs with columns ``[s, n)``) of one shard.
 
     Blocks shrink towards the end, so ranks take every ``world``-th block (strided) rather than a
     contiguous run: that balances the work of a triangle.
     """
-    n = z.shape[0]
-    rows = block_rows(n, block_bytes=block_bytes, itemsize=z.element_size())
     ranges = block_ranges(n, rows)
     if shard is not None and shard[1] > 1:
         ranges = ranges[shard[0] :: shard[1]]
-    for start, stop in ranges:
-        yield start, stop, z[start:stop] @ z[start:].T
+    return ranges
 
 
 def uniformity_partial(
@@ -179,20 +201,28 @@ def uniformity_partial(
 ) -> Tensor:
     """Per-row ``logsumexp_{j > i}(-t * ||z_i - z_j||^2)`` for this shard's rows (others 0), shape ``(n,)``.
 
-    ``z`` is prepared (:func:`prepare`) and should be centred: squared distances come from
-    ``||z_i||^2 + ||z_j||^2 - 2 z_i . z_j`` (clamped at 0), whose rounding error grows with the norms.
+    ``z`` is prepared (:func:`prepare`) and should be centred: ``-t * ||z_i - z_j||^2`` comes from
+    ``min(2t z_i . z_j - t ||z_i||^2 - t ||z_j||^2, 0)``, whose rounding error grows with the norms.
     """
     n = z.shape[0]
-    sq = (z * z).sum(1)
+    tsq = (z * z).sum(1).mul_(t)
     out = torch.zeros(n, dtype=z.dtype, device=z.device)
-    for start, stop, sim in iter_upper_blocks(z, block_bytes=block_bytes, shard=shard):
-        # sim becomes -t * d^2 in place: -t * clamp(sq_i + sq_j - 2 s_ij, 0)
-        sim.mul_(-2.0).add_(sq[start:stop, None]).add_(sq[None, start:])
-        sim.clamp_min_(0.0).mul_(-t)
-        b = stop - start
+    rows = block_rows(n, block_bytes=block_bytes, itemsize=z.element_size())
+    buf = torch.empty(rows * n, dtype=z.dtype, device=z.device)
+    ones = torch.ones(n, dtype=z.dtype, device=z.device)
+    for start, stop in upper_block_ranges(n, rows, shard):
+        b, m = stop - start, n - start
+        # -t d^2 = 2t s_ij - t sq_j - t sq_i, clamped at 0 (d^2 >= 0)
+        pot = torch.addmm(
+            -tsq[None, start:], z[start:stop], z[start:].T, alpha=2.0 * t, out=buf[: b * m].view(b, m)
+        )
+        pot.sub_(tsq[start:stop, None]).clamp_max_(0.0)
         lower = torch.ones(b, b, dtype=torch.bool, device=z.device).tril_()
-        sim[:, :b].masked_fill_(lower, -math.inf)  # j <= i
-        out[start:stop] = torch.logsumexp(sim, dim=1)
+        pot[:, :b].masked_fill_(lower, -math.inf)  # pairs j <= i
+        top = pot.amax(1)
+        top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))  # all-masked rows
+        sums = torch.mv(pot.sub_(top[:, None]).exp_(), ones[:m])
+        out[start:stop] = sums.log_().add_(top)
     return out
 
 
