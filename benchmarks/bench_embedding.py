@@ -130,8 +130,10 @@ def main() -> None:
             f"{m_full:9.0f} {m_ours:9.0f} {m_ours / m_full:9.3f}"
         )
     if args.big:
-        print(f"\nours only, n={args.big}, d={args.d} (the full similarity matrix alone: "
-              f"{args.big**2 * 4 / 2**30:.0f} GiB)")
+        print(
+            f"\nours only, n={args.big}, d={args.d} (the full similarity matrix alone: "
+            f"{args.big**2 * 4 / 2**30:.0f} GiB)"
+        )
         for metric in IMPLS:
             res = measure_memory(metric, "ours", args.big, args.d)
             print(f"{metric:31s} {res['seconds']:8.2f} s  peak {res['peak_mib']:7.0f} MiB above baseline")

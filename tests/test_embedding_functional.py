@@ -59,12 +59,19 @@ def test_contrastive_output_types_and_devices():
     np_out = contrastive_accuracy_score(z1, z2)
     assert isinstance(np_out, np.float64)
     np_many = contrastive_accuracy_score(z1, z2, topk=[1, 5])
-    assert isinstance(np_many, np.ndarray) and np_many.dtype == np.float64 and np_many.shape == (2,)
-    t32 = contrastive_accuracy_score(torch.tensor(z1, dtype=torch.float32), torch.tensor(z2, dtype=torch.float32))
-    assert isinstance(t32, torch.Tensor) and t32.ndim == 0 and t32.dtype == torch.float32
+    assert isinstance(np_many, np.ndarray)
+    assert np_many.dtype == np.float64
+    assert np_many.shape == (2,)
+    t32 = contrastive_accuracy_score(
+        torch.tensor(z1, dtype=torch.float32), torch.tensor(z2, dtype=torch.float32)
+    )
+    assert isinstance(t32, torch.Tensor)
+    assert t32.ndim == 0
+    assert t32.dtype == torch.float32
     assert t32.device == torch.device("cpu")
     t64 = contrastive_accuracy_score(torch.tensor(z1), torch.tensor(z2), topk=(1, 2, 3))
-    assert t64.shape == (3,) and t64.dtype == torch.float64
+    assert t64.shape == (3,)
+    assert t64.dtype == torch.float64
 
 
 def test_contrastive_seed_example():
@@ -89,8 +96,11 @@ def test_contrastive_hand_worked_ties():
         np.testing.assert_allclose(out, values, atol=1e-15)
         # torch, float32: the same integers are exact
         out32 = contrastive_accuracy_score(
-            torch.tensor(z1, dtype=torch.float32), torch.tensor(z2, dtype=torch.float32),
-            normalize=False, topk=(1, 2, 3), ties=ties,
+            torch.tensor(z1, dtype=torch.float32),
+            torch.tensor(z2, dtype=torch.float32),
+            normalize=False,
+            topk=(1, 2, 3),
+            ties=ties,
         )
         np.testing.assert_allclose(out32.numpy(), values, atol=1e-7)
 
@@ -123,7 +133,9 @@ def test_contrastive_collapsed_embeddings_score_k_over_n(dtype, n):
     assert torch.equal(out, expected)
     pes = contrastive_accuracy_score(z, z.clone(), topk=ks, ties="pessimistic")
     assert torch.equal(pes, (torch.tensor(ks) >= n).to(pes.dtype))
-    assert torch.equal(contrastive_accuracy_score(z, z, topk=ks, ties="optimistic"), torch.ones(4, dtype=out.dtype))
+    assert torch.equal(
+        contrastive_accuracy_score(z, z, topk=ks, ties="optimistic"), torch.ones(4, dtype=out.dtype)
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
@@ -169,7 +181,8 @@ def test_uniformity_output_types():
     z, _ = _data(6, 3, seed=7)
     assert isinstance(uniformity_score(z), np.float64)
     out = uniformity_score(torch.tensor(z, dtype=torch.float32))
-    assert out.ndim == 0 and out.dtype == torch.float32
+    assert out.ndim == 0
+    assert out.dtype == torch.float32
     assert uniformity_score(torch.tensor(z)).dtype == torch.float64
 
 
@@ -212,7 +225,9 @@ def test_uniformity_tight_clusters_far_from_origin_float32():
 def test_uniformity_duplicates_and_zero_rows():
     z = np.array([[0.0, 0.0], [0.0, 0.0], [1.0, 0.0]])
     for normalize in (True, False):
-        assert uniformity_score(z, normalize=normalize) == pytest.approx(ref.uniformity(z, normalize), abs=1e-12)
+        assert uniformity_score(z, normalize=normalize) == pytest.approx(
+            ref.uniformity(z, normalize), abs=1e-12
+        )
     assert uniformity_score(np.ones((5, 3))) == pytest.approx(0.0, abs=1e-12)  # all pairs coincide
 
 
