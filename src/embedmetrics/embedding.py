@@ -23,7 +23,8 @@ from torchmetrics.utilities.data import dim_zero_cat
 
 from embedmetrics._engine import embedding as engine
 from embedmetrics._engine.checks import check_embeddings
-from embedmetrics._engine.scan import DEFAULT_BLOCK_BYTES, metric_shard
+from embedmetrics._engine.embedding import EMBEDDING_BLOCK_BYTES
+from embedmetrics._engine.scan import metric_shard
 from embedmetrics.functional.embedding import (
     TopK,
     _check_alpha,
@@ -95,7 +96,7 @@ class _StoredEmbeddingMetric(_EmbeddingMetric):
 
     dim: Tensor
 
-    def __init__(self, block_bytes: int = DEFAULT_BLOCK_BYTES, **kwargs: Any) -> None:
+    def __init__(self, block_bytes: int = EMBEDDING_BLOCK_BYTES, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.block_bytes = _check_block_bytes(block_bytes)
         for name in self._views:
@@ -168,7 +169,7 @@ class ContrastiveAccuracy(_StoredEmbeddingMetric):
         ties: str = "average",
         eps: float = 1e-12,
         *,
-        block_bytes: int = DEFAULT_BLOCK_BYTES,
+        block_bytes: int = EMBEDDING_BLOCK_BYTES,
         **kwargs: Any,
     ) -> None:
         self._ks, self._single = _check_contrastive_options(topk, ties, eps, normalize)
@@ -241,7 +242,7 @@ class Uniformity(_StoredEmbeddingMetric):
         normalize: bool = True,
         eps: float = 1e-12,
         *,
-        block_bytes: int = DEFAULT_BLOCK_BYTES,
+        block_bytes: int = EMBEDDING_BLOCK_BYTES,
         **kwargs: Any,
     ) -> None:
         self.t = _check_finite_non_negative("t", t)

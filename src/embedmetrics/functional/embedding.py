@@ -24,7 +24,7 @@ from embedmetrics._engine.checks import (
     normalize_ks,
     to_tensors,
 )
-from embedmetrics._engine.scan import DEFAULT_BLOCK_BYTES
+from embedmetrics._engine.embedding import EMBEDDING_BLOCK_BYTES
 
 __all__ = ["alignment_score", "contrastive_accuracy_score", "uniformity_score"]
 
@@ -107,7 +107,7 @@ def contrastive_accuracy_score(
     eps: float = 1e-12,
     ties: str = "average",
     *,
-    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    block_bytes: int = EMBEDDING_BLOCK_BYTES,
 ) -> Any:
     r"""Top-k contrastive accuracy between two views, both directions averaged.
 
@@ -175,7 +175,7 @@ def uniformity_score(
     t: float = 2.0,
     eps: float = 1e-12,
     *,
-    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    block_bytes: int = EMBEDDING_BLOCK_BYTES,
 ) -> Any:
     r"""Uniformity of an embedding (Wang & Isola, ICML 2020); lower is more uniform.
 
