@@ -64,6 +64,9 @@ def test_forward_returns_batch_value_and_accumulates():
     assert torch.equal(acc.compute(), contrastive_accuracy_score(z1, z2, topk=2))
     assert torch.equal(uni.compute(), uniformity_score(z1))
     torch.testing.assert_close(ali.compute(), alignment_score(z1, z2))
+    acc.reset()
+    # keyword arguments, in any order
+    assert torch.equal(acc(z2=z2[:7], z1=z1[:7]), contrastive_accuracy_score(z1[:7], z2[:7], topk=2))
     # a single-row batch through forward: NaN batch value, the row is still accumulated
     assert math.isnan(uni(z1[:1]))
     assert uni.compute().isfinite()

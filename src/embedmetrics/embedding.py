@@ -78,7 +78,11 @@ class _EmbeddingMetric(Metric):
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """Batch value, accumulating the batch; a rejected batch leaves the state untouched."""
-        self._validate(*args, *kwargs.values())
+        names = self._views[len(args) :]
+        unknown = set(kwargs) - set(names)
+        if unknown:
+            raise TypeError(f"`forward` got unexpected keyword argument(s) {sorted(unknown)}.")
+        self._validate(*args, *(kwargs[name] for name in names if name in kwargs))
         return super().forward(*args, **kwargs)
 
     def reset(self) -> None:
