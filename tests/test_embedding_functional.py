@@ -177,6 +177,13 @@ def test_uniformity_matches_bruteforce(kind, normalize, t):
     assert float(out) == pytest.approx(ref.uniformity(z, normalize, t), rel=1e-10, abs=1e-10)
 
 
+def test_inputs_requiring_grad_are_accepted():
+    z1, z2 = (torch.tensor(a, requires_grad=True) for a in _data(8, 3, seed=16))
+    assert not uniformity_score(z1).requires_grad
+    assert not contrastive_accuracy_score(z1, z2).requires_grad
+    assert alignment_score(z1, z2).requires_grad
+
+
 def test_uniformity_output_types():
     z, _ = _data(6, 3, seed=7)
     assert isinstance(uniformity_score(z), np.float64)

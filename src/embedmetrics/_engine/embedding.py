@@ -176,8 +176,8 @@ def contrastive_accuracy(
 ) -> Tensor:
     """Contrastive top-k accuracy for every ``k`` in ``ks``, shape ``(len(ks),)``, accumulation dtype."""
     dtype = compute_dtype(z1, z2)
-    q = prepare(z1, normalize=normalize, eps=eps, dtype=dtype)
-    r = prepare(z2, normalize=normalize, eps=eps, dtype=dtype)
+    q = prepare(z1.detach(), normalize=normalize, eps=eps, dtype=dtype)
+    r = prepare(z2.detach(), normalize=normalize, eps=eps, dtype=dtype)
     partial = all_reduce_sum(contrastive_partial(q, r, block_bytes=block_bytes, shard=shard), shard)
     return contrastive_finalize(partial, ks, ties).to(dtype)
 
@@ -246,9 +246,9 @@ def uniformity(
     block_bytes: int = EMBEDDING_BLOCK_BYTES,
     shard: tuple[int, int] | None = None,
 ) -> Tensor:
-    """Uniformity (0-dim, accumulation dtype) of ``n >= 2`` rows."""
+    """Uniformity (0-dim, accumulation dtype) of ``n >= 2`` rows; not differentiable (in-place scan)."""
     dtype = compute_dtype(z)
-    x = prepare(z, normalize=normalize, eps=eps, dtype=dtype)
+    x = prepare(z.detach(), normalize=normalize, eps=eps, dtype=dtype)
     x = x - x.mean(0)  # distances are translation invariant; centring shrinks the rounding error
     partial = all_reduce_sum(uniformity_partial(x, t=t, block_bytes=block_bytes, shard=shard), shard)
     return uniformity_finalize(partial).to(dtype)

@@ -195,6 +195,7 @@ def uniformity_score(
 
     Returns:
         A 0-dim tensor on the input's device (torch input) or a ``numpy.float64`` (NumPy input).
+        It carries no gradient: the blocked scan works in place (use it as a metric, not a loss).
 
     Raises:
         TypeError: if ``z`` is neither a tensor nor an array, or not floating point.
