@@ -18,13 +18,13 @@ from typing import Any, Optional, Union
 import numpy as np
 import torch
 from torch import Tensor
-from torchmetrics import Metric
 from torchmetrics.utilities.data import dim_zero_cat
 
 from embedmetrics._engine import embedding as engine
 from embedmetrics._engine.checks import check_embeddings
 from embedmetrics._engine.embedding import EMBEDDING_BLOCK_BYTES
 from embedmetrics._engine.scan import metric_shard
+from embedmetrics._engine.sync import SyncSafeMetric
 from embedmetrics.functional.embedding import (
     TopK,
     _check_alpha,
@@ -38,7 +38,7 @@ from embedmetrics.functional.embedding import (
 __all__ = ["Alignment", "ContrastiveAccuracy", "Uniformity"]
 
 
-class _EmbeddingMetric(Metric):
+class _EmbeddingMetric(SyncSafeMetric):
     """Shared input handling: validate a whole batch before any state changes, also in ``forward``."""
 
     full_state_update: bool = False
