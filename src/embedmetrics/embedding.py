@@ -310,6 +310,8 @@ class Alignment(_EmbeddingMetric):
         super().__init__(**kwargs)
         self.add_state("sum_terms", default=torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("total", default=torch.tensor(0, dtype=torch.int64), dist_reduce_fx="sum")
+        # the sum depends on alpha/normalize/eps: never share a compute group across settings
+        self.add_settings_state(alpha=self.alpha, normalize=self.normalize, eps=self.eps)
 
     def update(self, z1: Tensor, z2: Tensor) -> None:
         """Add a batch of positive pairs."""
