@@ -171,6 +171,19 @@ class StopAfter(pl.Callback):
             raise Interrupted(self.path)
 
 
+class SaveAt(pl.Callback):
+    """Saves a checkpoint after validation batch ``batch`` (on every rank, as Lightning requires)."""
+
+    def __init__(self, batch: int, path: str) -> None:
+        self.batch = batch
+        self.path = path
+
+    def on_validation_batch_end(self, trainer: pl.Trainer, pl_module: Any, *args: Any, **kwargs: Any) -> None:
+        batch_idx = args[2] if len(args) > 2 else kwargs["batch_idx"]
+        if batch_idx == self.batch and not trainer.sanity_checking:
+            trainer.save_checkpoint(self.path)
+
+
 class Interrupted(RuntimeError):
     pass
 

@@ -92,16 +92,24 @@ def test_fit_logs_each_epoch_from_a_fresh_state(tmp_path: Path) -> None:
 
 
 def test_ddp_spawn_two_processes(tmp_path: Path) -> None:
-    trainer = _trainer(
-        strategy="ddp_spawn",
-        devices=2,
-        callbacks=[h.callback(), _collection_callback(), h.Recorder(str(tmp_path))],
-    )
+    ckpt = str(tmp_path / "ddp-mid.ckpt")
+    callbacks = [h.callback(), _collection_callback(), h.Recorder(str(tmp_path)), h.SaveAt(1, ckpt)]
+    trainer = _trainer(strategy="ddp_spawn", devices=2, callbacks=callbacks)
     trainer.validate(h.EvalModule(), dataloaders=h.loader(), verbose=False)
     expected = {**_expected("val/", world=2), **_expected("val/cb/", world=2), **_collection_expected("val/")}
     for rank in range(2):  # every rank logged the value of all the data
         _assert_values(torch.load(tmp_path / f"rank{rank}-epoch0.pt"), expected, f"rank {rank}")
     _assert_values(dict(trainer.callback_metrics), expected, "returned to the main process")
+
+    # the checkpoint saved after 2 batches per rank holds the callback states of BOTH ranks
+    # (items 0..15); one process resuming from it on the remaining items gets the full value
+    seen = 2 * 2 * h.BATCH
+    resumed = _trainer(callbacks=[h.callback()])
+    rest = Subset(h.dataset(), range(seen, h.N))
+    resumed.validate(h.EvalModule(), dataloaders=h.loader(rest), ckpt_path=ckpt, verbose=False)
+    # rows in the checkpoint: rank 0's items 0, 2, ..., 14, then rank 1's 1, 3, ..., 15; then the rest
+    order = torch.cat([torch.arange(0, seen, 2), torch.arange(1, seen, 2), torch.arange(seen, h.N)])
+    _assert_values(dict(resumed.callback_metrics), h.offline_values("val/cb/", order), "resumed from ddp")
 
 
 def test_checkpoint_mid_epoch_resume(tmp_path: Path) -> None:
