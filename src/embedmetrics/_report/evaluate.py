@@ -1,0 +1,159 @@
+"""The metric calls of the report: every number it prints comes from the public API here.
+
+One function per input family. Each returns an ordered ``{key: value}`` dict (the JSON keys) and
+whatever the plots need; the retrieval family calls each functional once, with all cut-offs at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from embedmetrics._report.trec import TrecTensors
+
+
+@dataclass
+class EmbeddingResult:
+    """Numbers of the labelled-embeddings family, and the per-class precision_at_1 for its plot."""
+
+    metrics: dict[str, float]
+    per_class_precision_at_1: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    per_class_count: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+
+def _floats(values: Tensor | float | Sequence[float]) -> list[float]:
+    if isinstance(values, Tensor):
+        return [float(v) for v in values.reshape(-1).tolist()]
+    if isinstance(values, (int, float)):
+        return [float(values)]
+    return [float(v) for v in values]
+
+
+def evaluate_trec(data: TrecTensors, ks: Sequence[int], ties: str) -> dict[str, float]:
+    """hit_rate@k, mrr, ndcg@k, map, precision@k, recall@k, r_precision as trec_eval defines them."""
+    from embedmetrics.functional import (
+        retrieval_average_precision,
+        retrieval_hit_rate,
+        retrieval_normalized_dcg,
+        retrieval_precision,
+        retrieval_r_precision,
+        retrieval_recall,
+        retrieval_reciprocal_rank,
+    )
+
+    binary = data.target > 0
+    common = {
+        "indexes": data.indexes,
+        "ties": ties,
+        "empty_target_action": "neg",
+        "retrieved": data.retrieved,
+    }
+    klist = list(ks)
+    out: dict[str, float] = {}
+    for name, values in (
+        ("hit_rate", retrieval_hit_rate(data.preds, binary, klist, **common)),
+        ("mrr", retrieval_reciprocal_rank(data.preds, binary, **common)),
+        ("ndcg", retrieval_normalized_dcg(data.preds, data.target, klist, **common)),
+        ("map", retrieval_average_precision(data.preds, binary, **common)),
+        ("precision", retrieval_precision(data.preds, binary, klist, **common)),
+        ("recall", retrieval_recall(data.preds, binary, klist, **common)),
+        ("r_precision", retrieval_r_precision(data.preds, binary, **common)),
+    ):
+        numbers = _floats(values)
+        if name in ("mrr", "map", "r_precision"):
+            out[name] = numbers[0]
+        else:
+            out.update({f"{name}@{k}": v for k, v in zip(klist, numbers)})
+    return out
+
+
+def trec_curves(data: TrecTensors, k_max: int, ties: str) -> tuple[list[int], list[float], list[float]]:
+    """hit_rate@k and recall@k for every k in ``1..k_max`` (one functional call each)."""
+    from embedmetrics.functional import retrieval_hit_rate, retrieval_recall
+
+    ks = list(range(1, k_max + 1))
+    binary = data.target > 0
+    common = {
+        "indexes": data.indexes,
+        "ties": ties,
+        "empty_target_action": "neg",
+        "retrieved": data.retrieved,
+    }
+    hit = _floats(retrieval_hit_rate(data.preds, binary, ks, **common))
+    recall = _floats(retrieval_recall(data.preds, binary, ks, **common))
+    return ks, hit, recall
+
+
+def evaluate_views(z1: Tensor, z2: Tensor, ks: Sequence[int]) -> dict[str, float]:
+    """contrastive_accuracy@k (both directions averaged), uniformity (of view 1), alignment."""
+    from embedmetrics.functional import alignment_score, contrastive_accuracy_score, uniformity_score
+
+    klist = tuple(ks)
+    acc = _floats(contrastive_accuracy_score(z1, z2, topk=klist))
+    out = {f"contrastive_accuracy@{k}": v for k, v in zip(klist, acc)}
+    out["uniformity"] = _floats(uniformity_score(z1))[0]
+    out["alignment"] = _floats(alignment_score(z1, z2))[0]
+    return out
+
+
+def evaluate_embeddings(
+    query: Tensor,
+    query_labels: Tensor,
+    reference: Tensor,
+    reference_labels: Tensor,
+    *,
+    same_source: bool,
+    ks: Sequence[int],
+    n_classes: int,
+) -> EmbeddingResult:
+    """precision_at_1, r_precision, mean_average_precision_at_r, NMI, AMI (AccuracyCalculator) and
+    precision@k, plus precision_at_1 per class."""
+    from embedmetrics import AccuracyCalculator
+    from embedmetrics.neighbors import precision_at_k
+
+    captured: dict[str, Tensor] = {}
+    klist = list(ks)
+    names = [f"precision_at_{k}_report" for k in klist]
+
+    class _ReportCalculator(AccuracyCalculator):  # type: ignore[misc]
+        def requires_knn(self) -> list[str]:
+            return [*super().requires_knn(), *names]
+
+    def _make(k: int):  # type: ignore[no-untyped-def]
+        def calculate(self: object, knn_labels: Tensor, query_labels: Tensor, **kwargs: object) -> float:
+            captured.setdefault("knn_labels", knn_labels)
+            captured.setdefault("query_labels", query_labels)
+            return float(precision_at_k(knn_labels, query_labels[:, None], k))
+
+        return calculate
+
+    for k, name in zip(klist, names):
+        setattr(_ReportCalculator, f"calculate_{name}", _make(k))
+
+    counts = torch.bincount(reference_labels, minlength=n_classes)
+    available = reference.shape[0] - (1 if same_source else 0)
+    knn_k = min(max(int(counts.max()), max(klist)), available)
+    calculator = _ReportCalculator(k=knn_k)
+    raw = calculator.get_accuracy(query, reference, query_labels, reference_labels, same_source)
+    metrics = {
+        "precision_at_1": float(raw["precision_at_1"]),
+        "r_precision": float(raw["r_precision"]),
+        "mean_average_precision_at_r": float(raw["mean_average_precision_at_r"]),
+        "NMI": float(raw["NMI"]),
+        "AMI": float(raw["AMI"]),
+    }
+    metrics.update({f"precision@{k}": float(raw[name]) for k, name in zip(klist, names)})
+    per_class = np.zeros(n_classes)
+    per_count = np.zeros(n_classes, dtype=np.int64)
+    if "knn_labels" in captured:
+        first = captured["knn_labels"][:, 0].cpu()
+        labels = captured["query_labels"].reshape(-1).cpu()
+        hits = (first == labels).double()
+        per_count = torch.bincount(labels, minlength=n_classes).numpy()
+        sums = torch.bincount(labels, weights=hits, minlength=n_classes).numpy()
+        per_class = np.divide(sums, per_count, out=np.full(n_classes, np.nan), where=per_count > 0)
+    return EmbeddingResult(metrics, per_class, per_count)
