@@ -109,7 +109,7 @@ def _check_unique(path: str, qid: np.ndarray, docno: np.ndarray, line: np.ndarra
     if repeat.size:
         i = int(repeat[0])
         raise ReportInputError(
-            f"{path}:{line[i]}: document {docno[i]!r} appears twice for query {qid[i]!r} "
+            f"{path}:{line[i]}: document {str(docno[i])!r} appears twice for query {str(qid[i])!r} "
             f"(first on line {line[first[inverse.reshape(-1)[i]]]})."
         )
 
