@@ -2,4 +2,7 @@
 
 from __future__ import annotations
 
+from embedmetrics.functional.losses import contrastive_loss
+
 __all__: list[str] = []
+__all__ += ["contrastive_loss"]
