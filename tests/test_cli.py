@@ -62,6 +62,19 @@ def assert_one_line_error(status: int, err: str, fragment: str) -> None:
     assert fragment in lines[0], lines[0]
 
 
+def table_rows(out: str) -> list[tuple[str, str]]:
+    """(metric, value) of every row of the printed table, in order."""
+    lines = out.splitlines()
+    assert lines[0].split() == ["family", "metric", "value"]
+    rows = []
+    for line in lines[2:]:
+        parts = line.split()
+        if len(parts) < 2 or line.startswith(("inputs:", "trec:", "plots:", "json:")):
+            break
+        rows.append((parts[-2], parts[-1]))
+    return rows
+
+
 # ----------------------------------------------------------------------------- a trec_eval oracle
 def trec_eval_reference(run: str, qrels: str, ks: list[int]) -> dict[str, float]:
     """trec_eval 9 semantics, written plainly: per query, sort by (score desc, docno desc)."""
@@ -207,7 +220,10 @@ def _bad_cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["--embeddings", e, "--labels", str(emb)], "labels must be 1-D"),
         (["--embeddings", str(two), "--labels", lab], "holds 2 arrays (a, b); choose one with --key"),
         (["--embeddings", str(two), "--labels", lab, "--key", "c"], "no array named 'c'"),
-        (["--embeddings", e, "--labels", lab, "--reference", str(wide), "--reference-labels", lab], "4 features"),
+        (
+            ["--embeddings", e, "--labels", lab, "--reference", str(wide), "--reference-labels", lab],
+            "4 features",
+        ),
         (["--view1", e, "--view2", str(view5)], "the two views must pair row by row"),
         (["--embeddings", e, "--labels", lab, "--k", "1,10"], "--k 10 asks for more neighbours"),
         (["--run", bad_run, "--qrels", qrels], "bad_run.txt:3: expected 6 fields"),
@@ -258,7 +274,9 @@ def test_trec_join_keeps_unretrieved_relevant_and_skips_queries(tmp_path: Path) 
 
     data = build_tensors(read_run(write(tmp_path / "r", RUN)), read_qrels(write(tmp_path / "q", QRELS)))
     assert data.query_ids == ["q1", "q2"]  # q9 (no qrels) and q3 (not in the run) are skipped
-    rows = list(zip(data.indexes.tolist(), data.preds.tolist(), data.target.tolist(), data.retrieved.tolist()))
+    rows = list(
+        zip(data.indexes.tolist(), data.preds.tolist(), data.target.tolist(), data.retrieved.tolist())
+    )
     assert sorted((q, p, t) for q, p, t, r in rows if r) == [
         (0, 0.7, 2),
         (0, 0.8, 1),
@@ -278,3 +296,346 @@ def test_trec_eval_order_breaks_ties_by_docno_descending() -> None:
     score = np.array([1.0, 1.0, 1.0, 0.5])
     order = np.argsort(-trec_eval_order(np.zeros(4), docno, score), kind="stable")
     assert docno[order].tolist() == ["c", "b", "a", "z"]
+
+
+# ----------------------------------------------------------------------------- TREC values
+def trec_json(
+    capsys: pytest.CaptureFixture[str], tmp: Path, run: str, qrels: str, *extra: str
+) -> dict[str, float]:
+    out_json = tmp / "out.json"
+    status, out, err = call(
+        capsys,
+        "--run",
+        write(tmp / "run.txt", run),
+        "--qrels",
+        write(tmp / "qrels.txt", qrels),
+        "--json",
+        str(out_json),
+        *extra,
+    )
+    assert status == 0, err
+    assert err == ""  # stderr is not a terminal here: no progress bar
+    document = json.loads(out_json.read_text())
+    assert table_rows(out) == [(k, f"{v:.4f}") for k, v in document["trec"].items()]
+    return dict(document["trec"])
+
+
+def test_trec_hand_worked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # q1 ranks d1 (rel 0), d2 (rel 1), d3 (rel 2); d7 (rel 1) is relevant but unretrieved: R = 3 and the
+    # ideal gains are [2, 1, 1]. q2 ranks d4 (unjudged), d5 (rel 1): R = 1. q3 and q9 are skipped.
+    got = trec_json(capsys, tmp_path, RUN, QRELS, "--k", "1,2,5")
+    assert list(got) == list(HAND)  # exactly these keys, in this order
+    for key, value in HAND.items():
+        assert got[key] == pytest.approx(value, abs=1e-6), key
+    oracle = trec_eval_reference(RUN, QRELS, [1, 2, 5])
+    for key, value in oracle.items():
+        assert got[key] == pytest.approx(value, abs=1e-6), key
+
+
+def test_trec_query_without_relevant_documents_scores_zero(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = RUN + "q4 Q0 d1 1 0.9 tag\nq4 Q0 d2 2 0.8 tag\n"
+    qrels = QRELS + "q4 0 d1 0\n"  # judged, but nothing relevant: trec_eval 9 averages it in as 0
+    got = trec_json(capsys, tmp_path, run, qrels, "--k", "1,2,5")
+    for key, value in HAND.items():
+        assert got[key] == pytest.approx(value * 2 / 3, abs=1e-6), key
+    document_info = json.loads((tmp_path / "out.json").read_text())["info"]["trec"]
+    assert document_info["queries_evaluated"] == 3
+    assert document_info["run_queries_without_qrels"] == 1
+    assert document_info["qrels_queries_not_in_run"] == 1
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_trec_random_runs_match_trec_eval_reference(
+    seed: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rng = np.random.default_rng(seed)
+    run_lines, qrels_lines = [], []
+    for q in range(12):
+        docs = rng.choice(40, size=int(rng.integers(1, 15)), replace=False)
+        scores = np.round(rng.random(docs.size), 1)  # one decimal: plenty of ties
+        if q < 10:  # q10, q11 are judged only (not in the run)
+            run_lines += [f"q{q} Q0 doc{d} {r + 1} {s} t" for r, (d, s) in enumerate(zip(docs, scores))]
+        judged = rng.choice(40, size=int(rng.integers(0, 12)), replace=False)
+        qrels_lines += [f"q{q} 0 doc{d} {rng.integers(-1, 4)}" for d in judged]
+    if not any(line.startswith("q0 ") for line in qrels_lines):
+        qrels_lines.append("q0 0 doc0 1")
+    run, qrels = "\n".join(run_lines) + "\n", "\n".join(qrels_lines) + "\n"
+    ks = [1, 3, 5, 20]
+    got = trec_json(capsys, tmp_path, run, qrels, "--k", "1,3,5,20", "--ties", "trec_eval")
+    oracle = trec_eval_reference(run, qrels, ks)
+    assert set(got) == set(oracle)
+    for key, value in oracle.items():
+        assert got[key] == pytest.approx(value, abs=1e-6), key
+    # tie policies bracket each other; with ties in the data, average lies between the bounds
+    low = trec_json(capsys, tmp_path, run, qrels, "--k", "1,3,5,20", "--ties", "pessimistic")
+    mid = trec_json(capsys, tmp_path, run, qrels, "--k", "1,3,5,20")
+    high = trec_json(capsys, tmp_path, run, qrels, "--k", "1,3,5,20", "--ties", "optimistic")
+    for key in oracle:
+        assert low[key] - 1e-9 <= mid[key] <= high[key] + 1e-9, key
+        assert low[key] - 1e-9 <= got[key] <= high[key] + 1e-9, key
+
+
+def test_trec_ties_average_is_the_expected_value(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # d1 (relevant) and d2 tie. trec_eval puts d2 first (docno descending): RR 1/2, hit@1 0.
+    run = "q1 Q0 d1 1 0.5 t\nq1 Q0 d2 2 0.5 t\n"
+    qrels = "q1 0 d1 1\n"
+    got = trec_json(capsys, tmp_path, run, qrels, "--k", "1", "--ties", "trec_eval")
+    assert (got["mrr"], got["hit_rate@1"], got["map"]) == pytest.approx((0.5, 0.0, 0.5))
+    got = trec_json(capsys, tmp_path, run, qrels, "--k", "1")
+    assert (got["mrr"], got["hit_rate@1"], got["map"]) == pytest.approx((0.75, 0.5, 0.75))
+    got = trec_json(capsys, tmp_path, run, qrels, "--k", "1", "--ties", "optimistic")
+    assert (got["mrr"], got["hit_rate@1"]) == pytest.approx((1.0, 1.0))
+
+
+# ----------------------------------------------------------------------------- views and embeddings
+def _views(n: int = 40, d: int = 6, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    base = rng.standard_normal((n, d))
+    return (base + 0.6 * rng.standard_normal((n, d))).astype(np.float32), (
+        base + 0.6 * rng.standard_normal((n, d))
+    ).astype(np.float32)
+
+
+def _unit(z: np.ndarray) -> np.ndarray:
+    z = z.astype(np.float64)
+    return z / np.linalg.norm(z, axis=1, keepdims=True)
+
+
+def test_views_from_npz_and_pt_match_brute_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    z1, z2 = _views()
+    np.savez(tmp_path / "v1.npz", feats=z1, other=np.zeros(3))
+    torch.save({"feats": torch.from_numpy(z2)}, tmp_path / "v2.pt")
+    out_json = tmp_path / "views.json"
+    status, out, err = call(
+        capsys,
+        *("--view1", str(tmp_path / "v1.npz"), "--view2", str(tmp_path / "v2.pt"), "--key", "feats"),
+        *("--k", "1,3", "--json", str(out_json)),
+    )
+    assert status == 0, err
+    got = json.loads(out_json.read_text())["views"]
+    assert list(got) == ["contrastive_accuracy@1", "contrastive_accuracy@3", "uniformity", "alignment"]
+    assert table_rows(out) == [(k, f"{v:.4f}") for k, v in got.items()]
+    u1, u2 = _unit(z1), _unit(z2)
+    sims = u1 @ u2.T
+    diag = np.diag(sims)
+    above_row = (sims > diag[:, None]).sum(axis=1)  # z1 -> z2: others scoring above the positive
+    above_col = (sims > diag[None, :]).sum(axis=0)  # z2 -> z1
+    for k in (1, 3):
+        expected = ((above_row < k).mean() + (above_col < k).mean()) / 2
+        assert got[f"contrastive_accuracy@{k}"] == pytest.approx(expected, abs=1e-6)
+
+    def uniformity(u: np.ndarray) -> float:
+        sq = ((u[:, None, :] - u[None, :, :]) ** 2).sum(-1)
+        off = ~np.eye(len(u), dtype=bool)
+        return float(np.log(np.exp(-2.0 * sq[off]).mean()))
+
+    assert got["uniformity"] == pytest.approx((uniformity(u1) + uniformity(u2)) / 2, abs=1e-5)
+    assert got["alignment"] == pytest.approx(float((np.linalg.norm(u1 - u2, axis=1) ** 2).mean()), abs=1e-5)
+
+
+def _clusters(n_per: int = 8, n_classes: int = 4, d: int = 5, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    centers = rng.standard_normal((n_classes, d)) * 1.5
+    labels = np.repeat(np.arange(n_classes), n_per)
+    x = centers[labels] + rng.standard_normal((labels.size, d))
+    perm = rng.permutation(labels.size)
+    return x[perm].astype(np.float32), labels[perm]
+
+
+def _brute_precision_at_k(
+    query: np.ndarray, ql: np.ndarray, ref: np.ndarray, rl: np.ndarray, k: int, same: bool
+) -> float:
+    dist = ((query[:, None, :].astype(np.float64) - ref[None, :, :]) ** 2).sum(-1)
+    if same:
+        np.fill_diagonal(dist, np.inf)
+    nearest = np.argsort(dist, axis=1, kind="stable")[:, :k]
+    return float((rl[nearest] == ql[:, None]).mean())
+
+
+def test_embeddings_match_accuracy_calculator(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from embedmetrics import AccuracyCalculator
+
+    x, y = _clusters()
+    np.save(tmp_path / "emb.npy", x)
+    torch.save(torch.from_numpy(y), tmp_path / "labels.pt")
+    out_json = tmp_path / "emb.json"
+    status, out, err = call(
+        capsys,
+        *("--embeddings", str(tmp_path / "emb.npy"), "--labels", str(tmp_path / "labels.pt")),
+        *("--k", "1,3", "--json", str(out_json)),
+    )
+    assert status == 0, err
+    got = json.loads(out_json.read_text())["embeddings"]
+    keys = ["precision_at_1", "r_precision", "mean_average_precision_at_r", "NMI", "AMI"]
+    assert list(got) == [*keys, "precision@1", "precision@3"]
+    assert table_rows(out) == [(k, f"{v:.4f}") for k, v in got.items()]
+    expected = AccuracyCalculator(k=8).get_accuracy(
+        torch.from_numpy(x), torch.from_numpy(x), torch.from_numpy(y), torch.from_numpy(y), True
+    )
+    for key in keys:
+        assert got[key] == pytest.approx(float(expected[key]), abs=1e-6), key
+    for k in (1, 3):
+        assert got[f"precision@{k}"] == pytest.approx(_brute_precision_at_k(x, y, x, y, k, True), abs=1e-6)
+    assert got["precision@1"] == pytest.approx(got["precision_at_1"], abs=1e-6)
+
+
+def test_embeddings_with_reference_set_and_string_labels(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from embedmetrics import AccuracyCalculator
+
+    x, y = _clusters(n_per=10, seed=1)
+    names = np.array(["cat", "dog", "eel", "fox"])
+    q, ql, r, rl = x[:12], y[:12], x[12:], y[12:]
+    np.savez(tmp_path / "data.npz", q=q, r=r)
+    np.save(tmp_path / "ql.npy", names[ql])
+    np.save(tmp_path / "rl.npy", names[rl])
+    out_json = tmp_path / "ref.json"
+    status, _, err = (
+        call(
+            capsys,
+            *("--embeddings", str(tmp_path / "data.npz"), "--key", "q", "--labels", str(tmp_path / "ql.npy")),
+            *("--reference", str(tmp_path / "r.npy"), "--reference-labels", str(tmp_path / "rl.npy")),
+            *("--k", "1,2", "--json", str(out_json)),
+        )
+        if False
+        else (0, "", "")
+    )
+    np.save(tmp_path / "r.npy", r)
+    status, _, err = call(
+        capsys,
+        *("--embeddings", str(tmp_path / "data.npz"), "--key", "q", "--labels", str(tmp_path / "ql.npy")),
+        *("--reference", str(tmp_path / "r.npy"), "--reference-labels", str(tmp_path / "rl.npy")),
+        *("--k", "1,2", "--json", str(out_json)),
+    )
+    assert status == 0, err
+    document = json.loads(out_json.read_text())
+    got = document["embeddings"]
+    assert document["info"]["embeddings"] == {"n_query": 12, "n_reference": 28, "same_source": False}
+    k_max = int(np.bincount(rl).max())
+    expected = AccuracyCalculator(k=k_max).get_accuracy(
+        torch.from_numpy(q), torch.from_numpy(r), torch.from_numpy(ql), torch.from_numpy(rl), False
+    )
+    for key in ("precision_at_1", "r_precision", "mean_average_precision_at_r", "NMI", "AMI"):
+        assert got[key] == pytest.approx(float(expected[key]), abs=1e-6), key
+    for k in (1, 2):
+        assert got[f"precision@{k}"] == pytest.approx(_brute_precision_at_k(q, ql, r, rl, k, False), abs=1e-6)
+
+
+# ----------------------------------------------------------------------------- plots, progress, default
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_writes_non_empty_pngs_for_every_family(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    x, y = _clusters()
+    z1, z2 = _views()
+    np.save(tmp_path / "emb.npy", x)
+    np.save(tmp_path / "labels.npy", y)
+    np.save(tmp_path / "z1.npy", z1)
+    np.save(tmp_path / "z2.npy", z2)
+    figures = tmp_path / "figures" / "nested"
+    status, out, err = call(
+        capsys,
+        *("--embeddings", str(tmp_path / "emb.npy"), "--labels", str(tmp_path / "labels.npy")),
+        *("--view1", str(tmp_path / "z1.npy"), "--view2", str(tmp_path / "z2.npy")),
+        *("--run", write(tmp_path / "run.txt", RUN), "--qrels", write(tmp_path / "qrels.txt", QRELS)),
+        *("--plot", str(figures)),
+    )
+    assert status == 0, err
+    expected = {
+        "precision_at_1_per_class.png",
+        "embeddings_pair_similarity.png",
+        "views_pair_similarity.png",
+        "trec_hit_rate_recall_at_k.png",
+    }
+    assert {p.name for p in figures.iterdir()} == expected
+    for name in expected:
+        data = (figures / name).read_bytes()
+        assert data.startswith(PNG_MAGIC)
+        assert len(data) > 2000, name
+    assert "plots:" in out
+    families = [line.split()[0] for line in out.splitlines()[2:] if line and not line.startswith(" ")]
+    assert families[:3] == ["embeddings", "two", "TREC"]
+
+
+def test_plot_into_a_file_path_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = write(tmp_path / "not_a_dir", "x")
+    status, _, err = call(
+        capsys,
+        "--run",
+        write(tmp_path / "r.txt", RUN),
+        "--qrels",
+        write(tmp_path / "q.txt", QRELS),
+        "--plot",
+        blocker,
+    )
+    assert_one_line_error(status, err, "cannot create the plot directory")
+    status, _, err = call(
+        capsys,
+        *("--run", str(tmp_path / "r.txt"), "--qrels", str(tmp_path / "q.txt")),
+        *("--json", str(tmp_path / "missing_dir" / "out.json")),
+    )
+    assert_one_line_error(status, err, "cannot write the JSON file")
+
+
+def test_similarity_samples_never_build_the_full_matrix() -> None:
+    from embedmetrics._report import plots
+
+    z1, z2 = _views(n=50)
+    pos, neg = plots.view_pair_similarities(torch.from_numpy(z1), torch.from_numpy(z2))
+    u1, u2 = _unit(z1), _unit(z2)
+    np.testing.assert_allclose(pos, (u1 * u2).sum(1), atol=1e-6)
+    full = u1 @ u2.T
+    off = full[~np.eye(50, dtype=bool)]
+    assert neg.size == plots.PAIR_SAMPLE
+    assert np.isin(np.round(neg, 6), np.round(off, 6)).all()  # every sample is a real off-diagonal pair
+    x, y = _clusters()
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+    pos, neg = plots.label_pair_similarities(xt, yt, xt, yt, same_source=True)
+    sims = _unit(x) @ _unit(x).T
+    same = (y[:, None] == y[None, :]) & ~np.eye(y.size, dtype=bool)
+    assert np.isin(np.round(pos, 6), np.round(sims[same], 6)).all()
+    assert np.isin(np.round(neg, 6), np.round(sims[y[:, None] != y[None, :]], 6)).all()
+    assert not np.isclose(pos, 1.0).all()  # a query is never paired with itself
+
+
+def test_progress_bar_only_on_a_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run, qrels = write(tmp_path / "r.txt", RUN), write(tmp_path / "q.txt", QRELS)
+    status, _, err = call(capsys, "--run", run, "--qrels", qrels)
+    assert status == 0
+    assert err == ""
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    status, _, err = call(capsys, "--run", run, "--qrels", qrels)
+    assert status == 0
+    assert "embedmetrics report" in err  # the tqdm bar's description
+    assert "family" in err
+
+
+def test_default_example_in_a_real_process(tmp_path: Path) -> None:
+    done = run_cli("--json", "out.json", "--plot", "figures", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    document = json.loads((tmp_path / "out.json").read_text())
+    assert set(document) == {"embeddings", "views", "trec", "info"}
+    assert document["info"]["source"] == "digits"
+    assert {"precision_at_1", "NMI", "AMI", "precision@10"} <= set(document["embeddings"])
+    assert {"contrastive_accuracy@5", "uniformity", "alignment"} <= set(document["views"])
+    assert {"hit_rate@10", "ndcg@10", "map", "mrr", "r_precision", "recall@10"} <= set(document["trec"])
+    for family in ("embeddings", "views", "trec"):
+        for key, value in document[family].items():
+            assert isinstance(value, float), (family, key)
+            assert math.isfinite(value), (family, key)
+    assert 0.8 < document["embeddings"]["precision_at_1"] <= 1.0  # digits are easy for kNN
+    assert document["trec"]["recall@10"] < 0.1  # ~179 relevant per query: recall is low at 10
+    assert document["trec"]["precision@1"] == pytest.approx(
+        document["embeddings"]["precision_at_1"], abs=0.02
+    )
+    assert len(list((tmp_path / "figures").glob("*.png"))) == 4
+    rows = table_rows(done.stdout)
+    assert len(rows) == sum(len(document[f]) for f in ("embeddings", "views", "trec"))

@@ -89,13 +89,13 @@ def trec_curves(data: TrecTensors, k_max: int, ties: str) -> tuple[list[int], li
 
 
 def evaluate_views(z1: Tensor, z2: Tensor, ks: Sequence[int]) -> dict[str, float]:
-    """contrastive_accuracy@k (both directions averaged), uniformity (of view 1), alignment."""
+    """contrastive_accuracy@k (both directions averaged), uniformity (mean of the two views'), alignment."""
     from embedmetrics.functional import alignment_score, contrastive_accuracy_score, uniformity_score
 
     klist = tuple(ks)
     acc = _floats(contrastive_accuracy_score(z1, z2, topk=klist))
     out = {f"contrastive_accuracy@{k}": v for k, v in zip(klist, acc)}
-    out["uniformity"] = _floats(uniformity_score(z1))[0]
+    out["uniformity"] = (_floats(uniformity_score(z1))[0] + _floats(uniformity_score(z2))[0]) / 2
     out["alignment"] = _floats(alignment_score(z1, z2))[0]
     return out
 
