@@ -493,16 +493,6 @@ def test_embeddings_with_reference_set_and_string_labels(
     np.save(tmp_path / "ql.npy", names[ql])
     np.save(tmp_path / "rl.npy", names[rl])
     out_json = tmp_path / "ref.json"
-    status, _, err = (
-        call(
-            capsys,
-            *("--embeddings", str(tmp_path / "data.npz"), "--key", "q", "--labels", str(tmp_path / "ql.npy")),
-            *("--reference", str(tmp_path / "r.npy"), "--reference-labels", str(tmp_path / "rl.npy")),
-            *("--k", "1,2", "--json", str(out_json)),
-        )
-        if False
-        else (0, "", "")
-    )
     np.save(tmp_path / "r.npy", r)
     status, _, err = call(
         capsys,
