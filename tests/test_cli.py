@@ -289,13 +289,15 @@ def test_trec_join_keeps_unretrieved_relevant_and_skips_queries(tmp_path: Path) 
     assert (data.n_run_queries, data.n_qrels_queries) == (3, 3)
 
 
-def test_trec_eval_order_breaks_ties_by_docno_descending() -> None:
-    from embedmetrics._report.trec import trec_eval_order
+def test_trec_eval_ties_order_by_docno_descending(tmp_path: Path) -> None:
+    from embedmetrics._report.trec import build_tensors, read_qrels, read_run
 
-    docno = np.array(["a", "c", "b", "z"])
-    score = np.array([1.0, 1.0, 1.0, 0.5])
-    order = np.argsort(-trec_eval_order(np.zeros(4), docno, score), kind="stable")
-    assert docno[order].tolist() == ["c", "b", "a", "z"]
+    run = read_run(write(tmp_path / "r", "q Q0 a 1 1.0 t\nq Q0 c 2 1.0 t\nq Q0 b 3 1.0 t\nq Q0 z 4 0.5 t\n"))
+    qrels = read_qrels(write(tmp_path / "q", "q 0 a 1\nq 0 b 2\nq 0 c 3\nq 0 z 4\n"))
+    data = build_tensors(run, qrels, trec_eval_ties=True)
+    order = torch.argsort(data.preds, descending=True)
+    assert data.target[order].tolist() == [3, 2, 1, 4]  # c, b, a (tie: docno descending), then z
+    assert data.preds.unique().numel() == 4
 
 
 # ----------------------------------------------------------------------------- TREC values

@@ -63,7 +63,8 @@ def _run_from_neighbours(x: torch.Tensor, labels: np.ndarray, depth: int) -> tup
     score = torch.cat(scores).reshape(-1).double().numpy()
     docno = torch.cat(docs).reshape(-1).numpy()
     qid = np.repeat(np.arange(n), depth)
-    run = Run(qid, docno, score, np.arange(1, qid.size + 1))
+    names = np.arange(n).astype(str)
+    run = Run(qid, docno, score, np.arange(1, qid.size + 1), names, names)
     # qrels: every other item of the same class is judged relevant (rel 1); ten classes, ten steps
     q_parts, d_parts = [], []
     for c in np.unique(labels):
@@ -73,7 +74,9 @@ def _run_from_neighbours(x: torch.Tensor, labels: np.ndarray, depth: int) -> tup
         q_parts.append(q[off_diagonal])
         d_parts.append(d[off_diagonal])
     q_all, d_all = np.concatenate(q_parts), np.concatenate(d_parts)
-    qrels = Qrels(q_all, d_all, np.ones(q_all.size, dtype=np.int64), np.arange(1, q_all.size + 1))
+    qrels = Qrels(
+        q_all, d_all, np.ones(q_all.size, dtype=np.int64), np.arange(1, q_all.size + 1), names, names
+    )
     return run, qrels
 
 

@@ -18,6 +18,7 @@ What is evaluated follows trec_eval 9 with its default options:
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,22 +35,29 @@ QRELS_FORMAT = "qid iter docno rel"
 
 @dataclass
 class Run:
-    """A parsed run: one entry per retrieved document (``line`` is the 1-based line number)."""
+    """A parsed run: one entry per retrieved document (``line`` is the 1-based line number).
+
+    ``qid`` and ``docno`` are integer codes into the name arrays ``queries`` and ``docs``.
+    """
 
     qid: np.ndarray
     docno: np.ndarray
     score: np.ndarray
     line: np.ndarray
+    queries: np.ndarray
+    docs: np.ndarray
 
 
 @dataclass
 class Qrels:
-    """Parsed relevance judgements: one entry per judged (query, document)."""
+    """Parsed relevance judgements: one entry per judged (query, document), ids coded as in :class:`Run`."""
 
     qid: np.ndarray
     docno: np.ndarray
     rel: np.ndarray
     line: np.ndarray
+    queries: np.ndarray
+    docs: np.ndarray
 
 
 @dataclass
@@ -99,25 +107,30 @@ def _lines(path: str) -> Iterator[tuple[int, list[str]]]:
         raise ReportInputError(f"{path}: cannot read it: {err.strerror or err}.") from None
 
 
-def _check_unique(path: str, qid: np.ndarray, docno: np.ndarray, line: np.ndarray) -> None:
+def _check_unique(path: str, table: Run | Qrels) -> None:
     """Reject a document listed twice for the same query (trec_eval refuses these too)."""
-    if qid.size == 0:
-        return
-    keys = np.char.add(np.char.add(qid, "\x00"), docno)
+    keys = table.qid * max(len(table.docs), 1) + table.docno
     _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    repeat = np.flatnonzero(first[inverse.reshape(-1)] != np.arange(keys.size))
+    inverse = inverse.reshape(-1)
+    repeat = np.flatnonzero(first[inverse] != np.arange(keys.size))
     if repeat.size:
         i = int(repeat[0])
         raise ReportInputError(
-            f"{path}:{line[i]}: document {str(docno[i])!r} appears twice for query {str(qid[i])!r} "
-            f"(first on line {line[first[inverse.reshape(-1)[i]]]})."
+            f"{path}:{table.line[i]}: document {str(table.docs[table.docno[i]])!r} appears twice for query "
+            f"{str(table.queries[table.qid[i]])!r} (first on line {table.line[first[inverse[i]]]})."
         )
+
+
+def _names(vocabulary: dict[str, int]) -> np.ndarray:
+    return np.array(list(vocabulary), dtype=str)  # insertion order = code order
 
 
 def read_run(path: str) -> Run:
     """Parse a TREC run file; a malformed line raises with its line number."""
-    qids: list[str] = []
-    docnos: list[str] = []
+    queries: dict[str, int] = {}
+    docs: dict[str, int] = {}
+    qids: list[int] = []
+    docnos: list[int] = []
     scores: list[float] = []
     lines: list[int] = []
     for number, fields in _lines(path):
@@ -129,23 +142,32 @@ def read_run(path: str) -> Run:
             score = float(fields[4])
         except ValueError:
             raise ReportInputError(f"{path}:{number}: score {fields[4]!r} is not a number.") from None
-        if not np.isfinite(score):
+        if not math.isfinite(score):
             raise ReportInputError(f"{path}:{number}: score {fields[4]!r} is not finite.")
-        qids.append(fields[0])
-        docnos.append(fields[2])
+        qids.append(queries.setdefault(fields[0], len(queries)))
+        docnos.append(docs.setdefault(fields[2], len(docs)))
         scores.append(score)
         lines.append(number)
     if not lines:
         raise ReportInputError(f"{path}: the run is empty (no '{RUN_FORMAT}' lines).")
-    run = Run(np.array(qids), np.array(docnos), np.array(scores, dtype=np.float64), np.array(lines))
-    _check_unique(path, run.qid, run.docno, run.line)
+    run = Run(
+        np.array(qids, dtype=np.int64),
+        np.array(docnos, dtype=np.int64),
+        np.array(scores, dtype=np.float64),
+        np.array(lines, dtype=np.int64),
+        _names(queries),
+        _names(docs),
+    )
+    _check_unique(path, run)
     return run
 
 
 def read_qrels(path: str) -> Qrels:
     """Parse a TREC qrels file; a malformed line raises with its line number."""
-    qids: list[str] = []
-    docnos: list[str] = []
+    queries: dict[str, int] = {}
+    docs: dict[str, int] = {}
+    qids: list[int] = []
+    docnos: list[int] = []
     rels: list[int] = []
     lines: list[int] = []
     for number, fields in _lines(path):
@@ -158,74 +180,84 @@ def read_qrels(path: str) -> Qrels:
             rel = int(fields[3])
         except ValueError:
             raise ReportInputError(f"{path}:{number}: relevance {fields[3]!r} is not an integer.") from None
-        qids.append(fields[0])
-        docnos.append(fields[2])
+        qids.append(queries.setdefault(fields[0], len(queries)))
+        docnos.append(docs.setdefault(fields[2], len(docs)))
         rels.append(rel)
         lines.append(number)
     if not lines:
         raise ReportInputError(f"{path}: the qrels are empty (no '{QRELS_FORMAT}' lines).")
-    qrels = Qrels(np.array(qids), np.array(docnos), np.array(rels, dtype=np.int64), np.array(lines))
-    _check_unique(path, qrels.qid, qrels.docno, qrels.line)
+    qrels = Qrels(
+        np.array(qids, dtype=np.int64),
+        np.array(docnos, dtype=np.int64),
+        np.array(rels, dtype=np.int64),
+        np.array(lines, dtype=np.int64),
+        _names(queries),
+        _names(docs),
+    )
+    _check_unique(path, qrels)
     return qrels
 
 
-def trec_eval_order(qid: np.ndarray, docno: np.ndarray, score: np.ndarray) -> np.ndarray:
-    """Scores that reproduce trec_eval's order: ``score`` descending, ties by ``docno`` descending.
-
-    Returns distinct float64 values (minus the position in that order), so that no ties remain.
-    """
-    _, doc_rank = np.unique(docno, return_inverse=True)
-    order = np.lexsort((-doc_rank.reshape(-1), -score))
-    position = np.empty(order.size, dtype=np.float64)
-    position[order] = np.arange(order.size, dtype=np.float64)
-    return -position
+def _joint_codes(
+    names_a: np.ndarray, codes_a: np.ndarray, names_b: np.ndarray, codes_b: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Re-code two coded columns into one vocabulary, sorted by name (so code order = name order)."""
+    names, inverse = np.unique(np.concatenate([names_a, names_b]), return_inverse=True)
+    inverse = inverse.reshape(-1)
+    return names, inverse[: names_a.size][codes_a], inverse[names_a.size :][codes_b]
 
 
 def build_tensors(run: Run, qrels: Qrels, *, trec_eval_ties: bool = False) -> TrecTensors:
     """Join a run with its qrels into flat ``preds``/``target``/``indexes``/``retrieved`` tensors.
 
-    Vectorised: query and document ids become integer codes, and one ``(query, document)`` key per row
-    is matched with ``np.unique``; there is no loop over queries.
+    Vectorised: ids are integer codes in one joint vocabulary, and the ``(query, document)`` pairs of
+    the run and of the qrels are matched with one ``np.unique``; there is no loop over queries.
+    With ``trec_eval_ties`` the scores are replaced by trec_eval's strict order (score descending,
+    then docno descending), so no ties remain.
     """
-    judged_queries = np.unique(qrels.qid)
-    keep = np.isin(run.qid, judged_queries)
-    run_q, run_d, run_s = run.qid[keep], run.docno[keep], run.score[keep]
-    if run_q.size == 0:
+    query_names, run_q, qr_q = _joint_codes(run.queries, run.qid, qrels.queries, qrels.qid)
+    doc_names, run_d, qr_d = _joint_codes(run.docs, run.docno, qrels.docs, qrels.docno)
+    in_run = np.zeros(query_names.size, dtype=bool)
+    in_run[run_q] = True
+    judged = np.zeros(query_names.size, dtype=bool)
+    judged[qr_q] = True
+    evaluated = in_run & judged  # trec_eval: queries of the run that have qrels lines
+    if not evaluated.any():
         raise ReportInputError(
             "no query of the run has relevance judgements in the qrels (the query ids do not match)."
         )
-    queries, run_qcode = np.unique(run_q, return_inverse=True)
-    run_qcode = run_qcode.reshape(-1)
-    # qrels rows of evaluated queries, with their query codes
-    in_eval = np.isin(qrels.qid, queries)
-    qr_q, qr_d, qr_rel = qrels.qid[in_eval], qrels.docno[in_eval], qrels.rel[in_eval]
-    qr_qcode = np.searchsorted(queries, qr_q)
-    docs, doc_code = np.unique(np.concatenate([run_d, qr_d]), return_inverse=True)
-    doc_code = doc_code.reshape(-1).astype(np.int64)
-    run_key = run_qcode.astype(np.int64) * len(docs) + doc_code[: run_d.size]
-    qr_key = qr_qcode.astype(np.int64) * len(docs) + doc_code[run_d.size :]
+    dense = np.cumsum(evaluated) - 1  # evaluated query -> 0..Q-1 (in sorted qid order)
+    keep_run, keep_qr = evaluated[run_q], evaluated[qr_q]
+    run_q, run_d, run_s = run_q[keep_run], run_d[keep_run], run.score[keep_run]
+    qr_q, qr_d, qr_rel = qr_q[keep_qr], qr_d[keep_qr], qrels.rel[keep_qr]
     # relevance of each retrieved row (0 when unjudged), and the judged-relevant rows never retrieved
+    n_docs = max(doc_names.size, 1)
+    run_key, qr_key = run_q * n_docs + run_d, qr_q * n_docs + qr_d
     _, key_code = np.unique(np.concatenate([run_key, qr_key]), return_inverse=True)
     key_code = key_code.reshape(-1)
-    rel_of = np.zeros(key_code.max() + 1, dtype=np.int64)
+    rel_of = np.zeros(int(key_code.max()) + 1, dtype=np.int64)
     rel_of[key_code[run_key.size :]] = qr_rel
-    was_retrieved = np.zeros(key_code.max() + 1, dtype=bool)
+    was_retrieved = np.zeros(int(key_code.max()) + 1, dtype=bool)
     was_retrieved[key_code[: run_key.size]] = True
     run_rel = rel_of[key_code[: run_key.size]]
     missing = (qr_rel >= 1) & ~was_retrieved[key_code[run_key.size :]]
     if trec_eval_ties:
-        run_s = trec_eval_order(run_q, run_d, run_s)
-    fill = float(run_s.min()) if run_s.size else 0.0
-    preds = np.concatenate([run_s, np.full(int(missing.sum()), fill)])
+        # doc codes follow the sorted docno strings, so this is trec_eval's (score desc, docno desc)
+        order = np.lexsort((-run_d, -run_s))
+        run_s = np.empty(order.size, dtype=np.float64)
+        run_s[order] = -np.arange(order.size, dtype=np.float64)
+    n_missing = int(missing.sum())
+    fill = float(run_s.min())  # never ranked: any value would do
+    preds = np.concatenate([run_s, np.full(n_missing, fill)])
     target = np.concatenate([run_rel, qr_rel[missing]]).clip(min=0)
-    indexes = np.concatenate([run_qcode, qr_qcode[missing]]).astype(np.int64)
-    retrieved = np.concatenate([np.ones(run_s.size, dtype=bool), np.zeros(int(missing.sum()), dtype=bool)])
+    indexes = dense[np.concatenate([run_q, qr_q[missing]])]
+    retrieved = np.concatenate([np.ones(run_s.size, dtype=bool), np.zeros(n_missing, dtype=bool)])
     return TrecTensors(
         preds=torch.from_numpy(np.ascontiguousarray(preds, dtype=np.float64)),
         target=torch.from_numpy(np.ascontiguousarray(target, dtype=np.int64)),
-        indexes=torch.from_numpy(indexes),
+        indexes=torch.from_numpy(np.ascontiguousarray(indexes, dtype=np.int64)),
         retrieved=torch.from_numpy(retrieved),
-        query_ids=[str(q) for q in queries.tolist()],
-        n_run_queries=int(np.unique(run.qid).size),
-        n_qrels_queries=int(judged_queries.size),
+        query_ids=[str(q) for q in query_names[evaluated].tolist()],
+        n_run_queries=int(in_run.sum()),
+        n_qrels_queries=int(judged.sum()),
     )
