@@ -473,7 +473,7 @@ def test_embeddings_match_accuracy_calculator(tmp_path: Path, capsys: pytest.Cap
     keys = ["precision_at_1", "r_precision", "mean_average_precision_at_r", "NMI", "AMI"]
     assert list(got) == [*keys, "precision@1", "precision@3"]
     assert table_rows(out) == [(k, f"{v:.4f}") for k, v in got.items()]
-    expected = AccuracyCalculator(k=8).get_accuracy(
+    expected = AccuracyCalculator().get_accuracy(
         torch.from_numpy(x), torch.from_numpy(x), torch.from_numpy(y), torch.from_numpy(y), True
     )
     for key in keys:
@@ -506,8 +506,7 @@ def test_embeddings_with_reference_set_and_string_labels(
     document = json.loads(out_json.read_text())
     got = document["embeddings"]
     assert document["info"]["embeddings"] == {"n_query": 12, "n_reference": 28, "same_source": False}
-    k_max = int(np.bincount(rl).max())
-    expected = AccuracyCalculator(k=k_max).get_accuracy(
+    expected = AccuracyCalculator().get_accuracy(
         torch.from_numpy(q), torch.from_numpy(r), torch.from_numpy(ql), torch.from_numpy(rl), False
     )
     for key in ("precision_at_1", "r_precision", "mean_average_precision_at_r", "NMI", "AMI"):

@@ -6,14 +6,19 @@ whatever the plots need; the retrieval family calls each functional once, with a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from embedmetrics._report.trec import TrecTensors
+
+#: The AccuracyCalculator's default metrics, in the order the report lists them.
+DEFAULT_EMBEDDING_KEYS = ("precision_at_1", "r_precision", "mean_average_precision_at_r", "NMI", "AMI")
 
 
 @dataclass
@@ -110,50 +115,58 @@ def evaluate_embeddings(
     ks: Sequence[int],
     n_classes: int,
 ) -> EmbeddingResult:
-    """precision_at_1, r_precision, mean_average_precision_at_r, NMI, AMI (AccuracyCalculator) and
-    precision@k, plus precision_at_1 per class."""
+    """precision_at_1, r_precision, mean_average_precision_at_r, NMI, AMI, precision@k, and
+    precision_at_1 per class.
+
+    Two scans keep memory bounded: the calculator's default metrics (``k`` = the largest class, no
+    neighbour lists kept), then a ``k = max(ks)`` scan whose neighbour lists give precision@k (the
+    seed's custom-metric recipe, :func:`embedmetrics.neighbors.precision_at_k`) and whose per-query
+    precision_at_1 statistic gives the per-class bars.
+    """
     from embedmetrics import AccuracyCalculator
     from embedmetrics.neighbors import precision_at_k
 
-    captured: dict[str, Tensor] = {}
+    base = AccuracyCalculator().get_accuracy(query, reference, query_labels, reference_labels, same_source)
+    metrics = {key: float(base[key]) for key in DEFAULT_EMBEDDING_KEYS}
+
     klist = list(ks)
-    names = [f"precision_at_{k}_report" for k in klist]
+    names = [f"precision_at_{k}_of_report" for k in klist]
+    per_query: dict[str, Tensor] = {}
 
-    class _ReportCalculator(AccuracyCalculator):  # type: ignore[misc]
-        def requires_knn(self) -> list[str]:
-            return [*super().requires_knn(), *names]
-
-    def _make(k: int):  # type: ignore[no-untyped-def]
-        def calculate(self: object, knn_labels: Tensor, query_labels: Tensor, **kwargs: object) -> float:
-            captured.setdefault("knn_labels", knn_labels)
-            captured.setdefault("query_labels", query_labels)
-            return float(precision_at_k(knn_labels, query_labels[:, None], k))
+    def _precision(k: int) -> Callable[..., float]:
+        def calculate(
+            self: object,
+            knn_labels: Tensor,
+            query_labels: Tensor,
+            not_lone_query_mask: Tensor,
+            **kwargs: object,
+        ) -> float:
+            mask = not_lone_query_mask
+            if not bool(mask.any()):
+                return math.nan
+            return float(precision_at_k(knn_labels[mask], query_labels[mask][:, None], k))
 
         return calculate
 
-    for k, name in zip(klist, names):
-        setattr(_ReportCalculator, f"calculate_{name}", _make(k))
+    def _capture(
+        self: object, query_labels: Tensor, not_lone_query_mask: Tensor, knn_stats: Any, **kwargs: object
+    ) -> float:
+        per_query["precision_at_1"] = knn_stats.stats["precision_at_1"][not_lone_query_mask]
+        per_query["labels"] = query_labels[not_lone_query_mask]
+        return math.nan
 
-    counts = torch.bincount(reference_labels, minlength=n_classes)
-    available = reference.shape[0] - (1 if same_source else 0)
-    knn_k = min(max(int(counts.max()), max(klist)), available)
-    calculator = _ReportCalculator(k=knn_k)
+    methods: dict[str, Any] = {f"calculate_{n}": _precision(k) for k, n in zip(klist, names)}
+    methods["calculate_per_class_of_report"] = _capture
+    extra = [*names, "per_class_of_report"]
+    methods["requires_knn"] = lambda self: [*AccuracyCalculator.requires_knn(self), *extra]
+    calculator_type = type("_ReportCalculator", (AccuracyCalculator,), methods)
+    calculator = calculator_type(include=tuple(extra), k=max(klist))
     raw = calculator.get_accuracy(query, reference, query_labels, reference_labels, same_source)
-    metrics = {
-        "precision_at_1": float(raw["precision_at_1"]),
-        "r_precision": float(raw["r_precision"]),
-        "mean_average_precision_at_r": float(raw["mean_average_precision_at_r"]),
-        "NMI": float(raw["NMI"]),
-        "AMI": float(raw["AMI"]),
-    }
-    metrics.update({f"precision@{k}": float(raw[name]) for k, name in zip(klist, names)})
-    per_class = np.zeros(n_classes)
-    per_count = np.zeros(n_classes, dtype=np.int64)
-    if "knn_labels" in captured:
-        first = captured["knn_labels"][:, 0].cpu()
-        labels = captured["query_labels"].reshape(-1).cpu()
-        hits = (first == labels).double()
-        per_count = torch.bincount(labels, minlength=n_classes).numpy()
-        sums = torch.bincount(labels, weights=hits, minlength=n_classes).numpy()
-        per_class = np.divide(sums, per_count, out=np.full(n_classes, np.nan), where=per_count > 0)
-    return EmbeddingResult(metrics, per_class, per_count)
+    metrics.update({f"precision@{k}": float(raw[n]) for k, n in zip(klist, names)})
+
+    labels = per_query["labels"].reshape(-1).cpu()
+    values = per_query["precision_at_1"].cpu().double()
+    counts = torch.bincount(labels, minlength=n_classes).numpy()
+    sums = torch.zeros(n_classes, dtype=torch.float64).index_add_(0, labels, values).numpy()
+    per_class = np.divide(sums, counts, out=np.full(n_classes, np.nan), where=counts > 0)
+    return EmbeddingResult(metrics, per_class, counts)
