@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,6 +137,14 @@ def _library_error(family: str, err: Exception) -> ReportInputError:
 
 def run_report(args: argparse.Namespace, ks: list[int]) -> int:
     """Evaluate, print the table, and write the JSON file and plots when asked."""
+    with warnings.catch_warnings():
+        # torchmetrics' NMI/AMI build a sparse tensor and torch warns about it once per process:
+        # noise for a command-line user, not a problem with their data.
+        warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled")
+        return _run_report(args, ks)
+
+
+def _run_report(args: argparse.Namespace, ks: list[int]) -> int:
     check_arguments(args)
     if args.plot is not None:
         plots._pyplot()  # fail early (exit 2) when matplotlib is missing
@@ -199,14 +208,16 @@ def run_report(args: argparse.Namespace, ks: list[int]) -> int:
             run, qrels = inputs.trec
             data = build_tensors(run, qrels, trec_eval_ties=args.ties == "trec_eval")
             ties = "average" if args.ties == "trec_eval" else args.ties
+            curve_k = max(CURVE_MIN_K, *ks) if args.plot is not None else 0
             try:
-                results["trec"] = evaluate.evaluate_trec(data, ks, ties)
-                if args.plot is not None:
-                    curve = evaluate.trec_curves(data, max(CURVE_MIN_K, *ks), ties)
+                trec = evaluate.evaluate_trec(data, ks, ties, curve_k)
             except (ValueError, TypeError) as err:
                 raise _library_error("trec", err) from None
+            results["trec"] = trec.metrics
             if args.plot is not None:
-                written.append(plots.plot_curves(args.plot, *curve))
+                written.append(
+                    plots.plot_curves(args.plot, trec.curve_ks, trec.curve_hit_rate, trec.curve_recall)
+                )
             n_eval = len(data.query_ids)
             trec_info = inputs.info.setdefault("trec", {})
             trec_info.update(

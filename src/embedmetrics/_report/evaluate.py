@@ -38,8 +38,22 @@ def _floats(values: Tensor | float | Sequence[float]) -> list[float]:
     return [float(v) for v in values]
 
 
-def evaluate_trec(data: TrecTensors, ks: Sequence[int], ties: str) -> dict[str, float]:
-    """hit_rate@k, mrr, ndcg@k, map, precision@k, recall@k, r_precision as trec_eval defines them."""
+@dataclass
+class TrecResult:
+    """Numbers of the TREC family, and hit_rate@k / recall@k for every k of the curve plot."""
+
+    metrics: dict[str, float]
+    curve_ks: list[int] = field(default_factory=list)
+    curve_hit_rate: list[float] = field(default_factory=list)
+    curve_recall: list[float] = field(default_factory=list)
+
+
+def evaluate_trec(data: TrecTensors, ks: Sequence[int], ties: str, curve_k: int = 0) -> TrecResult:
+    """hit_rate@k, mrr, ndcg@k, map, precision@k, recall@k, r_precision as trec_eval defines them.
+
+    Each functional is called once with every cut-off; with ``curve_k`` the hit-rate and recall
+    calls also cover ``1..curve_k`` for the plot.
+    """
     from embedmetrics.functional import (
         retrieval_average_precision,
         retrieval_hit_rate,
@@ -51,46 +65,27 @@ def evaluate_trec(data: TrecTensors, ks: Sequence[int], ties: str) -> dict[str, 
     )
 
     binary = data.target > 0
-    common = {
+    common: dict[str, Any] = {
         "indexes": data.indexes,
         "ties": ties,
         "empty_target_action": "neg",
         "retrieved": data.retrieved,
     }
     klist = list(ks)
-    out: dict[str, float] = {}
-    for name, values in (
-        ("hit_rate", retrieval_hit_rate(data.preds, binary, klist, **common)),
-        ("mrr", retrieval_reciprocal_rank(data.preds, binary, **common)),
-        ("ndcg", retrieval_normalized_dcg(data.preds, data.target, klist, **common)),
-        ("map", retrieval_average_precision(data.preds, binary, **common)),
-        ("precision", retrieval_precision(data.preds, binary, klist, **common)),
-        ("recall", retrieval_recall(data.preds, binary, klist, **common)),
-        ("r_precision", retrieval_r_precision(data.preds, binary, **common)),
-    ):
-        numbers = _floats(values)
-        if name in ("mrr", "map", "r_precision"):
-            out[name] = numbers[0]
-        else:
-            out.update({f"{name}@{k}": v for k, v in zip(klist, numbers)})
-    return out
-
-
-def trec_curves(data: TrecTensors, k_max: int, ties: str) -> tuple[list[int], list[float], list[float]]:
-    """hit_rate@k and recall@k for every k in ``1..k_max`` (one functional call each)."""
-    from embedmetrics.functional import retrieval_hit_rate, retrieval_recall
-
-    ks = list(range(1, k_max + 1))
-    binary = data.target > 0
-    common = {
-        "indexes": data.indexes,
-        "ties": ties,
-        "empty_target_action": "neg",
-        "retrieved": data.retrieved,
-    }
-    hit = _floats(retrieval_hit_rate(data.preds, binary, ks, **common))
-    recall = _floats(retrieval_recall(data.preds, binary, ks, **common))
-    return ks, hit, recall
+    curve_ks = list(range(1, curve_k + 1))
+    wide = sorted(set(klist) | set(curve_ks))
+    hit = dict(zip(wide, _floats(retrieval_hit_rate(data.preds, binary, wide, **common))))
+    recall = dict(zip(wide, _floats(retrieval_recall(data.preds, binary, wide, **common))))
+    ndcg = _floats(retrieval_normalized_dcg(data.preds, data.target, klist, **common))
+    precision = _floats(retrieval_precision(data.preds, binary, klist, **common))
+    out: dict[str, float] = {f"hit_rate@{k}": hit[k] for k in klist}
+    out["mrr"] = _floats(retrieval_reciprocal_rank(data.preds, binary, **common))[0]
+    out.update({f"ndcg@{k}": v for k, v in zip(klist, ndcg)})
+    out["map"] = _floats(retrieval_average_precision(data.preds, binary, **common))[0]
+    out.update({f"precision@{k}": v for k, v in zip(klist, precision)})
+    out.update({f"recall@{k}": recall[k] for k in klist})
+    out["r_precision"] = _floats(retrieval_r_precision(data.preds, binary, **common))[0]
+    return TrecResult(out, curve_ks, [hit[k] for k in curve_ks], [recall[k] for k in curve_ks])
 
 
 def evaluate_views(z1: Tensor, z2: Tensor, ks: Sequence[int]) -> dict[str, float]:
