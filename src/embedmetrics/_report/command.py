@@ -87,7 +87,7 @@ def _load_embedding_family(args: argparse.Namespace) -> tuple[Any, dict[str, Any
 def load_inputs(args: argparse.Namespace) -> Inputs:
     """Read every file the arguments name, or build the built-in example when none is named."""
     if args.embeddings is None and args.view1 is None and args.run is None:
-        from embedmetrics._report.default import RUN_DEPTH, load_default
+        from embedmetrics._report.default import NOISE, QUERY_STEP, RUN_DEPTH, load_default
 
         data = load_default()
         inputs = Inputs(source="built-in example: scikit-learn digits (1797 images, 10 classes)")
@@ -105,8 +105,8 @@ def load_inputs(args: argparse.Namespace) -> Inputs:
         inputs.info = {
             "source": "digits",
             "embeddings": {"n_query": n, "n_reference": n, "same_source": True},
-            "views": {"n": n},
-            "trec": {"run_depth": RUN_DEPTH},
+            "views": {"n": n, "noise_std": NOISE},
+            "trec": {"run_depth": RUN_DEPTH, "query_step": QUERY_STEP},
         }
         return inputs
     inputs = Inputs(source="files")

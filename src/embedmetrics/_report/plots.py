@@ -111,7 +111,8 @@ def plot_curves(directory: str, ks: Sequence[int], hit_rate: Sequence[float], re
     ax.set_ylim(0, 1.02)
     ax.set_title("Run: hit rate and recall at k")
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.legend(loc="center right")
     return _save(fig, directory, "trec_hit_rate_recall_at_k.png")
 
 
