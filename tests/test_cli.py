@@ -609,7 +609,7 @@ def test_progress_bar_only_on_a_terminal(
 
 
 def test_default_example_in_a_real_process(tmp_path: Path) -> None:
-    done = run_cli("--json", "out.json", "--plot", "figures", cwd=tmp_path)
+    done = run_cli("--json", "out.json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     document = json.loads((tmp_path / "out.json").read_text())
@@ -624,9 +624,7 @@ def test_default_example_in_a_real_process(tmp_path: Path) -> None:
             assert math.isfinite(value), (family, key)
     assert 0.8 < document["embeddings"]["precision_at_1"] <= 1.0  # digits are easy for kNN
     assert document["trec"]["recall@10"] < 0.1  # ~179 relevant per query: recall is low at 10
-    assert document["trec"]["precision@1"] == pytest.approx(
-        document["embeddings"]["precision_at_1"], abs=0.02
-    )
-    assert len(list((tmp_path / "figures").glob("*.png"))) == 4
+    hit = [document["trec"][f"hit_rate@{k}"] for k in (1, 5, 10)]
+    assert hit == sorted(hit)
     rows = table_rows(done.stdout)
     assert len(rows) == sum(len(document[f]) for f in ("embeddings", "views", "trec"))
