@@ -161,6 +161,7 @@ def _run_report(args: argparse.Namespace, ks: list[int]) -> int:
     steps = sum(x is not None for x in (inputs.embeddings, inputs.views, inputs.trec))
     with progress_bar(total=steps, desc="embedmetrics report", unit="family") as bar:
         if inputs.embeddings is not None:
+            bar.set_postfix_str("embeddings: kNN scans, k-means")
             query, ql, reference, rl, same, names = inputs.embeddings
             n_available = reference.shape[0] - (1 if same else 0)
             if max(ks) > n_available:
@@ -175,6 +176,14 @@ def _run_report(args: argparse.Namespace, ks: list[int]) -> int:
             except (ValueError, TypeError) as err:
                 raise _library_error("embeddings", err) from None
             results["embeddings"] = emb.metrics
+            relevant = torch.bincount(rl, minlength=len(names))[ql] - (1 if same else 0)
+            lone = int((relevant <= 0).sum())
+            inputs.info["embeddings"]["lone_queries"] = lone
+            if lone:
+                notes.append(
+                    f"embeddings: {lone} of {int(ql.numel())} queries have no other reference of their class "
+                    "and are left out of the kNN metrics"
+                )
             if args.plot is not None:
                 written.append(
                     plots.plot_per_class(args.plot, names, emb.per_class_precision_at_1, emb.per_class_count)
@@ -191,6 +200,7 @@ def _run_report(args: argparse.Namespace, ks: list[int]) -> int:
                 )
             bar.update(1)
         if inputs.views is not None:
+            bar.set_postfix_str("views: similarity scan")
             z1, z2 = inputs.views
             try:
                 results["views"] = evaluate.evaluate_views(z1, z2, ks)
@@ -205,6 +215,7 @@ def _run_report(args: argparse.Namespace, ks: list[int]) -> int:
                 )
             bar.update(1)
         if inputs.trec is not None:
+            bar.set_postfix_str("trec: ranking")
             run, qrels = inputs.trec
             data = build_tensors(run, qrels, trec_eval_ties=args.ties == "trec_eval")
             ties = "average" if args.ties == "trec_eval" else args.ties
