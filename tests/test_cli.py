@@ -194,6 +194,8 @@ def _bad_cases(tmp: Path) -> list[tuple[list[str], str]]:
     np.savez(two, a=np.zeros((6, 3)), b=np.zeros((6, 3)))
     wide = tmp / "wide.npy"
     np.save(wide, np.zeros((6, 4), dtype=np.float32))
+    one_row = tmp / "one_row.npy"
+    np.save(one_row, np.ones((1, 3), dtype=np.float32))
     view5 = tmp / "view5.npy"
     np.save(view5, np.zeros((5, 3), dtype=np.float32))
     run = write(tmp / "run.txt", RUN)
@@ -225,6 +227,7 @@ def _bad_cases(tmp: Path) -> list[tuple[list[str], str]]:
             "4 features",
         ),
         (["--view1", e, "--view2", str(view5)], "the two views must pair row by row"),
+        (["--view1", str(one_row), "--view2", str(one_row)], "views: Argument `z` must have at least 2 rows"),
         (["--embeddings", e, "--labels", lab, "--k", "1,10"], "--k 10 asks for more neighbours"),
         (["--run", bad_run, "--qrels", qrels], "bad_run.txt:3: expected 6 fields"),
         (["--run", bad_score, "--qrels", qrels], "bad_score.txt:1: score 'high' is not a number"),
@@ -513,6 +516,28 @@ def test_embeddings_with_reference_set_and_string_labels(
         assert got[key] == pytest.approx(float(expected[key]), abs=1e-6), key
     for k in (1, 2):
         assert got[f"precision@{k}"] == pytest.approx(_brute_precision_at_k(q, ql, r, rl, k, False), abs=1e-6)
+
+
+def test_lone_queries_give_null_in_json_and_a_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    np.save(tmp_path / "e.npy", np.random.default_rng(0).random((4, 3)).astype(np.float32))
+    np.save(tmp_path / "l.npy", np.array([0, 1, 2, 3]))  # every class once: no query has a relevant neighbour
+    out_json = tmp_path / "lone.json"
+    status, out, err = call(
+        capsys,
+        *("--embeddings", str(tmp_path / "e.npy"), "--labels", str(tmp_path / "l.npy"), "--k", "1,2"),
+        *("--json", str(out_json)),
+    )
+    assert status == 0, err
+    text = out_json.read_text()
+    assert "NaN" not in text  # strict JSON
+    document = json.loads(text)
+    assert document["embeddings"]["precision_at_1"] is None
+    assert document["embeddings"]["precision@2"] is None
+    assert document["info"]["embeddings"]["lone_queries"] == 4
+    assert ("precision_at_1", "nan") in table_rows(out)
+    assert "4 of 4 queries have no other reference of their class" in out
 
 
 # ----------------------------------------------------------------------------- plots, progress, default
