@@ -349,6 +349,7 @@ def test_trec_query_without_relevant_documents_scores_zero(
     assert document_info["queries_evaluated"] == 3
     assert document_info["run_queries_without_qrels"] == 1
     assert document_info["qrels_queries_not_in_run"] == 1
+    assert document_info["relevant_not_retrieved"] == 1  # d7 of q1
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

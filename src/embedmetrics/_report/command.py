@@ -236,6 +236,7 @@ def _run_report(args: argparse.Namespace, ks: list[int]) -> int:
                     "queries_evaluated": n_eval,
                     "run_queries_without_qrels": data.n_run_queries - n_eval,
                     "qrels_queries_not_in_run": data.n_qrels_queries - n_eval,
+                    "relevant_not_retrieved": int((~data.retrieved).sum()),
                     "ties": args.ties,
                 }
             )

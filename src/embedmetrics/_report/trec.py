@@ -86,7 +86,7 @@ def _lines(path: str) -> Iterator[tuple[int, list[str]]]:
     size = os.path.getsize(path)
     try:
         with (
-            open(path, encoding="utf-8") as handle,
+            open(path, encoding="utf-8-sig") as handle,
             progress_bar(
                 total=size, desc=f"reading {os.path.basename(path)}", unit="B", unit_scale=True
             ) as bar,
