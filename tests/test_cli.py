@@ -292,6 +292,20 @@ def test_trec_join_keeps_unretrieved_relevant_and_skips_queries(tmp_path: Path) 
     assert (data.n_run_queries, data.n_qrels_queries) == (3, 3)
 
 
+def test_trec_files_with_bom_crlf_comments_and_blank_lines(tmp_path: Path) -> None:
+    from embedmetrics._report.trec import read_qrels, read_run
+
+    run_path = tmp_path / "run.txt"
+    run_path.write_bytes(b"\xef\xbb\xbfq1 Q0 d1 1 0.9 t\r\n\r\n# comment\r\nq1\tQ0\td2\t2\t-1.5e-3\tt\r\n")
+    run = read_run(str(run_path))
+    assert run.queries.tolist() == ["q1"]
+    assert run.docs[run.docno].tolist() == ["d1", "d2"]
+    assert run.score.tolist() == [0.9, -0.0015]
+    assert run.line.tolist() == [1, 4]
+    qrels = read_qrels(write(tmp_path / "qrels.txt", "q1 0 d1 -1\nq1 Q0 d2 3\n"))
+    assert qrels.rel.tolist() == [-1, 3]
+
+
 def test_trec_eval_ties_order_by_docno_descending(tmp_path: Path) -> None:
     from embedmetrics._report.trec import build_tensors, read_qrels, read_run
 
