@@ -6,7 +6,9 @@ import argparse
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
@@ -135,6 +137,94 @@ def _library_error(family: str, err: Exception) -> ReportInputError:
     return ReportInputError(f"{family}: {message}")
 
 
+@dataclass
+class Report:
+    """What the families add up to: numbers per family, lines under the table, JSON info, plots."""
+
+    results: dict[str, dict[str, float]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)
+
+
+def _embeddings_family(inputs: Inputs, ks: list[int], plot_dir: str | None, report: Report) -> None:
+    assert inputs.embeddings is not None
+    query, ql, reference, rl, same, names = inputs.embeddings
+    n_available = reference.shape[0] - (1 if same else 0)
+    if max(ks) > n_available:
+        raise ReportInputError(
+            f"--k {max(ks)} asks for more neighbours than the {n_available} reference embeddings "
+            "available to each query; lower --k."
+        )
+    try:
+        emb = evaluate.evaluate_embeddings(
+            query, ql, reference, rl, same_source=same, ks=ks, n_classes=len(names)
+        )
+    except (ValueError, TypeError) as err:
+        raise _library_error("embeddings", err) from None
+    report.results["embeddings"] = emb.metrics
+    relevant = torch.bincount(rl, minlength=len(names))[ql] - (1 if same else 0)
+    lone = int((relevant <= 0).sum())
+    inputs.info["embeddings"]["lone_queries"] = lone
+    if lone:
+        report.notes.append(
+            f"embeddings: {lone} of {int(ql.numel())} queries have no other reference of their class "
+            "and are left out of the kNN metrics"
+        )
+    if plot_dir is not None:
+        report.written.append(
+            plots.plot_per_class(plot_dir, names, emb.per_class_precision_at_1, emb.per_class_count)
+        )
+        pos, neg = plots.label_pair_similarities(query, ql, reference, rl, same_source=same)
+        title = "Embeddings: same-class vs different-class pairs"
+        report.written.append(
+            plots.plot_similarities(plot_dir, "embeddings_pair_similarity.png", title, pos, neg)
+        )
+
+
+def _views_family(inputs: Inputs, ks: list[int], plot_dir: str | None, report: Report) -> None:
+    assert inputs.views is not None
+    z1, z2 = inputs.views
+    try:
+        report.results["views"] = evaluate.evaluate_views(z1, z2, ks)
+    except (ValueError, TypeError) as err:
+        raise _library_error("views", err) from None
+    if plot_dir is not None:
+        pos, neg = plots.view_pair_similarities(z1, z2)
+        title = "Two views: matched vs other pairs"
+        report.written.append(plots.plot_similarities(plot_dir, "views_pair_similarity.png", title, pos, neg))
+
+
+def _trec_family(inputs: Inputs, ks: list[int], ties: str, plot_dir: str | None, report: Report) -> None:
+    assert inputs.trec is not None
+    run, qrels = inputs.trec
+    data = build_tensors(run, qrels, trec_eval_ties=ties == "trec_eval")
+    curve_k = max(CURVE_MIN_K, *ks) if plot_dir is not None else 0
+    try:
+        trec = evaluate.evaluate_trec(data, ks, "average" if ties == "trec_eval" else ties, curve_k)
+    except (ValueError, TypeError) as err:
+        raise _library_error("trec", err) from None
+    report.results["trec"] = trec.metrics
+    if plot_dir is not None:
+        report.written.append(
+            plots.plot_curves(plot_dir, trec.curve_ks, trec.curve_hit_rate, trec.curve_recall)
+        )
+    n_eval = len(data.query_ids)
+    skipped_run, skipped_qrels = data.n_run_queries - n_eval, data.n_qrels_queries - n_eval
+    inputs.info.setdefault("trec", {}).update(
+        {
+            "queries_evaluated": n_eval,
+            "run_queries_without_qrels": skipped_run,
+            "qrels_queries_not_in_run": skipped_qrels,
+            "relevant_not_retrieved": int((~data.retrieved).sum()),
+            "ties": ties,
+        }
+    )
+    report.notes.append(
+        f"trec: {n_eval} queries evaluated; skipped (as trec_eval does) {skipped_run} run queries without "
+        f"qrels and {skipped_qrels} judged queries absent from the run; ties: {ties}"
+    )
+
+
 def run_report(args: argparse.Namespace, ks: list[int]) -> int:
     """Evaluate, print the table, and write the JSON file and plots when asked."""
     with warnings.catch_warnings():
@@ -151,111 +241,35 @@ def _run_report(args: argparse.Namespace, ks: list[int]) -> int:
         try:
             os.makedirs(args.plot, exist_ok=True)
         except OSError as err:
-            raise ReportInputError(
-                f"{args.plot}: cannot create the plot directory: {err.strerror or err}."
-            ) from None
+            reason = err.strerror or err
+            raise ReportInputError(f"{args.plot}: cannot create the plot directory: {reason}.") from None
     inputs = load_inputs(args)
-    results: dict[str, dict[str, float]] = {}
-    notes: list[str] = [f"inputs: {inputs.source}"]
-    written: list[str] = []
-    steps = sum(x is not None for x in (inputs.embeddings, inputs.views, inputs.trec))
-    with progress_bar(total=steps, desc="embedmetrics report", unit="family") as bar:
-        if inputs.embeddings is not None:
-            bar.set_postfix_str("embeddings: kNN scans, k-means")
-            query, ql, reference, rl, same, names = inputs.embeddings
-            n_available = reference.shape[0] - (1 if same else 0)
-            if max(ks) > n_available:
-                raise ReportInputError(
-                    f"--k {max(ks)} asks for more neighbours than the {n_available} reference embeddings "
-                    "available to each query; lower --k."
-                )
-            try:
-                emb = evaluate.evaluate_embeddings(
-                    query, ql, reference, rl, same_source=same, ks=ks, n_classes=len(names)
-                )
-            except (ValueError, TypeError) as err:
-                raise _library_error("embeddings", err) from None
-            results["embeddings"] = emb.metrics
-            relevant = torch.bincount(rl, minlength=len(names))[ql] - (1 if same else 0)
-            lone = int((relevant <= 0).sum())
-            inputs.info["embeddings"]["lone_queries"] = lone
-            if lone:
-                notes.append(
-                    f"embeddings: {lone} of {int(ql.numel())} queries have no other reference of their class "
-                    "and are left out of the kNN metrics"
-                )
-            if args.plot is not None:
-                written.append(
-                    plots.plot_per_class(args.plot, names, emb.per_class_precision_at_1, emb.per_class_count)
-                )
-                pos, neg = plots.label_pair_similarities(query, ql, reference, rl, same_source=same)
-                written.append(
-                    plots.plot_similarities(
-                        args.plot,
-                        "embeddings_pair_similarity.png",
-                        "Embeddings: same-class vs different-class pairs",
-                        pos,
-                        neg,
-                    )
-                )
-            bar.update(1)
-        if inputs.views is not None:
-            bar.set_postfix_str("views: similarity scan")
-            z1, z2 = inputs.views
-            try:
-                results["views"] = evaluate.evaluate_views(z1, z2, ks)
-            except (ValueError, TypeError) as err:
-                raise _library_error("views", err) from None
-            if args.plot is not None:
-                pos, neg = plots.view_pair_similarities(z1, z2)
-                written.append(
-                    plots.plot_similarities(
-                        args.plot, "views_pair_similarity.png", "Two views: matched vs other pairs", pos, neg
-                    )
-                )
-            bar.update(1)
-        if inputs.trec is not None:
-            bar.set_postfix_str("trec: ranking")
-            run, qrels = inputs.trec
-            data = build_tensors(run, qrels, trec_eval_ties=args.ties == "trec_eval")
-            ties = "average" if args.ties == "trec_eval" else args.ties
-            curve_k = max(CURVE_MIN_K, *ks) if args.plot is not None else 0
-            try:
-                trec = evaluate.evaluate_trec(data, ks, ties, curve_k)
-            except (ValueError, TypeError) as err:
-                raise _library_error("trec", err) from None
-            results["trec"] = trec.metrics
-            if args.plot is not None:
-                written.append(
-                    plots.plot_curves(args.plot, trec.curve_ks, trec.curve_hit_rate, trec.curve_recall)
-                )
-            n_eval = len(data.query_ids)
-            trec_info = inputs.info.setdefault("trec", {})
-            trec_info.update(
-                {
-                    "queries_evaluated": n_eval,
-                    "run_queries_without_qrels": data.n_run_queries - n_eval,
-                    "qrels_queries_not_in_run": data.n_qrels_queries - n_eval,
-                    "relevant_not_retrieved": int((~data.retrieved).sum()),
-                    "ties": args.ties,
-                }
-            )
-            notes.append(
-                f"trec: {n_eval} queries evaluated; skipped (as trec_eval does) "
-                f"{data.n_run_queries - n_eval} run queries without qrels and "
-                f"{data.n_qrels_queries - n_eval} judged queries absent from the run; ties: {args.ties}"
-            )
+    report = Report(notes=[f"inputs: {inputs.source}"])
+    steps: list[tuple[str, object, Callable[[], None]]] = [
+        (
+            "embeddings: kNN scans, k-means",
+            inputs.embeddings,
+            partial(_embeddings_family, inputs, ks, args.plot, report),
+        ),
+        ("views: similarity scan", inputs.views, partial(_views_family, inputs, ks, args.plot, report)),
+        ("trec: ranking", inputs.trec, partial(_trec_family, inputs, ks, args.ties, args.plot, report)),
+    ]
+    todo = [(label, step) for label, given, step in steps if given is not None]
+    with progress_bar(total=len(todo), desc="embedmetrics report", unit="family") as bar:
+        for label, step in todo:
+            bar.set_postfix_str(label)
+            step()
             bar.update(1)
     inputs.info["k"] = ks
-    if written:
-        inputs.info["plots"] = [os.path.basename(p) for p in written]
-        notes.append(f"plots: {', '.join(written)}")
-    document = output.to_json(results, inputs.info)
+    if report.written:
+        inputs.info["plots"] = [os.path.basename(p) for p in report.written]
+        report.notes.append(f"plots: {', '.join(report.written)}")
+    document = output.to_json(report.results, inputs.info)
     if args.json == "-":
         sys.stdout.write(document + "\n")
         return 0
     if args.json is not None:
         output.write_json(args.json, document)
-        notes.append(f"json: {args.json}")
-    sys.stdout.write(output.format_table(results, notes) + "\n")
+        report.notes.append(f"json: {args.json}")
+    sys.stdout.write(output.format_table(report.results, report.notes) + "\n")
     return 0
