@@ -523,7 +523,12 @@ def test_embeddings_with_reference_set_and_string_labels(
     assert status == 0, err
     document = json.loads(out_json.read_text())
     got = document["embeddings"]
-    assert document["info"]["embeddings"] == {"n_query": 12, "n_reference": 28, "same_source": False}
+    assert document["info"]["embeddings"] == {
+        "n_query": 12,
+        "n_reference": 28,
+        "same_source": False,
+        "lone_queries": 0,
+    }
     expected = AccuracyCalculator().get_accuracy(
         torch.from_numpy(q), torch.from_numpy(r), torch.from_numpy(ql), torch.from_numpy(rl), False
     )
