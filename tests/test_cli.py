@@ -499,6 +499,12 @@ def test_embeddings_match_accuracy_calculator(tmp_path: Path, capsys: pytest.Cap
     for k in (1, 3):
         assert got[f"precision@{k}"] == pytest.approx(_brute_precision_at_k(x, y, x, y, k, True), abs=1e-6)
     assert got["precision@1"] == pytest.approx(got["precision_at_1"], abs=1e-6)
+    # per-class precision_at_1 (JSON info): brute force nearest neighbour, averaged per class
+    per_class = json.loads(out_json.read_text())["info"]["embeddings"]["precision_at_1_per_class"]
+    dist = ((x[:, None, :].astype(np.float64) - x[None, :, :]) ** 2).sum(-1)
+    np.fill_diagonal(dist, np.inf)
+    hit = y[dist.argmin(axis=1)] == y
+    assert per_class == pytest.approx({str(c): float(hit[y == c].mean()) for c in range(4)}, abs=1e-9)
 
 
 def test_embeddings_with_reference_set_and_string_labels(

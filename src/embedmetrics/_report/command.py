@@ -170,9 +170,19 @@ def _embeddings_family(inputs: Inputs, ks: list[int], plot_dir: str | None, repo
             f"embeddings: {lone} of {int(ql.numel())} queries have no other reference of their class "
             "and are left out of the kNN metrics"
         )
+    shown = emb.per_class_count > 0
+    inputs.info["embeddings"]["precision_at_1_per_class"] = {
+        name: float(v) for name, v, keep in zip(names, emb.per_class_precision_at_1, shown) if keep
+    }
     if plot_dir is not None:
         report.written.append(
-            plots.plot_per_class(plot_dir, names, emb.per_class_precision_at_1, emb.per_class_count)
+            plots.plot_per_class(
+                plot_dir,
+                names,
+                emb.per_class_precision_at_1,
+                emb.per_class_count,
+                emb.metrics["precision_at_1"],
+            )
         )
         pos, neg = plots.label_pair_similarities(query, ql, reference, rl, same_source=same)
         title = "Embeddings: same-class vs different-class pairs"

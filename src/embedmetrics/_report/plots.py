@@ -134,8 +134,10 @@ def plot_similarities(
     return _save(fig, directory, name)
 
 
-def plot_per_class(directory: str, names: Sequence[str], values: np.ndarray, counts: np.ndarray) -> str:
-    """precision_at_1 of each class (query labels) as a bar chart."""
+def plot_per_class(
+    directory: str, names: Sequence[str], values: np.ndarray, counts: np.ndarray, overall: float
+) -> str:
+    """precision_at_1 of each class (query labels) as a bar chart, with the overall value as a line."""
     plt = _pyplot()
     shown = counts > 0
     labels = [n for n, s in zip(names, shown) if s]
@@ -146,5 +148,8 @@ def plot_per_class(directory: str, names: Sequence[str], values: np.ndarray, cou
     ax.set_xlabel("class")
     ax.set_ylabel("precision_at_1")
     ax.set_ylim(0, 1.02)
+    if np.isfinite(overall):
+        ax.axhline(overall, color="black", linestyle="--", linewidth=1, label=f"all queries: {overall:.3f}")
+        ax.legend(loc="lower right")
     ax.set_title("precision_at_1 per class")
     return _save(fig, directory, "precision_at_1_per_class.png")
