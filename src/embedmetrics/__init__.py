@@ -3,8 +3,26 @@
 from __future__ import annotations
 
 from embedmetrics.losses import ContrastiveLoss
+from embedmetrics.retrieval import (
+    RetrievalHitRate,
+    RetrievalMAP,
+    RetrievalMRR,
+    RetrievalNormalizedDCG,
+    RetrievalPrecision,
+    RetrievalRecall,
+    RetrievalRPrecision,
+)
 
 __version__ = "0.1.0"
 
 __all__: list[str] = ["__version__"]
 __all__ += ["ContrastiveLoss"]
+__all__ += [
+    "RetrievalHitRate",
+    "RetrievalMAP",
+    "RetrievalMRR",
+    "RetrievalNormalizedDCG",
+    "RetrievalPrecision",
+    "RetrievalRPrecision",
+    "RetrievalRecall",
+]

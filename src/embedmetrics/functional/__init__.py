@@ -3,6 +3,24 @@
 from __future__ import annotations
 
 from embedmetrics.functional.losses import contrastive_loss
+from embedmetrics.functional.retrieval import (
+    retrieval_average_precision,
+    retrieval_hit_rate,
+    retrieval_normalized_dcg,
+    retrieval_precision,
+    retrieval_r_precision,
+    retrieval_recall,
+    retrieval_reciprocal_rank,
+)
 
 __all__: list[str] = []
 __all__ += ["contrastive_loss"]
+__all__ += [
+    "retrieval_average_precision",
+    "retrieval_hit_rate",
+    "retrieval_normalized_dcg",
+    "retrieval_precision",
+    "retrieval_r_precision",
+    "retrieval_recall",
+    "retrieval_reciprocal_rank",
+]

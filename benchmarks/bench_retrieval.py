@@ -1,0 +1,91 @@
+"""Benchmark: embedmetrics retrieval metrics vs torchmetrics 1.9 (same data, same process).
+
+Flat shuffled input of Q queries x D documents, k=10, ``update`` in batches of 65,536 rows, then
+``compute``; and the same data as 2-D ``(Q, D)`` input without indexes (ours only: torchmetrics
+needs indexes), updated in batches of the same number of documents, compared with torchmetrics on
+the flat input.
+
+    python benchmarks/bench_retrieval.py            # 200,000 queries x 20 documents
+    python benchmarks/bench_retrieval.py --quick    # 20,000 queries x 20 documents
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any, Callable
+
+import torch
+import torchmetrics.retrieval as tmr
+
+import embedmetrics as em
+
+BATCH = 65_536
+
+
+def make_data(queries: int, docs: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    preds = torch.rand(queries, docs, generator=g) + 0.01  # positive: torchmetrics drops scores <= 0
+    target = torch.rand(queries, docs, generator=g) < 0.1
+    return preds, target, torch.arange(queries).unsqueeze(1).expand(queries, docs)
+
+
+def run_flat(metric: Any, preds: torch.Tensor, target: torch.Tensor, indexes: torch.Tensor) -> float:
+    for lo in range(0, preds.numel(), BATCH):
+        metric.update(preds[lo : lo + BATCH], target[lo : lo + BATCH], indexes=indexes[lo : lo + BATCH])
+    return float(metric.compute())
+
+
+def run_rows(metric: Any, preds: torch.Tensor, target: torch.Tensor) -> float:
+    rows = max(1, BATCH // preds.shape[1])
+    for lo in range(0, preds.shape[0], rows):
+        metric.update(preds[lo : lo + rows], target[lo : lo + rows])
+    return float(metric.compute())
+
+
+def timed(fn: Callable[..., float]) -> tuple[float, float]:
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="20,000 queries instead of 200,000")
+    parser.add_argument("--queries", type=int, default=None)
+    parser.add_argument("--docs", type=int, default=20)
+    args = parser.parse_args()
+    queries = args.queries or (20_000 if args.quick else 200_000)
+    torch.manual_seed(0)
+    preds2d, target2d, index2d = make_data(queries, args.docs)
+    perm = torch.randperm(preds2d.numel())  # shuffled flat input: queries scatter over batches
+    preds, target, indexes = (x.reshape(-1)[perm] for x in (preds2d, target2d, index2d))
+    print(
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}; {queries:,} queries x "
+        f"{args.docs} docs, k=10, batches of {BATCH:,} documents"
+    )
+    header = (
+        f"{'metric':<24}{'torchmetrics flat':>18}{'ours flat':>12}{'ratio':>9}{'ours 2-D':>12}{'ratio':>9}"
+    )
+    print(header)
+    print("-" * len(header))
+    for ours_cls, tm_cls in (
+        (em.RetrievalHitRate, tmr.RetrievalHitRate),
+        (em.RetrievalMRR, tmr.RetrievalMRR),
+        (em.RetrievalNormalizedDCG, tmr.RetrievalNormalizedDCG),
+    ):
+        t_tm, v_tm = timed(lambda c=tm_cls: run_flat(c(top_k=10), preds, target, indexes))
+        t_flat, v_flat = timed(lambda c=ours_cls: run_flat(c(k=10), preds, target, indexes))
+        t_rows, v_rows = timed(lambda c=ours_cls: run_rows(c(k=10), preds2d, target2d))
+        assert abs(v_tm - v_flat) < 1e-5, (v_tm, v_flat)
+        assert abs(v_tm - v_rows) < 1e-5, (v_tm, v_rows)
+        print(
+            f"{ours_cls.__name__:<24}{t_tm:>17.3f}s{t_flat:>11.3f}s{t_tm / t_flat:>8.1f}x"
+            f"{t_rows:>11.3f}s{t_tm / t_rows:>8.1f}x"
+        )
+
+
+if __name__ == "__main__":
+    main()
