@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from embedmetrics.losses import ContrastiveLoss
+from embedmetrics.neighbors import AccuracyCalculator, EmbeddingAccuracy
 from embedmetrics.retrieval import (
     RetrievalHitRate,
     RetrievalMAP,
@@ -17,6 +18,7 @@ __version__ = "0.1.0"
 
 __all__: list[str] = ["__version__"]
 __all__ += ["ContrastiveLoss"]
+__all__ += ["AccuracyCalculator", "EmbeddingAccuracy"]
 __all__ += [
     "RetrievalHitRate",
     "RetrievalMAP",
