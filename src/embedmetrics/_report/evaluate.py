@@ -146,6 +146,8 @@ def evaluate_embeddings(
     def _capture(
         self: object, query_labels: Tensor, not_lone_query_mask: Tensor, knn_stats: Any, **kwargs: object
     ) -> float:
+        # knn_stats: the scan's per-query statistics, which embedmetrics' calculator passes to every
+        # calculate_* method (tie-averaged, so the per-class means average to precision_at_1 exactly)
         per_query["precision_at_1"] = knn_stats.stats["precision_at_1"][not_lone_query_mask]
         per_query["labels"] = query_labels[not_lone_query_mask]
         return math.nan
@@ -155,7 +157,8 @@ def evaluate_embeddings(
     extra = [*names, "per_class_of_report"]
     methods["requires_knn"] = lambda self: [*AccuracyCalculator.requires_knn(self), *extra]
     calculator_type = type("_ReportCalculator", (AccuracyCalculator,), methods)
-    calculator = calculator_type(include=tuple(extra), k=max(klist))
+    # precision_at_1 is included so that the scan computes its per-query statistic for _capture
+    calculator = calculator_type(include=(*extra, "precision_at_1"), k=max(klist))
     raw = calculator.get_accuracy(query, reference, query_labels, reference_labels, same_source)
     metrics.update({f"precision@{k}": float(raw[n]) for k, n in zip(klist, names)})
 
