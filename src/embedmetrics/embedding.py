@@ -25,6 +25,7 @@ from embedmetrics._engine.checks import check_embeddings
 from embedmetrics._engine.embedding import EMBEDDING_BLOCK_BYTES
 from embedmetrics._engine.scan import metric_shard
 from embedmetrics._engine.sync import SyncSafeMetric
+from embedmetrics._plotting import plot_metric
 from embedmetrics.functional.embedding import (
     TopK,
     _check_alpha,
@@ -91,8 +92,8 @@ class _EmbeddingMetric(SyncSafeMetric):
         self._dim = None
 
     def plot(self, val: Any = None, ax: Any = None) -> Any:
-        """Plot a single value or a sequence of values (needs matplotlib); see ``torchmetrics``."""
-        return self._plot(val, ax)
+        """Plot a value or a sequence of values (needs matplotlib); one value per ``k`` as a curve over k."""
+        return plot_metric(self, val, ax, getattr(self, "_ks", None))
 
 
 class _StoredEmbeddingMetric(_EmbeddingMetric):
