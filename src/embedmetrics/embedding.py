@@ -18,13 +18,13 @@ from typing import Any, Optional, Union
 import numpy as np
 import torch
 from torch import Tensor
-from torchmetrics import Metric
 from torchmetrics.utilities.data import dim_zero_cat
 
 from embedmetrics._engine import embedding as engine
 from embedmetrics._engine.checks import check_embeddings
 from embedmetrics._engine.embedding import EMBEDDING_BLOCK_BYTES
 from embedmetrics._engine.scan import metric_shard
+from embedmetrics._engine.sync import SyncSafeMetric
 from embedmetrics._plotting import plot_metric
 from embedmetrics.functional.embedding import (
     TopK,
@@ -39,7 +39,7 @@ from embedmetrics.functional.embedding import (
 __all__ = ["Alignment", "ContrastiveAccuracy", "Uniformity"]
 
 
-class _EmbeddingMetric(Metric):
+class _EmbeddingMetric(SyncSafeMetric):
     """Shared input handling: validate a whole batch before any state changes, also in ``forward``."""
 
     full_state_update: bool = False
@@ -311,6 +311,8 @@ class Alignment(_EmbeddingMetric):
         super().__init__(**kwargs)
         self.add_state("sum_terms", default=torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("total", default=torch.tensor(0, dtype=torch.int64), dist_reduce_fx="sum")
+        # the sum depends on alpha/normalize/eps: never share a compute group across settings
+        self.add_settings_state(alpha=self.alpha, normalize=self.normalize, eps=self.eps)
 
     def update(self, z1: Tensor, z2: Tensor) -> None:
         """Add a batch of positive pairs."""

@@ -66,12 +66,25 @@ def prepare(z: Tensor, *, normalize: bool, eps: float, dtype: torch.dtype) -> Te
 # ----------------------------------------------------------------------------- contrastive accuracy
 
 
-def _diagonal(z1: Tensor, z2: Tensor, rows: int) -> Tensor:
-    """``s_ii`` for every ``i``, from the ``B x B`` diagonal tile of each block (same GEMM shapes)."""
-    out = torch.empty(z1.shape[0], dtype=z1.dtype, device=z1.device)
-    for start, stop in block_ranges(z1.shape[0], rows):
+def _diagonal(z1: Tensor, z2: Tensor, rows: int, shard: tuple[int, int] | None = None) -> Tensor:
+    """``s_ii`` from the ``B x B`` diagonal tile of each block (same GEMM shapes).
+
+    With ``shard``, only the tiles of that rank's blocks (the other entries are exact zeros):
+    summing the results of all ranks (:func:`contrastive_diagonal`) gives the whole diagonal.
+    """
+    out = torch.zeros(z1.shape[0], dtype=z1.dtype, device=z1.device)
+    for start, stop in shard_blocks(block_ranges(z1.shape[0], rows), shard):
         out[start:stop] = (z1[start:stop] @ z2[start:stop].T).diagonal()
     return out
+
+
+def contrastive_diagonal(
+    z1: Tensor, z2: Tensor, *, block_bytes: int = EMBEDDING_BLOCK_BYTES, shard: tuple[int, int] | None = None
+) -> Tensor:
+    """The whole diagonal ``s_ii``: each rank computes only its own blocks' tiles and one all-reduce
+    assembles them (a collective when sharded: every rank of the group must call it)."""
+    rows = block_rows(z1.shape[0], block_bytes=block_bytes, itemsize=z1.element_size())
+    return all_reduce_sum(_diagonal(z1, z2, rows, shard), shard)
 
 
 def _sign_sums(diff: Tensor, ones: Tensor, rows: bool, exact: bool) -> tuple[Tensor, Tensor]:
@@ -97,8 +110,12 @@ def contrastive_partial(
     *,
     block_bytes: int = EMBEDDING_BLOCK_BYTES,
     shard: tuple[int, int] | None = None,
+    diag: Tensor | None = None,
 ) -> Tensor:
     """Sign sums of this shard's blocks: rows ``[a_row, b_row, a_col, b_col]``, shape ``(4, n)``.
+
+    ``diag`` is the whole diagonal ``s_ii`` (:func:`contrastive_diagonal`); without it every
+    call computes all diagonal tiles itself (no collective).
 
     ``a = g - l`` and ``b = g + l`` for each query in the z1→z2 (row) and z2→z1 (column)
     direction. Rows outside this shard are zero, so partials of all shards add up to the whole.
@@ -106,7 +123,7 @@ def contrastive_partial(
     """
     n = z1.shape[0]
     rows = block_rows(n, block_bytes=block_bytes, itemsize=z1.element_size())
-    diag = _diagonal(z1, z2, rows)
+    diag = _diagonal(z1, z2, rows) if diag is None else diag
     out = torch.zeros(4, n, dtype=torch.float64, device=z1.device)
     ranges = shard_blocks(block_ranges(n, rows), shard)
     if not ranges:
@@ -178,8 +195,10 @@ def contrastive_accuracy(
     dtype = compute_dtype(z1, z2)
     q = prepare(z1.detach(), normalize=normalize, eps=eps, dtype=dtype)
     r = prepare(z2.detach(), normalize=normalize, eps=eps, dtype=dtype)
-    partial = all_reduce_sum(contrastive_partial(q, r, block_bytes=block_bytes, shard=shard), shard)
-    return contrastive_finalize(partial, ks, ties).to(dtype)
+    # sharded: each rank computes its own diagonal tiles, not all of them (one all-reduce of n values)
+    diag = contrastive_diagonal(q, r, block_bytes=block_bytes, shard=shard)
+    partial = contrastive_partial(q, r, block_bytes=block_bytes, shard=shard, diag=diag)
+    return contrastive_finalize(all_reduce_sum(partial, shard), ks, ties).to(dtype)
 
 
 # ----------------------------------------------------------------------------- uniformity
