@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from embedmetrics.embedding import Alignment, ContrastiveAccuracy, Uniformity
 from embedmetrics.losses import ContrastiveLoss
 from embedmetrics.neighbors import AccuracyCalculator, EmbeddingAccuracy
 from embedmetrics.retrieval import (
@@ -28,3 +29,5 @@ __all__ += [
     "RetrievalRPrecision",
     "RetrievalRecall",
 ]
+
+__all__ += ["Alignment", "ContrastiveAccuracy", "Uniformity"]

@@ -19,7 +19,6 @@ from typing import Any, Optional
 import numpy as np
 import torch
 from torch import Tensor
-from torchmetrics import Metric
 from torchmetrics.functional.clustering import normalized_mutual_info_score
 
 from embedmetrics._engine.checks import check_choice, check_embeddings, check_positive_int
@@ -32,6 +31,7 @@ from embedmetrics._engine.knn import (
     relevant_counts,
 )
 from embedmetrics._engine.scan import metric_shard
+from embedmetrics._engine.sync import SyncSafeMetric
 
 __all__ = ["AccuracyCalculator", "EmbeddingAccuracy", "precision_at_k"]
 
@@ -542,7 +542,7 @@ class AccuracyCalculator:
 _ROLES = ("both", "query", "reference")
 
 
-class EmbeddingAccuracy(Metric):
+class EmbeddingAccuracy(SyncSafeMetric):
     """Stateful :class:`AccuracyCalculator`: accumulate embeddings batch by batch, compute once.
 
     ``update(embeddings, labels)`` adds rows that are queries and references at once (the
