@@ -24,12 +24,13 @@ from torchmetrics.functional.clustering import normalized_mutual_info_score
 from embedmetrics._engine.checks import check_choice, check_embeddings, check_positive_int
 from embedmetrics._engine.clustering import adjusted_mutual_info, kmeans
 from embedmetrics._engine.knn import (
+    KNN_BLOCK_BYTES,
     KnnResult,
     LabelComparison,
     knn_scan,
     relevant_counts,
 )
-from embedmetrics._engine.scan import DEFAULT_BLOCK_BYTES, metric_shard
+from embedmetrics._engine.scan import metric_shard
 from embedmetrics._engine.sync import SyncSafeMetric
 
 __all__ = ["AccuracyCalculator", "EmbeddingAccuracy", "precision_at_k"]
@@ -170,7 +171,9 @@ class AccuracyCalculator:
             uniformly random order, default), ``"pessimistic"`` (irrelevant first) or
             ``"optimistic"`` (relevant first).
         kmeans_seed: seed of the k-means initialisation.
-        block_bytes: memory budget of one block of the kNN scan.
+        block_bytes: memory budget of one block of the kNN scan (default 256 MiB: few large blocks
+            keep the fixed per-block overhead low; the scan's candidate filter adds typically half
+            a block of temporaries).
 
     Raises:
         ValueError: for an unknown metric name, or ``label_comparison_fn`` with NMI/AMI included.
@@ -198,7 +201,7 @@ class AccuracyCalculator:
         distance: str = "euclidean",
         ties: str = "average",
         kmeans_seed: int = 0,
-        block_bytes: int = DEFAULT_BLOCK_BYTES,
+        block_bytes: int = KNN_BLOCK_BYTES,
     ) -> None:
         all_metrics = self._available_metrics()
         self._check_names("include", include, all_metrics)

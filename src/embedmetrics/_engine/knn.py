@@ -1,16 +1,20 @@
 """Exact blocked k-nearest-neighbour scan with tie-aware label metrics.
 
 For each block of query rows: one matrix product against all references (Euclidean ranking key
-``||r||² − 2 q·r``, or ``−cos`` for cosine), the query's own reference column masked by index,
-and one ``topk`` of ``K + 1`` per row. The extra neighbour tells whether the tie block at the
-cut-off continues past position ``K`` ("spill"); only for those rows the full row is scanned again
-to count the whole boundary block and its relevant items. From the list the per-query
+``||r||² − 2 q·r``, or ``−cos`` for cosine) into a reused buffer, the query's own reference column
+masked by index, and the exact ``K + 1`` smallest keys of each row (:func:`smallest_keys`: a
+threshold from group minima leaves a few candidates per row to rank, instead of a ``topk`` over
+every reference). The extra neighbour tells whether the tie block at the cut-off continues past
+position ``K`` ("spill"); only for those rows the full row is scanned again to count the whole
+boundary block and its relevant items. From the list the per-query
 metric values (precision@1, R-precision, AP@R, AP, reciprocal rank) are reduced at once with the
 closed forms of :mod:`embedmetrics._engine.tie_stats`, so per-query state is O(1), never O(K),
 unless the caller asks for the neighbour lists themselves.
 
 Nothing allocates an ``n_query × n_reference`` matrix: peak extra memory is one block
-(``block_bytes``) plus ``O(block · K)``.
+(``block_bytes``), the filter's temporaries (typically half a block; rows whose candidates would
+exceed a quarter of the groups take a plain ``topk`` instead, which caps them at a few blocks) and
+``O(block · K)``.
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ from torch import Tensor
 
 from embedmetrics._engine import tie_stats
 from embedmetrics._engine.scan import (
-    DEFAULT_BLOCK_BYTES,
     all_reduce_sum,
     block_ranges,
     block_rows,
@@ -34,6 +37,10 @@ from embedmetrics._engine.scan import (
 )
 
 LabelComparison = Callable[[Tensor, Tensor], Tensor]
+
+#: Default budget of one block of the kNN scan (bytes of the key block): larger than the shared
+#: default because the per-block work outside the matrix product is a fixed number of passes.
+KNN_BLOCK_BYTES = 256 * 2**20
 
 #: Per-query statistics the scan produces (float64, one value per query).
 STAT_NAMES = ("precision_at_1", "r_precision", "map_at_r", "average_precision", "reciprocal_rank")
@@ -131,7 +138,7 @@ def knn_scan(
     label_comparison_fn: Optional[LabelComparison] = None,
     return_neighbors: bool = False,
     stats: Sequence[str] = STAT_NAMES,
-    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    block_bytes: int = KNN_BLOCK_BYTES,
     shard: Optional[tuple[int, int]] = None,
 ) -> KnnResult:
     """Exact kNN of every query among the references and the per-query label statistics.
@@ -161,60 +168,70 @@ def knn_scan(
     ref = reference.to(dtype)
     n_q, n_r = q.shape[0], ref.shape[0]
     dev = q.device
+    q_sq: Optional[Tensor] = None
     if distance == "cosine":
         q = -l2_normalize(q, 1e-12)
         ref = l2_normalize(ref, 1e-12)
-        bias: Optional[Tensor] = None
-        q_sq = None
-    else:
-        q = q * -2.0
-        bias = (ref * ref).sum(dim=1)[None, :]
-        q_sq = (query.to(dtype) ** 2).sum(dim=1)
-    ref_t = ref.T
+    else:  # ||r||² − 2 q·r as one product: [−2q, 1] · [r, ||r||²]
+        q_sq = (q * q).sum(dim=1)
+        ref = torch.cat([ref, (ref * ref).sum(dim=1, keepdim=True)], dim=1)
+        q = torch.cat([q * -2.0, q.new_ones(n_q, 1)], dim=1)
     kk = min(k + 1, n_r)
+    groups = column_groups(n_r, kk)
+    n_cols = n_r if groups is None else groups[0] * GROUP_SIZE
+    if n_cols > n_r:  # padding columns, set to +inf after each product
+        ref = torch.cat([ref, ref.new_zeros(n_cols - n_r, ref.shape[1])])
+    ref_t = ref.T
     out = {n: torch.zeros(n_q, dtype=torch.float64, device=dev) for n in STAT_NAMES if n in stats}
     indices = torch.zeros(n_q, k, dtype=torch.int64, device=dev) if return_neighbors else None
     distances = torch.zeros(n_q, k, dtype=dtype, device=dev) if return_neighbors else None
-    rows = block_rows(n_r, block_bytes=block_bytes, itemsize=q.element_size())
+    rows = block_rows(n_cols, block_bytes=block_bytes, itemsize=q.element_size())
+    buffer = torch.empty(min(rows, n_q), n_cols, dtype=dtype, device=dev)
     cmp_fn = label_comparison_fn
     for start, stop in shard_blocks(block_ranges(n_q, rows), shard):
-        # ranking key, ascending = nearer: ||r||² − 2 q·r (Euclidean) or −cos
-        s = q[start:stop] @ ref_t if bias is None else torch.addmm(bias, q[start:stop], ref_t)
         nb = stop - start
+        # ranking key, ascending = nearer: ||r||² − 2 q·r (Euclidean) or −cos
+        s = torch.mm(q[start:stop], ref_t, out=buffer[:nb])
+        s[:, n_r:] = float("inf")
         if self_index is not None:
             own = self_index[start:stop]
             valid = own >= 0
             s[torch.arange(nb, device=dev)[valid], own[valid]] = float("inf")
-        vals, idx = s.topk(kk, dim=1, largest=False, sorted=True)
+        vals, idx = smallest_keys(s, kk, groups)
         v_k = vals[:, k - 1]
         qlab = query_labels[start:stop]
         rel = compare_labels(cmp_fn, qlab, reference_labels[idx[:, :k]])
         spill = vals[:, k] == v_k if kk > k else torch.zeros(nb, dtype=torch.bool, device=dev)
-        spill_rows = spill.nonzero().flatten()
-        # Size and relevant count of the last block; full-row counts where it spills past K.
-        in_last = vals[:, :k] == v_k[:, None]
-        last_t = in_last.sum(dim=1)
-        last_r = (in_last & rel).sum(dim=1)
-        sub = None
-        if spill_rows.numel() > 0:
-            sub = s[spill_rows]
-            eq = sub == v_k[spill_rows, None]
-            full_rel = compare_labels(cmp_fn, qlab[spill_rows], reference_labels[None])
-            last_t[spill_rows] = eq.sum(dim=1)
-            last_r[spill_rows] = (eq & full_rel).sum(dim=1)
+        # Rows with a tie among their neighbours take the tie statistics, which need the size and
+        # relevant count of the last block; full-row counts where it spills past K.
+        tied_rows = (spill | (vals[:, 1:k] == vals[:, : k - 1]).any(dim=1)).nonzero().flatten()
+        spill_rows, sub = tied_rows[:0], None
+        last_t = last_r = tied_rows  # placeholders, read only for tied rows
+        if tied_rows.numel() > 0:
+            in_last = vals[tied_rows, :k] == v_k[tied_rows, None]
+            last_t = in_last.sum(dim=1)
+            last_r = (in_last & rel[tied_rows]).sum(dim=1)
+            spill_at = spill[tied_rows].nonzero().flatten()
+            if spill_at.numel() > 0:
+                spill_rows = tied_rows[spill_at]
+                sub = s[spill_rows, :n_r]
+                eq = sub == v_k[spill_rows, None]
+                full_rel = compare_labels(cmp_fn, qlab[spill_rows], reference_labels[None])
+                last_t[spill_at] = eq.sum(dim=1)
+                last_r[spill_at] = (eq & full_rel).sum(dim=1)
         cnt = counts[start:stop]
         length = cnt.clamp(max=k)
         denom_r = cnt.clamp_min(1).to(torch.float64)
         need_prec = "map_at_r" in out or "average_precision" in out
         exp_rel, prec, rr = _position_terms(
-            vals[:, :k], rel, spill, last_t, last_r, ties, need_prec, "reciprocal_rank" in out
+            vals[:, :k], rel, tied_rows, last_t, last_r, ties, need_prec, "reciprocal_rank" in out
         )
         if "precision_at_1" in out:
             out["precision_at_1"][start:stop] = exp_rel[:, 0]
         if "r_precision" in out:
-            out["r_precision"][start:stop] = tie_stats.prefix_sum(exp_rel, length) / length.clamp_min(1)
+            out["r_precision"][start:stop] = _prefix_sum(exp_rel, length) / length.clamp_min(1)
         if prec is not None and "map_at_r" in out:
-            out["map_at_r"][start:stop] = tie_stats.prefix_sum(prec, length) / denom_r
+            out["map_at_r"][start:stop] = _prefix_sum(prec, length) / denom_r
         if prec is not None and "average_precision" in out:
             out["average_precision"][start:stop] = prec.sum(dim=1) / denom_r
         if rr is not None:
@@ -229,10 +246,79 @@ def knn_scan(
     return KnnResult(out, indices, distances, k)
 
 
+#: Columns per group of :func:`smallest_keys`' candidate filter.
+GROUP_SIZE = 8
+
+
+def column_groups(n_cols: int, kk: int) -> Optional[tuple[int, int]]:
+    """``(n_groups, n_coarse)`` for :func:`smallest_keys` on rows of ``n_cols`` keys, or ``None``.
+
+    ``n_groups`` strided groups of :data:`GROUP_SIZE` columns (the columns are padded up to a
+    multiple), merged into ``n_coarse >= 2 kk`` coarse groups of a power-of-two number of groups.
+    ``None`` where the rows are too short for the filter to pay off: a plain ``topk`` then.
+    """
+    if n_cols < 4 * kk * GROUP_SIZE:
+        return None
+    per_coarse = 1
+    while n_cols >= 4 * kk * GROUP_SIZE * per_coarse:
+        per_coarse *= 2
+    n_coarse = -(-n_cols // (GROUP_SIZE * per_coarse))
+    return n_coarse * per_coarse, n_coarse
+
+
+def smallest_keys(s: Tensor, kk: int, groups: Optional[tuple[int, int]]) -> tuple[Tensor, Tensor]:
+    """The ``kk`` smallest keys of each row of ``s`` and their columns, ascending.
+
+    Equal to ``s.topk(kk, dim=1, largest=False, sorted=True)`` up to the order of equal keys.
+    With ``groups = (n_groups, n_coarse)`` (see :func:`column_groups`; ``s`` has
+    ``n_groups * GROUP_SIZE`` columns), column ``c`` belongs to group ``c % n_groups`` and group
+    ``g`` to coarse group ``g % n_coarse``. The minima of ``kk`` coarse groups are ``kk`` distinct
+    keys, so the largest of the ``kk`` smallest coarse minima, ``tau``, is at least the ``kk``-th
+    smallest key of the row. Every key ``<= tau`` lies in a group whose minimum is ``<= tau``: only
+    those groups are gathered, and their keys ``<= tau`` (at least ``kk``, all keys tied with the
+    ``kk``-th included) are ranked exactly. Rows holding NaN or an infinite ``tau``, and rows whose
+    bound leaves more than a quarter of the groups, take a plain ``topk``.
+    """
+    if groups is None:
+        return s.topk(kk, dim=1, largest=False, sorted=True)
+    n_groups, n_coarse = groups
+    nb, n_cols = s.shape
+    size = n_cols // n_groups
+    group_min = s.view(nb, size, n_groups).amin(dim=1)
+    coarse_min = group_min.view(nb, -1, n_coarse).amin(dim=1)
+    tau = coarse_min.topk(kk, dim=1, largest=False, sorted=False).values.amax(dim=1)
+    flat = (group_min <= tau[:, None]).view(-1).nonzero().view(-1)
+    row = flat // n_groups
+    per_row = torch.bincount(row, minlength=nb)
+    plain = coarse_min.isnan().any(dim=1) | (tau == float("inf")) | (per_row * 4 > n_groups)
+    plain_rows = plain.nonzero().view(-1)
+    if plain_rows.numel() > 0:
+        keep = ~plain[row]
+        flat, row = flat[keep], row[keep]
+    # position in ``s`` of every entry of every candidate group: row · n_cols + group + n_groups · j
+    pos = (flat + row * (n_cols - n_groups))[:, None] + n_groups * torch.arange(size, device=s.device)
+    keys = s.view(-1).take(pos)
+    hit = (keys <= tau[row, None]).view(-1).nonzero().view(-1)
+    hit_pos = pos.view(-1)[hit]
+    hit_row = row[hit // size]
+    count = torch.bincount(hit_row, minlength=nb)
+    width = max(int(count.max()), kk)
+    slot = hit_row * width + torch.arange(hit.numel(), device=s.device) - (count.cumsum(0) - count)[hit_row]
+    cand_key = s.new_full((nb * width,), float("inf")).index_copy_(0, slot, keys.view(-1)[hit])
+    cand_col = torch.zeros(nb * width, dtype=torch.int64, device=s.device).index_copy_(
+        0, slot, hit_pos - hit_row * n_cols
+    )
+    vals, pick = cand_key.view(nb, width).topk(kk, dim=1, largest=False, sorted=True)
+    idx = cand_col.view(nb, width).gather(1, pick)
+    if plain_rows.numel() > 0:
+        vals[plain_rows], idx[plain_rows] = s[plain_rows].topk(kk, dim=1, largest=False, sorted=True)
+    return vals, idx
+
+
 def _position_terms(
     vals: Tensor,
     rel: Tensor,
-    spill: Tensor,
+    tied_rows: Tensor,
     last_t: Tensor,
     last_r: Tensor,
     ties: str,
@@ -242,7 +328,8 @@ def _position_terms(
     """Per-position expected relevance, AP summands and reciprocal-rank terms of a block of rows.
 
     Rows without any tie among their neighbours (the common case with real-valued embeddings) use
-    the plain definitions; only rows with ties go through :mod:`tie_stats`.
+    the plain definitions; only ``tied_rows`` (with ``last_t`` / ``last_r`` of their last block)
+    go through :mod:`tie_stats`.
     """
     k = vals.shape[1]
     f64 = torch.float64
@@ -251,18 +338,20 @@ def _position_terms(
     cum = exp_rel.cumsum(dim=1)
     prec = exp_rel * cum / p1 if need_prec else None
     rr = exp_rel * (cum == 1) / p1 if need_rr else None
-    tied = spill.clone()
-    if k > 1:
-        tied |= (vals[:, 1:] == vals[:, :-1]).any(dim=1)
-    rows = tied.nonzero().flatten()
-    if rows.numel() > 0:
-        ps = tie_stats.position_stats(vals[rows], rel[rows], last_t[rows], last_r[rows], ties)
-        exp_rel[rows] = tie_stats.expected_relevance(ps)
+    if tied_rows.numel() > 0:
+        ps = tie_stats.position_stats(vals[tied_rows], rel[tied_rows], last_t, last_r, ties)
+        exp_rel[tied_rows] = tie_stats.expected_relevance(ps)
         if prec is not None:
-            prec[rows] = tie_stats.precision_terms(ps)
+            prec[tied_rows] = tie_stats.precision_terms(ps)
         if rr is not None:
-            rr[rows] = tie_stats.reciprocal_rank_terms(ps)
+            rr[tied_rows] = tie_stats.reciprocal_rank_terms(ps)
     return exp_rel, prec, rr
+
+
+def _prefix_sum(terms: Tensor, length: Tensor) -> Tensor:
+    """Row sums of ``terms[:, :length]`` with a per-row ``length`` (``(rows,)`` int, ``0 <= length``)."""
+    at = (length - 1).clamp_min(0)[:, None]
+    return torch.where(length > 0, terms.cumsum(dim=1).gather(1, at).squeeze(1), 0.0)
 
 
 def _deterministic_neighbors(

@@ -99,10 +99,3 @@ def reciprocal_rank_terms(s: PositionStats) -> Tensor:
     kk = (s.r - 1).clamp_min(0)
     log_p = _log_comb(n, kk.clamp(max=n)) - _log_comb(s.t, s.r.clamp(max=s.t))
     return torch.where(ok, torch.exp(log_p), torch.zeros_like(log_p)) / p1
-
-
-def prefix_sum(terms: Tensor, length: Tensor) -> Tensor:
-    """Row sums of ``terms[:, :length]`` with a per-row ``length`` (``(rows,)`` int)."""
-    k = terms.shape[1]
-    mask = torch.arange(k, device=terms.device)[None, :] < length[:, None]
-    return (terms * mask).sum(dim=1)
