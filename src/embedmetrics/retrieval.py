@@ -24,6 +24,7 @@ from torchmetrics.utilities.data import dim_zero_cat
 
 from embedmetrics._engine.ranking import Aggregation
 from embedmetrics._engine.sync import SyncSafeMetric
+from embedmetrics._plotting import plot_metric
 from embedmetrics.functional.retrieval import (
     SPECS,
     KArg,
@@ -190,9 +191,9 @@ class _RetrievalMetric(SyncSafeMetric):
             ax: a matplotlib axis to draw on.
 
         Returns:
-            The figure and axis.
+            The figure and axis. A value per ``k`` is drawn as a curve over ``k``.
         """
-        return self._plot(val, ax)
+        return plot_metric(self, val, ax, self._ks)
 
 
 class RetrievalHitRate(_RetrievalMetric):
