@@ -59,50 +59,75 @@ def columns_needed(ks: Ks, m: int) -> int:
 
 @dataclass
 class RankedRows:
-    """Queries as rows in ranked order, with their tie blocks.
+    """Queries as rows in ranked order.
 
-    Per row and column (``(G, m)``): ``gain`` (relevance in ranked order, input dtype); ``crel``
-    (``(G, m + 1)``, relevant items before each column, ranked items only). Per row and one of the
-    first ``L`` columns (``(G, L)``): ``a``/``e``, the start/end of the item's tie block. Per row:
-    ``n`` (ranked documents), ``R`` (relevant documents, ``extra`` included), ``found`` (relevant
-    documents given), ``status``. ``raw_gain`` holds the gains in input order (for the ideal DCG)
-    and ``extra`` the relevant documents given only as a count (gain 1, never retrieved).
+    Per row and column (``(G, m)``): ``gain`` (relevance in ranked order, input dtype), ``keys``
+    (the sorted keys ``-score``, ``inf`` for inactive items; ``None`` when every item is its own tie
+    block) and ``crel`` (``(G, m + 1)``, relevant ranked items before each column). Per row: ``n``
+    (ranked documents), ``R`` (relevant documents, ``extra`` included), ``found`` (relevant documents
+    given), ``status``. ``columns`` (``L``) is how many leading columns the metrics look at,
+    ``raw_gain`` the gains in input order (for the ideal DCG) and ``extra`` the relevant documents
+    given only as a count (gain 1, never retrieved).
     """
 
     gain: Tensor
+    keys: Tensor | None
     crel: Tensor
-    a: Tensor
-    e: Tensor
+    columns: int
     n: Tensor
     R: Tensor
     found: Tensor
     status: Tensor
     raw_gain: Tensor
     extra: Tensor | None
+    has_inactive: bool
 
     @property
     def fdt(self) -> torch.dtype:
         return stats_dtype(self.gain.device)
 
+    def blocks(self, cols: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Start ``a`` and end ``e`` of the tie block of the items at ``cols`` (``(G, c)``).
 
-def _sorted_rows(score: Tensor, gain: Tensor, inactive: Tensor | None, ties: str) -> tuple[Tensor, Tensor]:
-    """Row-wise permutation (score descending, inactive last) and the sorted keys.
+        ``cols=None``: every one of the first ``L`` columns. Rows are sorted, so a block is the range
+        of keys equal to the item's: two binary searches.
+        """
+        G = self.gain.shape[0]
+        if cols is None:
+            cols = torch.arange(self.columns, device=self.gain.device).expand(G, self.columns)
+        if self.keys is None:
+            return cols, cols + 1
+        head = self.keys.gather(1, cols)
+        a = torch.searchsorted(self.keys, head)
+        e = torch.searchsorted(self.keys, head, right=True)
+        if self.has_inactive:  # inactive items tie with active scores of -inf: cut at n
+            e = torch.minimum(e, self.n.unsqueeze(1))
+        return a, e
 
-    The key is ``-score``, NaN for inactive items (NaN sorts last and differs from every key, so an
-    inactive item never joins a tie block).
+
+def _sorted_rows(
+    score: Tensor, gain: Tensor, inactive: Tensor | None, ties: str
+) -> tuple[Tensor, Tensor | None]:
+    """Row-wise permutation (score descending, inactive last) and the sorted keys (``average`` only).
+
+    The sort key is ``-score``, NaN for inactive items (NaN sorts last). The returned keys have
+    ``inf`` instead of NaN, as the binary searches need a total order.
     """
     key = -score
     if inactive is not None:
         key = key.masked_fill(inactive, float("nan"))
     if ties == "average":
         sk, perm = torch.sort(key, dim=1, stable=True)
+        if inactive is not None:
+            inf = float("inf")
+            sk = sk.nan_to_num(nan=inf, posinf=inf, neginf=-inf)
         return perm, sk
     tiebreak = gain.to(torch.float32)  # pessimistic: irrelevant (lowest gain) first
     if ties == "optimistic":
         tiebreak = -tiebreak
     first = torch.sort(tiebreak, dim=1, stable=True).indices
-    sk, step = torch.sort(key.gather(1, first), dim=1, stable=True)
-    return first.gather(1, step), sk
+    step = torch.sort(key.gather(1, first), dim=1, stable=True).indices
+    return first.gather(1, step), None
 
 
 def rank_rows(
@@ -120,7 +145,7 @@ def rank_rows(
     Args:
         score: ``(G, m)`` scores, one query per row.
         gain: relevance (``>= 0``, any real dtype) of each item; 0 for ignored and padding items.
-        columns: ``L``, how many leading columns the metrics look at (:func:`columns_needed`).
+        columns: how many leading columns the metrics look at (:func:`columns_needed`).
         inactive: items that are not ranked (ignored, padding, or judged but not retrieved).
         judged: items that exist for the query (not ignored, not padding); ``None`` means all.
         num_relevant: per row, the total number of relevant documents (``>=`` those in ``gain``).
@@ -129,9 +154,8 @@ def rank_rows(
     if score.ndim != 2:
         raise ValueError(f"2-D scores expected, got shape {tuple(score.shape)}.")
     G, m = score.shape
-    L = min(columns, m)
     device = score.device
-    perm, sk = _sorted_rows(score, gain, inactive, ties)
+    perm, keys = _sorted_rows(score, gain, inactive, ties)
     g = gain.gather(1, perm)
     found = (gain if gain.dtype == torch.bool else gain > 0).sum(1)
     n = torch.full((G,), m, dtype=torch.int64, device=device)
@@ -139,18 +163,6 @@ def rank_rows(
         n = n - inactive.sum(1)
     # relevant items before each column, among the ranked ones (inactive items come after them)
     crel = nnf.pad(torch.cumsum(g if g.dtype == torch.bool else g > 0, 1, dtype=stats_dtype(device)), (1, 0))
-    if ties == "average":
-        # rows are sorted: a tie block is the range of equal keys, found by binary search
-        inf = float("inf")
-        seq = sk if inactive is None else sk.nan_to_num(nan=inf, posinf=inf, neginf=-inf)
-        head = seq[:, :L].contiguous()
-        a = torch.searchsorted(seq, head)
-        e = torch.searchsorted(seq, head, right=True)
-        if inactive is not None:  # inactive items now tie with active scores of -inf: cut at n
-            e = torch.minimum(e, n.unsqueeze(1))
-    else:
-        a = torch.arange(L, device=device).expand(G, L)
-        e = a + 1
     extra: Tensor | None = None
     R = found
     if num_relevant is not None:
@@ -163,7 +175,17 @@ def rank_rows(
         STATUS_ABSENT,
     ).to(torch.int8)
     return RankedRows(
-        gain=g, crel=crel, a=a, e=e, n=n, R=R, found=found, status=status, raw_gain=gain, extra=extra
+        gain=g,
+        keys=keys,
+        crel=crel,
+        columns=min(columns, m),
+        n=n,
+        R=R,
+        found=found,
+        status=status,
+        raw_gain=gain,
+        extra=extra,
+        has_inactive=inactive is not None,
     )
 
 
@@ -216,7 +238,12 @@ def _bucket_items(
     first, size = (starts, counts) if rows is None else (starts[rows], counts[rows])
     col = torch.arange(width, device=perm.device)
     valid = col < size.unsqueeze(1)
-    return perm[torch.where(valid, first.unsqueeze(1) + col, 0)], ~valid
+    return _take(perm, torch.where(valid, first.unsqueeze(1) + col, 0)), ~valid
+
+
+def _take(x: Tensor, index: Tensor) -> Tensor:
+    """``x[index]`` for flat ``x`` and an index of any shape (``index_select``: faster on CPU)."""
+    return x.index_select(0, index.reshape(-1)).view(index.shape)
 
 
 PerRow = Callable[[RankedRows], Tensor]
@@ -262,17 +289,15 @@ def evaluate(
     parts: list[tuple[Tensor | None, Tensor, Tensor, Tensor]] = []
     for rows, width in _buckets(counts):
         item, pad = _bucket_items(perm, starts, counts, rows, width)
+        inactive_b, judged_b = pad, None if pad is None else ~pad
         if inactive is not None:
-            inactive_b: Tensor | None = inactive[item] if pad is None else pad | inactive[item]
-        else:
-            inactive_b = pad
+            inactive_b = _take(inactive, item) if pad is None else pad | _take(inactive, item)
         if judged is not None:
-            judged_b: Tensor | None = judged[item] if pad is None else judged[item] & ~pad
-        else:
-            judged_b = None if pad is None else ~pad
+            judged_b = _take(judged, item) if pad is None else _take(judged, item) & ~pad
+        gain_b = _take(gain, item)
         st = rank_rows(
-            score[item],
-            gain[item] if pad is None else gain[item].masked_fill(pad, 0),
+            _take(score, item),
+            gain_b if pad is None else gain_b.masked_fill(pad, 0),
             columns=columns_needed(ks, width),
             inactive=inactive_b,
             judged=judged_b,
@@ -304,10 +329,10 @@ def _ks(ks: Ks, st: RankedRows) -> Tensor:
 
 def _last_column(ks: Ks, st: RankedRows) -> Tensor:
     """``(G, nk)`` column ``min(k, L) − 1`` where a running sum along the row is read for cut-off ``k``."""
-    L = st.a.shape[1]
+    L = st.columns
     cols = [L - 1 if k is None else min(int(k), L) - 1 for k in ks]
     idx = torch.tensor(cols, dtype=torch.int64, device=st.gain.device)
-    return idx.unsqueeze(0).expand(st.a.shape[0], len(cols))
+    return idx.unsqueeze(0).expand(st.gain.shape[0], len(cols))
 
 
 def _cutoff_block(st: RankedRows, k: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
@@ -318,8 +343,7 @@ def _cutoff_block(st: RankedRows, k: Tensor) -> tuple[Tensor, Tensor, Tensor, Te
     """
     m = torch.minimum(k, st.n.unsqueeze(1).to(st.fdt))  # (G, nk)
     empty = m < 1
-    j = (m.to(torch.int64) - 1).clamp_min(0)
-    a, e = st.a.gather(1, j), st.e.gather(1, j)
+    a, e = st.blocks((m.to(torch.int64) - 1).clamp_min(0))
     c = st.crel.gather(1, a)
     r = (st.crel.gather(1, e) - c).masked_fill(empty, 0.0)
     t = (e - a).to(st.fdt).masked_fill(empty, 1.0)
@@ -337,15 +361,15 @@ def _safe_div(num: Tensor, den: Tensor) -> Tensor:
     return torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 0.0)
 
 
-def _blocks(st: RankedRows) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+def _items(st: RankedRows) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     """Per item of the first ``L`` columns: position ``p``, ranked mask and ``(t, r, c, x)`` (stats dtype)."""
-    L = st.a.shape[1]
-    p = torch.arange(L, dtype=st.fdt, device=st.a.device)
-    a = st.a.to(st.fdt)
-    c = st.crel.gather(1, st.a)
-    r = st.crel.gather(1, st.e) - c
+    p = torch.arange(st.columns, dtype=st.fdt, device=st.gain.device)
+    a_i, e_i = st.blocks()
+    a = a_i.to(st.fdt)
+    c = st.crel.gather(1, a_i)
+    r = st.crel.gather(1, e_i) - c
     ranked = p < st.n.unsqueeze(1)
-    return p, ranked, st.e.to(st.fdt) - a, r, c, p - a
+    return p, ranked, e_i.to(st.fdt) - a, r, c, p - a
 
 
 def hit_rate(st: RankedRows, ks: Ks) -> Tensor:
@@ -371,7 +395,7 @@ def reciprocal_rank(st: RankedRows, ks: Ks) -> Tensor:
     The weights ``w(x) = C(t−x−1, r−1)/C(t, r)`` follow from ``w(0) = r/t`` and
     ``w(x)/w(x−1) = (t−x−r+1)/(t−x)``: a running product along the row.
     """
-    p, ranked, t, r, c, x = _blocks(st)
+    p, ranked, t, r, c, x = _items(st)
     first = ranked & (r > 0) & (c == 0)
     step = torch.where(x == 0, r / t, (t - x - r + 1) / (t - x).clamp_min(1))
     w = torch.cumprod(torch.where(first, step, 1.0), 1)
@@ -400,7 +424,7 @@ def r_precision(st: RankedRows) -> Tensor:
 
 def average_precision(st: RankedRows, ks: Ks) -> Tensor:
     """``Σ_{p<k} (r/t)·(c + 1 + x·(r−1)/(t−1)) / (p+1)``, divided by ``R``."""
-    p, ranked, t, r, c, x = _blocks(st)
+    p, ranked, t, r, c, x = _items(st)
     others = torch.where(t > 1, x * (r - 1) / (t - 1).clamp_min(1), 0.0)
     term = torch.where(ranked & (r > 0), r / t * (c + 1 + others) / (p + 1), 0.0)
     total = term.cumsum(1).gather(1, _last_column(ks, st))
@@ -418,14 +442,15 @@ def normalized_dcg(st: RankedRows, ks: Ks) -> Tensor:
     documents of gain 1.
     """
     fdt = st.fdt
-    L = st.a.shape[1]
-    device = st.a.device
-    disc = _discount(torch.arange(L, dtype=fdt, device=device))
+    L = st.columns
+    device = st.gain.device
+    p = torch.arange(L, dtype=fdt, device=device)
+    disc = _discount(p)
+    a, e = st.blocks()
     cg = nnf.pad(torch.cumsum(st.gain.to(fdt), 1), (1, 0))
-    block_gain = (cg.gather(1, st.e) - cg.gather(1, st.a)) / (st.e - st.a).to(fdt)
-    ranked = torch.arange(L, device=device) < st.n.unsqueeze(1)
+    block_gain = (cg.gather(1, e) - cg.gather(1, a)) / (e - a).to(fdt)
     last = _last_column(ks, st)
-    dcg = torch.where(ranked, block_gain * disc, 0.0).cumsum(1).gather(1, last)
+    dcg = torch.where(p < st.n.unsqueeze(1), block_gain * disc, 0.0).cumsum(1).gather(1, last)
 
     # ideal ranking: the L largest gains of the row (later ones are past every cut-off)
     ideal = torch.topk(st.raw_gain.to(fdt), L, dim=1).values
@@ -434,7 +459,7 @@ def normalized_dcg(st: RankedRows, ks: Ks) -> Tensor:
     else:
         # extra relevant documents (gain 1) go after the items with gain >= 1
         k = _ks(ks, st)
-        ipos = torch.arange(L, dtype=fdt, device=device) + torch.where(ideal < 1, st.extra.unsqueeze(1), 0)
+        ipos = p + torch.where(ideal < 1, st.extra.unsqueeze(1), 0)
         items = (ideal * _discount(ipos)).unsqueeze(2) * (ipos.unsqueeze(2) < k.unsqueeze(1))
         big = (st.raw_gain >= 1).sum(1).to(fdt)
         idcg = items.sum(1) + _extra_dcg(big, st.extra.to(fdt), k)
