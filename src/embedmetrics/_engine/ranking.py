@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Union
 
 import torch
-import torch.nn.functional as nnf
 from torch import Tensor
 
 #: Queries of a result: ranked normally / no relevant document / no judged document at all.
@@ -130,6 +129,13 @@ def _sorted_rows(
     return first.gather(1, step), None
 
 
+def _running_sum(x: Tensor, dtype: torch.dtype) -> Tensor:
+    """``(G, m + 1)`` sums of the first ``j`` columns of ``x``, ``j = 0..m``."""
+    out = torch.zeros(x.shape[0], x.shape[1] + 1, dtype=dtype, device=x.device)
+    torch.cumsum(x, 1, dtype=dtype, out=out[:, 1:])
+    return out
+
+
 def rank_rows(
     score: Tensor,
     gain: Tensor,
@@ -157,12 +163,12 @@ def rank_rows(
     device = score.device
     perm, keys = _sorted_rows(score, gain, inactive, ties)
     g = gain.gather(1, perm)
-    found = (gain if gain.dtype == torch.bool else gain > 0).sum(1)
     n = torch.full((G,), m, dtype=torch.int64, device=device)
     if inactive is not None:
         n = n - inactive.sum(1)
-    # relevant items before each column, among the ranked ones (inactive items come after them)
-    crel = nnf.pad(torch.cumsum(g if g.dtype == torch.bool else g > 0, 1, dtype=stats_dtype(device)), (1, 0))
+    # relevant items before each column; read only up to n (inactive items come after the ranked ones)
+    crel = _running_sum(g if g.dtype == torch.bool else g > 0, stats_dtype(device))
+    found = crel[:, -1].to(torch.int64)
     extra: Tensor | None = None
     R = found
     if num_relevant is not None:
@@ -447,7 +453,7 @@ def normalized_dcg(st: RankedRows, ks: Ks) -> Tensor:
     p = torch.arange(L, dtype=fdt, device=device)
     disc = _discount(p)
     a, e = st.blocks()
-    cg = nnf.pad(torch.cumsum(st.gain.to(fdt), 1), (1, 0))
+    cg = _running_sum(st.gain, fdt)
     block_gain = (cg.gather(1, e) - cg.gather(1, a)) / (e - a).to(fdt)
     last = _last_column(ks, st)
     dcg = torch.where(p < st.n.unsqueeze(1), block_gain * disc, 0.0).cumsum(1).gather(1, last)
