@@ -120,5 +120,7 @@ def test_bucketed_layout_keeps_num_relevant_and_status_per_query():
         preds, target, k=2, indexes=indexes, aggregation="none", num_relevant=torch.tensor([2, 1, 3])
     )
     assert got.tolist() == pytest.approx([0.5, 1.0, 0.0])  # ascending index: 2, 4, 9
-    got = F.retrieval_recall(preds, target, k=2, indexes=indexes, aggregation="none", empty_target_action="skip")
+    got = F.retrieval_recall(
+        preds, target, k=2, indexes=indexes, aggregation="none", empty_target_action="skip"
+    )
     assert got.tolist() == pytest.approx([1.0, 1.0])  # index 9 (no relevant) skipped

@@ -7,12 +7,13 @@ All queries of a call are ranked at once, on a padded *row* layout ``(queries, m
    up to the largest query. When query sizes are very uneven (padding would more than double the
    work), queries are bucketed by size (powers of two), so padding stays below 2x; each bucket is
    ranked like 2-D input (a loop over at most ~30 buckets, never over queries).
-2. **Order**: every row is sorted by score, descending, inactive items last (one stable row sort;
+2. **Order**: every row is sorted by score, descending, inactive items last (one row sort; the
+   order inside a tie block does not matter, every statistic below is symmetric in it;
    ``ties="pessimistic"``/``"optimistic"`` first sort by relevance, then stably by score).
 3. **Tie blocks**: within a row, items with equal scores form a block ``[a, e)`` (``t = e − a``
-   items, 0-based positions). ``a`` comes from a running max of block starts, ``e`` from a reversed
-   running min; ``r`` (relevant items in the block) and ``c`` (relevant above it) are differences of
-   one cumulative count of relevant items, read at ``a`` and ``e``. Under the non-average policies
+   items, 0-based positions). As the rows are sorted, ``a`` and ``e`` are two binary searches for
+   the item's key; ``r`` (relevant items in the block) and ``c`` (relevant above it) are differences
+   of one running count of relevant items, read at ``a`` and ``e``. Under the non-average policies
    every item is its own block.
 4. **Metrics** are closed-form functions of these (McSherry & Najork, ECIR 2008, for the expected
    value under a uniformly random order of tied items). Cut-off metrics (hit rate, precision,
@@ -116,16 +117,16 @@ def _sorted_rows(
     if inactive is not None:
         key = key.masked_fill(inactive, float("nan"))
     if ties == "average":
-        sk, perm = torch.sort(key, dim=1, stable=True)
+        sk, perm = torch.sort(key, dim=1)  # the order within a tie block does not matter
         if inactive is not None:
             inf = float("inf")
             sk = sk.nan_to_num(nan=inf, posinf=inf, neginf=-inf)
         return perm, sk
-    tiebreak = gain.to(torch.float32)  # pessimistic: irrelevant (lowest gain) first
+    tiebreak = gain.to(stats_dtype(gain.device))  # pessimistic: irrelevant (lowest gain) first
     if ties == "optimistic":
         tiebreak = -tiebreak
-    first = torch.sort(tiebreak, dim=1, stable=True).indices
-    step = torch.sort(key.gather(1, first), dim=1, stable=True).indices
+    first = torch.sort(tiebreak, dim=1).indices
+    step = torch.sort(key.gather(1, first), dim=1, stable=True).indices  # keeps the tiebreak order
     return first.gather(1, step), None
 
 
@@ -201,14 +202,16 @@ def rank_rows(
 def _group_layout(indexes: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Items in group order (``perm``), and per group (ascending index) its first item and size.
 
-    One stable sort of the indexes (as int32 when their range allows: faster). Host sync.
+    One sort of the indexes (as int32 when their range allows: faster). Host sync.
     """
     idx = indexes.reshape(-1).to(torch.int64)
     N = idx.numel()
-    lo, hi = torch.aminmax(idx)
-    if int(hi) - int(lo) < 2**31:
+    lo, hi = (int(v) for v in torch.aminmax(idx))
+    if lo >= -(2**31) and hi < 2**31:
+        idx = idx.to(torch.int32)
+    elif hi - lo < 2**31:
         idx = (idx - lo).to(torch.int32)
-    sk, perm = torch.sort(idx, stable=True)
+    sk, perm = torch.sort(idx)  # the order within a group does not matter: rows are sorted next
     new = torch.ones(N, dtype=torch.bool, device=idx.device)
     new[1:] = sk[1:] != sk[:-1]
     starts = new.nonzero().squeeze(1)
