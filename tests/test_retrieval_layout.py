@@ -37,7 +37,8 @@ def _queries(layout: str, graded: bool, seed: int) -> list[tuple[list[float], li
         if size > 6:  # long queries: distinct scores, so the tie-free definition is the oracle
             scores = (torch.randperm(size, generator=g).double() / size - 0.5).tolist()
         else:
-            scores = [[0.0, 0.5, 1.0, -1.0][int(i)] for i in torch.randint(0, 4, (size,), generator=g)]
+            levels = [0.0, 0.5, -float("inf"), -1.0]  # -inf ties with nothing but itself, not padding
+            scores = [levels[int(i)] for i in torch.randint(0, 4, (size,), generator=g)]
         gains = torch.randint(0, 4 if graded else 2, (size,), generator=g).tolist()
         out.append((scores, gains))
     return out
