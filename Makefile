@@ -19,9 +19,9 @@ $(VENV)/.dev-installed: $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev,report]"
 	touch $@
 
-## The main job (until `embedmetrics report` lands: the quickstart example).
+## The main job: `embedmetrics report` on the built-in example (every metric family, one table).
 demo: $(VENV)/.report-installed
-	$(BIN)/python examples/quickstart.py
+	$(BIN)/embedmetrics report
 
 ## Everything CI checks: lint, format, types, tests (with doctests), docs (warnings are errors).
 test: $(VENV)/.dev-installed

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from embedmetrics.embedding import Alignment, ContrastiveAccuracy, Uniformity
 from embedmetrics.losses import ContrastiveLoss
+from embedmetrics.neighbors import AccuracyCalculator, EmbeddingAccuracy
 from embedmetrics.retrieval import (
     RetrievalHitRate,
     RetrievalMAP,
@@ -17,6 +19,7 @@ __version__ = "0.1.0"
 
 __all__: list[str] = ["__version__"]
 __all__ += ["ContrastiveLoss"]
+__all__ += ["AccuracyCalculator", "EmbeddingAccuracy"]
 __all__ += [
     "RetrievalHitRate",
     "RetrievalMAP",
@@ -26,3 +29,5 @@ __all__ += [
     "RetrievalRPrecision",
     "RetrievalRecall",
 ]
+
+__all__ += ["Alignment", "ContrastiveAccuracy", "Uniformity"]

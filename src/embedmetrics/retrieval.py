@@ -20,10 +20,10 @@ from typing import Any, Optional, Union
 
 import torch
 from torch import Tensor
-from torchmetrics import Metric
 from torchmetrics.utilities.data import dim_zero_cat
 
 from embedmetrics._engine.ranking import Aggregation
+from embedmetrics._engine.sync import SyncSafeMetric
 from embedmetrics.functional.retrieval import (
     SPECS,
     KArg,
@@ -52,7 +52,7 @@ def _cat(state: Union[list[Tensor], Tensor]) -> Optional[Tensor]:
     return state if state.numel() else None
 
 
-class _RetrievalMetric(Metric):
+class _RetrievalMetric(SyncSafeMetric):
     """Shared base: option checks, the two kinds of state, ``compute`` through the shared engine."""
 
     is_differentiable: bool = False
@@ -100,6 +100,10 @@ class _RetrievalMetric(Metric):
         self._spec = SPECS[self._metric_name]
         for name in ("preds", "target", "indexes", "row_values", "row_status"):
             self.add_state(name, default=[], dist_reduce_fx="cat")
+        # 2-D input stores per-query values at these settings: never share a compute group across them
+        self.add_settings_state(
+            metric=self._metric_name, ks=self._ks, ties=ties, ignore_index=ignore_index, adaptive_k=adaptive_k
+        )
 
     def update(self, preds: Tensor, target: Tensor, indexes: Tensor | None = None) -> None:
         """Validate a batch, then store it (flat input) or its per-query values (2-D input).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from embedmetrics.functional.embedding import alignment_score, contrastive_accuracy_score, uniformity_score
 from embedmetrics.functional.losses import contrastive_loss
 from embedmetrics.functional.retrieval import (
     retrieval_average_precision,
@@ -24,3 +25,5 @@ __all__ += [
     "retrieval_recall",
     "retrieval_reciprocal_rank",
 ]
+
+__all__ += ["alignment_score", "contrastive_accuracy_score", "uniformity_score"]

@@ -47,6 +47,14 @@ class _Spec:
     fn: Callable[[RankedRows, tuple[Optional[int], ...], bool], Tensor]
     binary: bool = True
 
+    def __reduce__(self) -> tuple[Callable[[str], _Spec], tuple[str]]:
+        # the functions are lambdas: pickle by name, so metrics survive ddp_spawn and multiprocessing
+        return (_spec_named, (self.name,))
+
+
+def _spec_named(name: str) -> _Spec:
+    return SPECS[name]
+
 
 SPECS: dict[str, _Spec] = {
     "hit_rate": _Spec("hit_rate", lambda st, ks, _: ranking.hit_rate(st, ks)),

@@ -1,0 +1,151 @@
+"""Deadlock-free state sync for ``"cat"`` states when some ranks made no ``update``.
+
+torchmetrics (1.9) gathers a ``dist_reduce_fx="cat"`` list state that is empty on a rank as a
+placeholder ``torch.tensor([], dtype=metric.dtype)``: one-dimensional and floating point. When the
+other ranks hold two-dimensional embeddings (``(n, d)``) or integer / boolean tensors (labels,
+``indexes``, relevance), the shapes or byte sizes of the collectives no longer match: gloo aborts
+the process ("Received data size doesn't match expected size") and NCCL can hang
+(torchmetrics issues 2463 and 3336).
+
+:class:`SyncSafeMetric` fixes this before torchmetrics' own sync runs: all ranks exchange, in one
+fixed-size ``all_gather`` (the same collective on every rank, whatever it holds), the dtype and the
+trailing shape of every ``"cat"`` state; a rank without rows for a state then contributes an empty
+tensor ``(0, *trailing_shape)`` of the right dtype, which torchmetrics pads and gathers like any other.
+Ranks whose states disagree (dtype or trailing shape) raise the same ``RuntimeError`` on every rank,
+never a hang.
+
+A second torchmetrics limitation is handled too: a ``"cat"`` state that is a *tensor* (not a list)
+is gathered and then ``torch.stack``-ed, which fails as soon as ranks hold different numbers of rows.
+:class:`SyncSafeMetric` gathers such states as one-element lists, so they are concatenated instead.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from typing import Any, Optional
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+from torchmetrics import Metric
+from torchmetrics.utilities.data import dim_zero_cat
+from torchmetrics.utilities.distributed import gather_all_tensors
+
+_DTYPES: tuple[torch.dtype, ...] = (
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bfloat16,
+    torch.int64,
+    torch.int32,
+    torch.int16,
+    torch.int8,
+    torch.uint8,
+    torch.bool,
+    torch.complex64,
+    torch.complex128,
+)
+#: Largest number of dimensions a ``"cat"`` state tensor may have.
+MAX_STATE_NDIM = 8
+# descriptor columns: has_rows, dtype code, ndim, trailing dims (MAX_STATE_NDIM - 1)
+_DESC_LEN = 3 + MAX_STATE_NDIM - 1
+
+
+def _local_tensor(value: Any) -> Tensor | None:
+    """The first tensor of a ``"cat"`` state (list or tensor), or ``None`` when the rank has no rows."""
+    if isinstance(value, Tensor):
+        return value if value.ndim >= 1 and value.shape[0] > 0 else None
+    if isinstance(value, list):
+        for item in value:
+            if isinstance(item, Tensor) and item.ndim >= 1 and item.shape[0] > 0:
+                return item
+    return None
+
+
+def _describe(t: Tensor | None, attr: str) -> list[int]:
+    row = [0] * _DESC_LEN
+    if t is None:
+        return row
+    if t.dtype not in _DTYPES:
+        raise TypeError(f"State `{attr}` has unsupported dtype {t.dtype} for a distributed sync.")
+    if t.ndim > MAX_STATE_NDIM:
+        raise ValueError(f"State `{attr}` has {t.ndim} dimensions; at most {MAX_STATE_NDIM} are supported.")
+    row[0], row[1], row[2] = 1, _DTYPES.index(t.dtype), t.ndim
+    row[3 : 3 + t.ndim - 1] = list(t.shape[1:])
+    return row
+
+
+def align_empty_cat_states(metric: Metric, process_group: Any | None = None) -> None:
+    """Give every empty ``"cat"`` state of ``metric`` the dtype and trailing shape the other ranks use.
+
+    Must be called on every rank of the group (it runs one ``all_gather``). States are replaced in
+    place on ranks without rows; torchmetrics' ``sync`` has cached the originals already and
+    restores them on ``unsync``.
+    """
+    if not (dist.is_available() and dist.is_initialized()):
+        return  # a custom ``dist_sync_fn`` without a process group: nothing to align with
+    group = process_group if process_group is not None else dist.group.WORLD
+    attrs = [a for a, fx in metric._reductions.items() if fx is dim_zero_cat]
+    if not attrs:
+        return
+    descs = [_describe(_local_tensor(getattr(metric, a)), a) for a in attrs]
+    local = torch.tensor(descs, dtype=torch.int64, device=metric.device)
+    gathered = [torch.zeros_like(local) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(gathered, local, group=group)
+    table = torch.stack(gathered).cpu()  # (world, attrs, desc)
+    for j, attr in enumerate(attrs):
+        rows = table[:, j]
+        with_data = rows[rows[:, 0] == 1]
+        if with_data.shape[0] == 0:
+            continue  # no rank has rows: torchmetrics' placeholder is the same everywhere
+        if not bool((with_data == with_data[0]).all()):
+            raise RuntimeError(
+                f"State `{attr}` of {type(metric).__name__} has different dtypes or trailing shapes on "
+                f"different ranks (descriptors {with_data.tolist()}); every rank must update with "
+                "inputs of the same kind."
+            )
+        if int(rows[dist.get_rank(group), 0]) == 0:
+            ndim = int(with_data[0, 2])
+            shape = (0, *(int(d) for d in with_data[0, 3 : 3 + ndim - 1]))
+            empty = torch.empty(shape, dtype=_DTYPES[int(with_data[0, 1])], device=metric.device)
+            setattr(metric, attr, [empty] if isinstance(getattr(metric, attr), list) else empty)
+
+
+def settings_fingerprint(**settings: Any) -> Tensor:
+    """A deterministic float64 code of ``settings`` (``repr``-based CRC32, exact in float64)."""
+    text = repr(sorted(settings.items()))
+    return torch.tensor([float(zlib.crc32(text.encode()))], dtype=torch.float64)
+
+
+class SyncSafeMetric(Metric):
+    """``torchmetrics.Metric`` whose ``"cat"`` states sync safely when some ranks made no ``update``.
+
+    Subclass it instead of ``Metric``; nothing else changes (see :func:`align_empty_cat_states`).
+    """
+
+    def add_settings_state(self, **settings: Any) -> None:
+        """Record the settings that shape what ``update`` stores, as a state of its own.
+
+        ``MetricCollection`` (``compute_groups=True``) merges metrics whose states are equal after the
+        first ``update`` and from then on updates only one of them. That is right when the states are
+        the raw inputs, but wrong when ``update`` already reduces with a setting (per-query values at
+        ``k``, a sum of ``||z1 - z2||^alpha``): the first batch can give equal states for different
+        settings (every hit at rank 1 gives hit@1 = hit@10), and the group would then report one
+        setting's value for both. With the settings in a state, such metrics are never merged;
+        metrics with equal settings still are. The state is the same on every rank (``"max"``).
+        """
+        self.add_state("settings_code", default=settings_fingerprint(**settings), dist_reduce_fx="max")
+
+    def _sync_dist(
+        self,
+        dist_sync_fn: Callable[..., Any] = gather_all_tensors,
+        process_group: Optional[Any] = None,
+    ) -> None:
+        align_empty_cat_states(self, process_group or self.process_group)
+        for attr, fx in self._reductions.items():
+            value = getattr(self, attr)
+            if fx is dim_zero_cat and isinstance(value, Tensor) and value.ndim >= 1:
+                # concatenated after the gather (torchmetrics would stack, which needs equal shapes)
+                setattr(self, attr, [value])
+        super()._sync_dist(dist_sync_fn, process_group=process_group)

@@ -1,0 +1,285 @@
+"""``embedmetrics report``: load the inputs, evaluate each family, print, write JSON and plots."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import torch
+
+from embedmetrics._report import evaluate, output, plots
+from embedmetrics._report.arrays import as_embeddings, check_labels, encode_labels, load_array
+from embedmetrics._report.errors import ReportInputError
+from embedmetrics._report.progress import progress_bar
+from embedmetrics._report.trec import Qrels, Run, build_tensors, read_qrels, read_run
+
+#: The cut-offs of the TREC curve plot go at least this far.
+CURVE_MIN_K = 20
+
+
+@dataclass
+class Inputs:
+    """Everything one report evaluates (each family optional)."""
+
+    source: str
+    embeddings: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, bool, list[str]] | None = None
+    views: tuple[torch.Tensor, torch.Tensor] | None = None
+    trec: tuple[Run, Qrels] | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Reject options that do not go together (one message, exit status 2)."""
+    pairs = (
+        ("--embeddings", args.embeddings, "--labels", args.labels),
+        ("--reference", args.reference, "--reference-labels", args.reference_labels),
+        ("--view1", args.view1, "--view2", args.view2),
+        ("--run", args.run, "--qrels", args.qrels),
+    )
+    for first, a, second, b in pairs:
+        if (a is None) != (b is None):
+            given, missing = (first, second) if a is not None else (second, first)
+            raise ReportInputError(f"{given} needs {missing} too.")
+    if args.reference is not None and args.embeddings is None:
+        raise ReportInputError("--reference needs --embeddings and --labels (the queries) too.")
+    any_input = any(v is not None for v in (args.embeddings, args.view1, args.run))
+    if not any_input and (args.key is not None or args.labels_key is not None):
+        raise ReportInputError(
+            "--key/--labels-key select arrays in .npz/.pt inputs; no input file was given."
+        )
+
+
+def _load_embedding_family(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    labels_key = args.labels_key if args.labels_key is not None else args.key
+    query = as_embeddings(load_array(args.embeddings, key=args.key), args.embeddings)
+    q_labels = check_labels(
+        load_array(args.labels, key=labels_key, option="--labels-key"),
+        args.labels,
+        query.shape[0],
+        args.embeddings,
+    )
+    if args.reference is None:
+        (ql,), names = encode_labels(q_labels)
+        info = {"n_query": int(query.shape[0]), "n_reference": int(query.shape[0]), "same_source": True}
+        return (query, ql, query, ql, True, names), info
+    reference = as_embeddings(load_array(args.reference, key=args.key), args.reference)
+    if reference.shape[1] != query.shape[1]:
+        raise ReportInputError(
+            f"{args.reference}: reference embeddings have {reference.shape[1]} features, the queries in "
+            f"{args.embeddings} have {query.shape[1]}."
+        )
+    r_labels = check_labels(
+        load_array(args.reference_labels, key=labels_key, option="--labels-key"),
+        args.reference_labels,
+        reference.shape[0],
+        args.reference,
+    )
+    (ql, rl), names = encode_labels(q_labels, r_labels)
+    dtype = torch.promote_types(query.dtype, reference.dtype)
+    info = {"n_query": int(query.shape[0]), "n_reference": int(reference.shape[0]), "same_source": False}
+    return (query.to(dtype), ql, reference.to(dtype), rl, False, names), info
+
+
+def load_inputs(args: argparse.Namespace) -> Inputs:
+    """Read every file the arguments name, or build the built-in example when none is named."""
+    if args.embeddings is None and args.view1 is None and args.run is None:
+        from embedmetrics._report.default import NOISE, QUERY_STEP, RUN_DEPTH, load_default
+
+        data = load_default()
+        inputs = Inputs(source="built-in example: scikit-learn digits (1797 images, 10 classes)")
+        inputs.embeddings = (
+            data.embeddings,
+            data.labels,
+            data.embeddings,
+            data.labels,
+            True,
+            data.class_names,
+        )
+        inputs.views = (data.view1, data.view2)
+        inputs.trec = (data.run, data.qrels)
+        n = int(data.embeddings.shape[0])
+        inputs.info = {
+            "source": "digits",
+            "embeddings": {"n_query": n, "n_reference": n, "same_source": True},
+            "views": {"n": n, "noise_std": NOISE},
+            "trec": {"run_depth": RUN_DEPTH, "query_step": QUERY_STEP},
+        }
+        return inputs
+    inputs = Inputs(source="files")
+    if args.embeddings is not None:
+        inputs.embeddings, inputs.info["embeddings"] = _load_embedding_family(args)
+    if args.view1 is not None:
+        z1 = as_embeddings(load_array(args.view1, key=args.key), args.view1)
+        z2 = as_embeddings(load_array(args.view2, key=args.key), args.view2)
+        if z1.shape != z2.shape:
+            raise ReportInputError(
+                f"{args.view2}: shape {tuple(z2.shape)} differs from {args.view1}: {tuple(z1.shape)}; "
+                "the two views must pair row by row."
+            )
+        dtype = torch.promote_types(z1.dtype, z2.dtype)
+        inputs.views = (z1.to(dtype), z2.to(dtype))
+        inputs.info["views"] = {"n": int(z1.shape[0])}
+    if args.run is not None:
+        inputs.trec = (read_run(args.run), read_qrels(args.qrels))
+        inputs.info["trec"] = {}
+    inputs.info["source"] = "files"
+    return inputs
+
+
+def _library_error(family: str, err: Exception) -> ReportInputError:
+    message = " ".join(str(err).split())
+    return ReportInputError(f"{family}: {message}")
+
+
+@dataclass
+class Report:
+    """What the families add up to: numbers per family, lines under the table, JSON info, plots."""
+
+    results: dict[str, dict[str, float]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)
+
+
+def _embeddings_family(inputs: Inputs, ks: list[int], plot_dir: str | None, report: Report) -> None:
+    assert inputs.embeddings is not None
+    query, ql, reference, rl, same, names = inputs.embeddings
+    n_available = reference.shape[0] - (1 if same else 0)
+    if max(ks) > n_available:
+        raise ReportInputError(
+            f"--k {max(ks)} asks for more neighbours than the {n_available} reference embeddings "
+            "available to each query; lower --k."
+        )
+    try:
+        emb = evaluate.evaluate_embeddings(
+            query, ql, reference, rl, same_source=same, ks=ks, n_classes=len(names)
+        )
+    except (ValueError, TypeError) as err:
+        raise _library_error("embeddings", err) from None
+    report.results["embeddings"] = emb.metrics
+    relevant = torch.bincount(rl, minlength=len(names))[ql] - (1 if same else 0)
+    lone = int((relevant <= 0).sum())
+    inputs.info["embeddings"]["lone_queries"] = lone
+    if lone:
+        report.notes.append(
+            f"embeddings: {lone} of {int(ql.numel())} queries have no other reference of their class "
+            "and are left out of the kNN metrics"
+        )
+    shown = emb.per_class_count > 0
+    inputs.info["embeddings"]["precision_at_1_per_class"] = {
+        name: float(v) for name, v, keep in zip(names, emb.per_class_precision_at_1, shown) if keep
+    }
+    if plot_dir is not None:
+        report.written.append(
+            plots.plot_per_class(
+                plot_dir,
+                names,
+                emb.per_class_precision_at_1,
+                emb.per_class_count,
+                emb.metrics["precision_at_1"],
+            )
+        )
+        pos, neg = plots.label_pair_similarities(query, ql, reference, rl, same_source=same)
+        title = "Embeddings: same-class vs different-class pairs"
+        report.written.append(
+            plots.plot_similarities(plot_dir, "embeddings_pair_similarity.png", title, pos, neg)
+        )
+
+
+def _views_family(inputs: Inputs, ks: list[int], plot_dir: str | None, report: Report) -> None:
+    assert inputs.views is not None
+    z1, z2 = inputs.views
+    try:
+        report.results["views"] = evaluate.evaluate_views(z1, z2, ks)
+    except (ValueError, TypeError) as err:
+        raise _library_error("views", err) from None
+    if plot_dir is not None:
+        pos, neg = plots.view_pair_similarities(z1, z2)
+        title = "Two views: matched vs other pairs"
+        report.written.append(plots.plot_similarities(plot_dir, "views_pair_similarity.png", title, pos, neg))
+
+
+def _trec_family(inputs: Inputs, ks: list[int], ties: str, plot_dir: str | None, report: Report) -> None:
+    assert inputs.trec is not None
+    run, qrels = inputs.trec
+    data = build_tensors(run, qrels, trec_eval_ties=ties == "trec_eval")
+    curve_k = max(CURVE_MIN_K, *ks) if plot_dir is not None else 0
+    try:
+        trec = evaluate.evaluate_trec(data, ks, "average" if ties == "trec_eval" else ties, curve_k)
+    except (ValueError, TypeError) as err:
+        raise _library_error("trec", err) from None
+    report.results["trec"] = trec.metrics
+    if plot_dir is not None:
+        report.written.append(
+            plots.plot_curves(plot_dir, trec.curve_ks, trec.curve_hit_rate, trec.curve_recall)
+        )
+    n_eval = len(data.query_ids)
+    skipped_run, skipped_qrels = data.n_run_queries - n_eval, data.n_qrels_queries - n_eval
+    inputs.info.setdefault("trec", {}).update(
+        {
+            "queries_evaluated": n_eval,
+            "run_queries_without_qrels": skipped_run,
+            "qrels_queries_not_in_run": skipped_qrels,
+            "relevant_not_retrieved": int((~data.retrieved).sum()),
+            "ties": ties,
+        }
+    )
+    report.notes.append(
+        f"trec: {n_eval} queries evaluated; skipped (as trec_eval does) {skipped_run} run queries without "
+        f"qrels and {skipped_qrels} judged queries absent from the run; ties: {ties}"
+    )
+
+
+def run_report(args: argparse.Namespace, ks: list[int]) -> int:
+    """Evaluate, print the table, and write the JSON file and plots when asked."""
+    with warnings.catch_warnings():
+        # torchmetrics' NMI/AMI build a sparse tensor and torch warns about it once per process:
+        # noise for a command-line user, not a problem with their data.
+        warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled")
+        return _run_report(args, ks)
+
+
+def _run_report(args: argparse.Namespace, ks: list[int]) -> int:
+    check_arguments(args)
+    if args.plot is not None:
+        plots._pyplot()  # fail early (exit 2) when matplotlib is missing
+        try:
+            os.makedirs(args.plot, exist_ok=True)
+        except OSError as err:
+            reason = err.strerror or err
+            raise ReportInputError(f"{args.plot}: cannot create the plot directory: {reason}.") from None
+    inputs = load_inputs(args)
+    report = Report(notes=[f"inputs: {inputs.source}"])
+    steps: list[tuple[str, object, Callable[[], None]]] = [
+        (
+            "embeddings: kNN scans, k-means",
+            inputs.embeddings,
+            partial(_embeddings_family, inputs, ks, args.plot, report),
+        ),
+        ("views: similarity scan", inputs.views, partial(_views_family, inputs, ks, args.plot, report)),
+        ("trec: ranking", inputs.trec, partial(_trec_family, inputs, ks, args.ties, args.plot, report)),
+    ]
+    todo = [(label, step) for label, given, step in steps if given is not None]
+    with progress_bar(total=len(todo), desc="embedmetrics report", unit="family") as bar:
+        for label, step in todo:
+            bar.set_postfix_str(label)
+            step()
+            bar.update(1)
+    inputs.info["k"] = ks
+    if report.written:
+        inputs.info["plots"] = [os.path.basename(p) for p in report.written]
+        report.notes.append(f"plots: {', '.join(report.written)}")
+    document = output.to_json(report.results, inputs.info)
+    if args.json == "-":
+        sys.stdout.write(document + "\n")
+        return 0
+    if args.json is not None:
+        output.write_json(args.json, document)
+        report.notes.append(f"json: {args.json}")
+    sys.stdout.write(output.format_table(report.results, report.notes) + "\n")
+    return 0

@@ -1,0 +1,11 @@
+"""The one exception type the command turns into a one-line message and exit status 2."""
+
+from __future__ import annotations
+
+
+class ReportInputError(Exception):
+    """Bad input to ``embedmetrics report``: a missing or unreadable file, a malformed line, a
+    shape or length mismatch, or arguments that do not go together.
+
+    The message is printed on one line to stderr and the command exits with status 2.
+    """

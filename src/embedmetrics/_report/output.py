@@ -1,0 +1,60 @@
+"""The report's table (stdout) and its JSON file: the same numbers, the same keys."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from embedmetrics._report.errors import ReportInputError
+
+#: Families in the order the table lists them (also the top-level JSON keys).
+FAMILIES = ("embeddings", "views", "trec")
+TITLES = {
+    "embeddings": "embeddings + labels",
+    "views": "two views",
+    "trec": "TREC run + qrels",
+}
+
+
+def format_table(results: dict[str, dict[str, float]], notes: list[str]) -> str:
+    """One table: family, metric, value (4 decimals), then one line per note."""
+    rows = [(TITLES[f], key, value) for f in FAMILIES if f in results for key, value in results[f].items()]
+    w_family = max([len("family"), *(len(r[0]) for r in rows)])
+    w_metric = max([len("metric"), *(len(r[1]) for r in rows)])
+    lines = [f"{'family':<{w_family}}  {'metric':<{w_metric}}  {'value':>8}"]
+    lines.append(f"{'-' * w_family}  {'-' * w_metric}  {'-' * 8}")
+    previous = None
+    for family, key, value in rows:
+        shown = family if family != previous else ""
+        previous = family
+        text = "nan" if math.isnan(value) else f"{value:.4f}"
+        lines.append(f"{shown:<{w_family}}  {key:<{w_metric}}  {text:>8}")
+    lines.extend(notes)
+    return "\n".join(lines)
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # strict JSON has no NaN
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def to_json(results: dict[str, dict[str, float]], info: dict[str, Any]) -> str:
+    """``{"embeddings": {...}, "views": {...}, "trec": {...}, "info": {...}}`` (families present only)."""
+    document: dict[str, Any] = {f: results[f] for f in FAMILIES if f in results}
+    document["info"] = info
+    return json.dumps(_clean(document), indent=2, allow_nan=False)
+
+
+def write_json(path: str, text: str) -> None:
+    """Write the JSON document to ``path``; a write failure is bad input (exit status 2)."""
+    try:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text + "\n")
+    except OSError as err:
+        raise ReportInputError(f"{path}: cannot write the JSON file: {err.strerror or err}.") from None

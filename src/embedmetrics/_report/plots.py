@@ -1,0 +1,155 @@
+"""PNG figures of ``embedmetrics report --plot DIR`` (matplotlib, non-interactive Agg backend).
+
+Similarity distributions never build an ``n x n`` matrix: positive pairs are the ``n`` matched rows
+(views) or one sampled same-class partner per query (labels), negative pairs a fixed-seed sample.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from embedmetrics._engine.scan import l2_normalize
+from embedmetrics._report.errors import ReportInputError
+
+#: Number of sampled negative pairs (and at most that many positive pairs) per histogram.
+PAIR_SAMPLE = 20_000
+SEED = 0
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError:
+        raise ReportInputError("--plot needs matplotlib: pip install 'embedmetrics[report]'.") from None
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig: Any, directory: str, name: str) -> str:
+    path = os.path.join(directory, name)
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=100)
+    except OSError as err:
+        raise ReportInputError(f"{path}: cannot write the figure: {err.strerror or err}.") from None
+    finally:
+        _pyplot().close(fig)
+    return path
+
+
+def _rowwise_cosine(a: torch.Tensor, b: torch.Tensor) -> np.ndarray:
+    """Cosine similarity of ``a[i]`` with ``b[i]`` for every row (no pairwise matrix)."""
+    a64, b64 = l2_normalize(a.double(), 1e-12), l2_normalize(b.double(), 1e-12)
+    return (a64 * b64).sum(dim=1).numpy()
+
+
+def view_pair_similarities(z1: torch.Tensor, z2: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """Positive pairs ``(z1[i], z2[i])`` (all, up to a sample) and a sample of ``(z1[i], z2[j]), j != i``."""
+    n = z1.shape[0]
+    rng = np.random.default_rng(SEED)
+    pos_rows = np.arange(n) if n <= PAIR_SAMPLE else rng.choice(n, PAIR_SAMPLE, replace=False)
+    positives = _rowwise_cosine(z1[pos_rows], z2[pos_rows])
+    if n < 2:
+        return positives, np.zeros(0)
+    i = rng.integers(0, n, PAIR_SAMPLE)
+    j = (i + rng.integers(1, n, PAIR_SAMPLE)) % n  # uniform over j != i
+    negatives = _rowwise_cosine(z1[i], z2[j])
+    return positives, negatives
+
+
+def label_pair_similarities(
+    query: torch.Tensor,
+    query_labels: torch.Tensor,
+    reference: torch.Tensor,
+    reference_labels: torch.Tensor,
+    *,
+    same_source: bool,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sampled same-class pairs (positives) and different-class pairs (negatives), query vs reference."""
+    rng = np.random.default_rng(SEED)
+    ql, rl = query_labels.numpy(), reference_labels.numpy()
+    n_q, n_r = ql.size, rl.size
+    # positives: a random query, then a random reference of its class (never itself)
+    order = np.argsort(rl, kind="stable")
+    n_classes = int(max(ql.max(), rl.max())) + 1
+    count = np.bincount(rl, minlength=n_classes)
+    start = np.concatenate([[0], np.cumsum(count)[:-1]])
+    i = rng.integers(0, n_q, PAIR_SAMPLE)
+    avail = count[ql[i]] - (1 if same_source else 0)
+    i = i[avail > 0]
+    avail = avail[avail > 0]
+    r = (rng.random(i.size) * avail).astype(np.int64)
+    if same_source:  # skip the query's own slot inside its class block
+        own = np.empty(n_r, dtype=np.int64)
+        own[order] = np.arange(n_r) - start[rl[order]]
+        r = r + (r >= own[i])
+    j = order[start[ql[i]] + r]
+    positives = _rowwise_cosine(query[i], reference[j])
+    # negatives: random pairs whose labels differ
+    i = rng.integers(0, n_q, PAIR_SAMPLE)
+    j = rng.integers(0, n_r, PAIR_SAMPLE)
+    keep = ql[i] != rl[j]
+    negatives = _rowwise_cosine(query[i[keep]], reference[j[keep]])
+    return positives, negatives
+
+
+def plot_curves(directory: str, ks: Sequence[int], hit_rate: Sequence[float], recall: Sequence[float]) -> str:
+    """Hit-rate@k and recall@k against k (TREC run)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(ks, hit_rate, marker="o", markersize=3, label="hit_rate@k")
+    ax.plot(ks, recall, marker="s", markersize=3, label="recall@k")
+    ax.set_xlabel("k")
+    ax.set_ylabel("value (mean over queries)")
+    ax.set_ylim(0, 1.02)
+    ax.set_title("Run: hit rate and recall at k")
+    ax.grid(alpha=0.3)
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.legend(loc="center right")
+    return _save(fig, directory, "trec_hit_rate_recall_at_k.png")
+
+
+def plot_similarities(
+    directory: str, name: str, title: str, positives: np.ndarray, negatives: np.ndarray
+) -> str:
+    """Histograms of positive-pair and negative-pair cosine similarities."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    bins = np.linspace(-1.0, 1.0, 81)
+    if negatives.size:
+        ax.hist(negatives, bins=bins, density=True, alpha=0.6, label=f"negative pairs (n={negatives.size})")
+    if positives.size:
+        ax.hist(positives, bins=bins, density=True, alpha=0.6, label=f"positive pairs (n={positives.size})")
+    ax.set_xlabel("cosine similarity")
+    ax.set_ylabel("density")
+    ax.set_title(title)
+    ax.legend()
+    return _save(fig, directory, name)
+
+
+def plot_per_class(
+    directory: str, names: Sequence[str], values: np.ndarray, counts: np.ndarray, overall: float
+) -> str:
+    """precision_at_1 of each class (query labels) as a bar chart, with the overall value as a line."""
+    plt = _pyplot()
+    shown = counts > 0
+    labels = [n for n, s in zip(names, shown) if s]
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.35 * len(labels)), 4))
+    ax.bar(range(len(labels)), values[shown])
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, rotation=90 if len(labels) > 20 else 0)
+    ax.set_xlabel("class")
+    ax.set_ylabel("precision_at_1")
+    ax.set_ylim(0, 1.02)
+    if np.isfinite(overall):
+        ax.axhline(overall, color="black", linestyle="--", linewidth=1, label=f"all queries: {overall:.3f}")
+        ax.legend(loc="lower right")
+    ax.set_title("precision_at_1 per class")
+    return _save(fig, directory, "precision_at_1_per_class.png")

@@ -1,0 +1,119 @@
+"""The ``embedmetrics`` command line.
+
+``embedmetrics report`` evaluates embeddings with labels, two views of the same items, and/or a TREC
+run with its qrels, prints one table, and optionally writes the same numbers as JSON (``--json``) and
+PNG figures (``--plot``). Without input arguments it evaluates a built-in example (scikit-learn's
+bundled digits). See ``docs/report.md``.
+
+Exit status: 0 on success, 2 on bad input (missing or unreadable file, wrong shape, length mismatch,
+malformed TREC line, options that do not go together), with one line on stderr and no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from embedmetrics import __version__
+from embedmetrics._report.errors import ReportInputError
+
+#: Cut-offs reported when ``--k`` is not given.
+DEFAULT_K = (1, 5, 10)
+TIES = ("average", "pessimistic", "optimistic", "trec_eval")
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors become one-line :class:`ReportInputError`."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ReportInputError(f"{message} (see `{self.prog} --help`).")
+
+
+def parse_ks(text: str) -> list[int]:
+    """``"1,5,10"`` -> ``[1, 5, 10]`` (sorted, without repeats); anything else is a usage error.
+
+    Example:
+        >>> parse_ks("10,1,5,5")
+        [1, 5, 10]
+    """
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        ks = [int(p) for p in parts]
+    except ValueError:
+        raise ReportInputError(f"--k must be positive integers separated by commas, got {text!r}.") from None
+    if not ks or any(k < 1 for k in ks):
+        raise ReportInputError(f"--k must be positive integers separated by commas, got {text!r}.")
+    return sorted(set(ks))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``embedmetrics`` parser with its ``report`` subcommand."""
+    parser = _Parser(
+        prog="embedmetrics", description="Retrieval and embedding evaluation from the command line."
+    )
+    parser.add_argument("--version", action="version", version=f"embedmetrics {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    report = commands.add_parser(
+        "report",
+        help="evaluate embeddings, two views and/or a TREC run; print one table",
+        description=(
+            "Evaluate what you have on disk and print one table. Without input arguments, evaluates a "
+            "built-in example (scikit-learn's digits) so that every family shows."
+        ),
+        epilog="Exit status: 0 success, 2 bad input or arguments (one line on stderr).",
+    )
+    group = report.add_argument_group("embeddings with labels")
+    group.add_argument("--embeddings", metavar="FILE", help="query embeddings (n, d): .npy, .npz, .pt, .pth")
+    group.add_argument("--labels", metavar="FILE", help="their labels (n,): integers or strings")
+    group.add_argument(
+        "--reference", metavar="FILE", help="reference embeddings (default: the queries themselves)"
+    )
+    group.add_argument("--reference-labels", metavar="FILE", help="labels of the reference embeddings")
+    group = report.add_argument_group("two views")
+    group.add_argument("--view1", metavar="FILE", help="first view (n, d); row i pairs with row i of --view2")
+    group.add_argument("--view2", metavar="FILE", help="second view (n, d)")
+    group = report.add_argument_group("TREC run")
+    group.add_argument("--run", metavar="FILE", help="run file: qid Q0 docno rank score tag")
+    group.add_argument("--qrels", metavar="FILE", help="qrels file: qid iter docno rel")
+    group.add_argument(
+        "--ties",
+        choices=TIES,
+        default="average",
+        help="tied scores in the run: expected value over random tie orders (average, default), worst "
+        "or best case, or trec_eval's order (docno descending)",
+    )
+    group = report.add_argument_group("options")
+    group.add_argument("--key", metavar="NAME", help="array to read from .npz files or .pt dicts")
+    group.add_argument("--labels-key", metavar="NAME", help="array to read for labels (default: --key)")
+    group.add_argument(
+        "--k", metavar="K,K,...", default=",".join(map(str, DEFAULT_K)), help="cut-offs (default 1,5,10)"
+    )
+    group.add_argument(
+        "--json", metavar="PATH", help="also write the numbers as JSON ('-': JSON on stdout instead)"
+    )
+    group.add_argument("--plot", metavar="DIR", help="write PNG figures into DIR (created if needed)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status (0 success, 2 bad input)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(list(argv) if argv is not None else None)
+        if args.command is None:
+            raise ReportInputError("choose a command: `embedmetrics report` (see `embedmetrics --help`).")
+        from embedmetrics._report.command import run_report
+
+        return run_report(args, parse_ks(args.k))
+    except SystemExit as done:  # --help, --version
+        return done.code if isinstance(done.code, int) else 0
+    except ReportInputError as err:
+        message = " ".join(str(err).split())
+        sys.stderr.write(f"embedmetrics: error: {message}\n")
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,326 @@
+"""Module metrics of the embedding family: ``ContrastiveAccuracy``, ``Uniformity``, ``Alignment``.
+
+``ContrastiveAccuracy`` and ``Uniformity`` keep every embedding row they are given (list states,
+``dist_reduce_fx="cat"``, in the dtype they came in) and ``compute`` runs the same private scan as
+the functional twins on the concatenation. After a distributed sync every rank holds all rows, so
+``compute`` splits the scan's query blocks across the ranks and all-reduces the partial results:
+the O(n^2) work is shared, not repeated. ``Alignment`` keeps two sums (constant memory).
+
+Rows are stored flattened (1-D) with the feature dimension in a ``"max"``-reduced state, so a rank
+that saw no batch (torchmetrics then contributes an empty 1-D tensor) syncs with the others.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional, Union
+
+import numpy as np
+import torch
+from torch import Tensor
+from torchmetrics.utilities.data import dim_zero_cat
+
+from embedmetrics._engine import embedding as engine
+from embedmetrics._engine.checks import check_embeddings
+from embedmetrics._engine.embedding import EMBEDDING_BLOCK_BYTES
+from embedmetrics._engine.scan import metric_shard
+from embedmetrics._engine.sync import SyncSafeMetric
+from embedmetrics._plotting import plot_metric
+from embedmetrics.functional.embedding import (
+    TopK,
+    _check_alpha,
+    _check_block_bytes,
+    _check_contrastive_options,
+    _check_eps,
+    _check_finite_non_negative,
+    _check_normalize,
+)
+
+__all__ = ["Alignment", "ContrastiveAccuracy", "Uniformity"]
+
+
+class _EmbeddingMetric(SyncSafeMetric):
+    """Shared input handling: validate a whole batch before any state changes, also in ``forward``."""
+
+    full_state_update: bool = False
+    _views: tuple[str, ...] = ("z",)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._dim: Optional[int] = None
+
+    def _validate(self, *zs: Any) -> list[Tensor]:
+        """Check one batch (tensors or NumPy arrays) and return it as tensors; touches no state."""
+        if len(zs) != len(self._views):
+            raise TypeError(f"`update` takes {len(self._views)} embedding argument(s), got {len(zs)}.")
+        tensors: list[Tensor] = []
+        for name, z in zip(self._views, zs):
+            if isinstance(z, np.ndarray):
+                z = torch.from_numpy(np.ascontiguousarray(z)).to(self.device)
+            if not isinstance(z, Tensor):
+                raise TypeError(
+                    f"Argument `{name}` must be a torch.Tensor or numpy.ndarray, got {type(z).__name__}."
+                )
+            check_embeddings(name, z)
+            tensors.append(z)
+        first = tensors[0]
+        for name, z in zip(self._views[1:], tensors[1:]):
+            if z.shape != first.shape:
+                raise ValueError(
+                    f"Arguments `{self._views[0]}` and `{name}` must have the same shape, "
+                    f"got {tuple(first.shape)} and {tuple(z.shape)}."
+                )
+        if self._dim is not None and first.shape[1] != self._dim:
+            raise ValueError(
+                f"Argument `{self._views[0]}` must have {self._dim} features like the earlier batches, "
+                f"got shape {tuple(first.shape)}."
+            )
+        return tensors
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Batch value, accumulating the batch; a rejected batch leaves the state untouched."""
+        names = self._views[len(args) :]
+        unknown = set(kwargs) - set(names)
+        if unknown:
+            raise TypeError(f"`forward` got unexpected keyword argument(s) {sorted(unknown)}.")
+        self._validate(*args, *(kwargs[name] for name in names if name in kwargs))
+        return super().forward(*args, **kwargs)
+
+    def reset(self) -> None:
+        """Clear the state (and the remembered feature dimension)."""
+        super().reset()
+        self._dim = None
+
+    def plot(self, val: Any = None, ax: Any = None) -> Any:
+        """Plot a value or a sequence of values (needs matplotlib); one value per ``k`` as a curve over k."""
+        return plot_metric(self, val, ax, getattr(self, "_ks", None))
+
+
+class _StoredEmbeddingMetric(_EmbeddingMetric):
+    """Keeps every row: one flattened list state per view plus the feature dimension."""
+
+    dim: Tensor
+
+    def __init__(self, block_bytes: int = EMBEDDING_BLOCK_BYTES, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.block_bytes = _check_block_bytes(block_bytes)
+        for name in self._views:
+            self.add_state(name, default=[], dist_reduce_fx="cat")
+        self.add_state("dim", default=torch.tensor(0, dtype=torch.int64), dist_reduce_fx="max")
+
+    def _store(self, *zs: Any) -> None:
+        tensors = self._validate(*zs)
+        d = tensors[0].shape[1]
+        for name, z in zip(self._views, tensors):
+            getattr(self, name).append(z.detach().reshape(-1))
+        self.dim.fill_(d)
+        self._dim = d
+
+    def _rows(self) -> Optional[list[Tensor]]:
+        """The stored rows of every view as ``(n, d)`` tensors, or ``None`` when nothing was stored."""
+        flats: list[Tensor] = []
+        for name in self._views:
+            state: Union[list[Tensor], Tensor] = getattr(self, name)
+            if isinstance(state, list) and not state:
+                return None
+            flat = dim_zero_cat(state)
+            if flat.numel() == 0:
+                return None
+            flats.append(flat)
+        d = self._dim if self._dim is not None else int(self.dim)
+        return [flat.reshape(-1, d) for flat in flats]
+
+
+class ContrastiveAccuracy(_StoredEmbeddingMetric):
+    r"""Top-k contrastive accuracy between two views, both directions averaged.
+
+    Accumulates the embeddings of both views and computes
+    :func:`~embedmetrics.functional.contrastive_accuracy_score` on everything seen (on every
+    process): for each ``i``, is ``z2[i]`` among the ``topk`` rows of ``z2`` most similar to
+    ``z1[i]``, and symmetrically. Ties follow ``ties`` (``"average"``: the expected hit under a
+    random order of tied rows).
+
+    Args:
+        topk: ``k``, or a sequence of them (``compute`` then returns one value per ``k``).
+        normalize: L2-normalise rows first (cosine similarity).
+        ties: ``"average"``, ``"pessimistic"`` or ``"optimistic"``.
+        eps: lower bound of the norm in the normalisation.
+        block_bytes: memory budget of one similarity block, in bytes.
+        kwargs: passed to :class:`torchmetrics.Metric`.
+
+    Example:
+        >>> import torch
+        >>> from embedmetrics import ContrastiveAccuracy
+        >>> metric = ContrastiveAccuracy(topk=(1, 2))
+        >>> metric.update(torch.tensor([[1.0, 0.0], [0.0, 1.0]]), torch.tensor([[1.0, 0.1], [0.1, 1.0]]))
+        >>> metric.update(torch.tensor([[1.0, 1.0]]), torch.tensor([[1.0, 0.0]]))
+        >>> metric.compute()
+        tensor([0.5000, 0.8333])
+    """
+
+    is_differentiable: bool = False
+    higher_is_better: bool = True
+    plot_lower_bound: float = 0.0
+    plot_upper_bound: float = 1.0
+    _views = ("z1", "z2")
+
+    z1: list[Tensor]
+    z2: list[Tensor]
+
+    def __init__(
+        self,
+        topk: TopK = 1,
+        normalize: bool = True,
+        ties: str = "average",
+        eps: float = 1e-12,
+        *,
+        block_bytes: int = EMBEDDING_BLOCK_BYTES,
+        **kwargs: Any,
+    ) -> None:
+        self._ks, self._single = _check_contrastive_options(topk, ties, eps, normalize)
+        super().__init__(block_bytes=block_bytes, **kwargs)
+        self.topk = topk
+        self.normalize = bool(normalize)
+        self.ties = ties
+        self.eps = float(eps)
+
+    def update(self, z1: Tensor, z2: Tensor) -> None:
+        """Store a batch of positive pairs (row ``i`` of ``z1`` matches row ``i`` of ``z2``)."""
+        self._store(z1, z2)
+
+    def compute(self) -> Tensor:
+        """Accuracy over every pair seen (NaN before any update)."""
+        rows = self._rows()
+        if rows is None:
+            value = torch.full((len(self._ks),), math.nan, device=self.device)
+        else:
+            value = engine.contrastive_accuracy(
+                rows[0],
+                rows[1],
+                normalize=self.normalize,
+                eps=self.eps,
+                ks=self._ks,
+                ties=self.ties,
+                block_bytes=self.block_bytes,
+                shard=metric_shard(self),
+            )
+        return value.reshape(()) if self._single else value
+
+
+class Uniformity(_StoredEmbeddingMetric):
+    r"""Uniformity of the embeddings (Wang & Isola, ICML 2020); lower is more uniform.
+
+    Accumulates embeddings and computes :func:`~embedmetrics.functional.uniformity_score` on
+    everything seen: the log of the mean of ``exp(-t * ||z_i - z_j||^2)`` over pairs ``i != j``,
+    as a log-sum-exp (finite where the naive formula underflows).
+
+    Args:
+        t: temperature of the Gaussian potential, finite and ``>= 0``.
+        normalize: L2-normalise rows first.
+        eps: lower bound of the norm in the normalisation.
+        block_bytes: memory budget of one similarity block, in bytes.
+        kwargs: passed to :class:`torchmetrics.Metric`.
+
+    ``compute`` with fewer than two rows (no pair) returns NaN, so that ``forward`` on a batch of a
+    single row still accumulates it; the functional raises ``ValueError`` instead.
+
+    Example:
+        >>> import torch
+        >>> from embedmetrics import Uniformity
+        >>> metric = Uniformity()
+        >>> metric.update(torch.tensor([[1.0, 0.0], [0.0, 1.0]]))
+        >>> metric.update(torch.tensor([[-1.0, 0.0], [0.0, -1.0]]))
+        >>> metric.compute()
+        tensor(-4.3963)
+    """
+
+    is_differentiable: bool = False
+    higher_is_better: bool = False
+    plot_upper_bound: float = 0.0
+    _views = ("z",)
+
+    z: list[Tensor]
+
+    def __init__(
+        self,
+        t: float = 2.0,
+        normalize: bool = True,
+        eps: float = 1e-12,
+        *,
+        block_bytes: int = EMBEDDING_BLOCK_BYTES,
+        **kwargs: Any,
+    ) -> None:
+        self.t = _check_finite_non_negative("t", t)
+        self.normalize = _check_normalize(normalize)
+        self.eps = _check_eps(eps)
+        super().__init__(block_bytes=block_bytes, **kwargs)
+
+    def update(self, z: Tensor) -> None:
+        """Store a batch of embeddings."""
+        self._store(z)
+
+    def compute(self) -> Tensor:
+        """Uniformity of every row seen (NaN with fewer than two rows)."""
+        rows = self._rows()
+        if rows is None or rows[0].shape[0] < 2:
+            return torch.tensor(math.nan, device=self.device)
+        return engine.uniformity(
+            rows[0],
+            normalize=self.normalize,
+            t=self.t,
+            eps=self.eps,
+            block_bytes=self.block_bytes,
+            shard=metric_shard(self),
+        )
+
+
+class Alignment(_EmbeddingMetric):
+    r"""Alignment of positive pairs (Wang & Isola, ICML 2020): mean of ``||z1_i - z2_i||^alpha``.
+
+    Keeps only the sum of the terms and their count (constant memory, ``"sum"`` states); ``compute``
+    returns their ratio in the default float dtype (NaN before any update).
+
+    Args:
+        alpha: exponent of the distance, positive and finite.
+        normalize: L2-normalise rows first.
+        eps: lower bound of the norm in the normalisation.
+        kwargs: passed to :class:`torchmetrics.Metric`.
+
+    Example:
+        >>> import torch
+        >>> from embedmetrics import Alignment
+        >>> metric = Alignment()
+        >>> metric.update(torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]]))
+        >>> metric.update(torch.tensor([[0.0, 1.0]]), torch.tensor([[0.0, 1.0]]))
+        >>> metric.compute()
+        tensor(1.)
+    """
+
+    is_differentiable: bool = True
+    higher_is_better: bool = False
+    plot_lower_bound: float = 0.0
+    _views = ("z1", "z2")
+
+    sum_terms: Tensor
+    total: Tensor
+
+    def __init__(self, alpha: float = 2, normalize: bool = True, eps: float = 1e-12, **kwargs: Any) -> None:
+        self.alpha = _check_alpha(alpha)
+        self.normalize = _check_normalize(normalize)
+        self.eps = _check_eps(eps)
+        super().__init__(**kwargs)
+        self.add_state("sum_terms", default=torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("total", default=torch.tensor(0, dtype=torch.int64), dist_reduce_fx="sum")
+        # the sum depends on alpha/normalize/eps: never share a compute group across settings
+        self.add_settings_state(alpha=self.alpha, normalize=self.normalize, eps=self.eps)
+
+    def update(self, z1: Tensor, z2: Tensor) -> None:
+        """Add a batch of positive pairs."""
+        x, y = self._validate(z1, z2)
+        terms = engine.alignment_terms(x, y, normalize=self.normalize, alpha=self.alpha, eps=self.eps)
+        self.sum_terms = self.sum_terms + terms.sum().to(torch.float64)
+        self.total = self.total + terms.shape[0]
+
+    def compute(self) -> Tensor:
+        """Mean term over every pair seen."""
+        return (self.sum_terms / self.total).to(torch.get_default_dtype())

@@ -1,0 +1,66 @@
+"""The embedding scan under sharding: partials of every rank add up to the unsharded result."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from embedmetrics._engine import embedding as engine
+from embedmetrics.functional import contrastive_accuracy_score, uniformity_score
+
+
+def _views(n: int, d: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    z1 = torch.randn(n, d, generator=gen)
+    return z1, z1 + torch.randn(n, d, generator=gen)
+
+
+@pytest.mark.parametrize("world", [2, 3, 5])
+@pytest.mark.parametrize("block_bytes", [4 * 23 * 2, 4 * 23 * 7, 10**9])
+def test_sharded_contrastive_equals_unsharded(world, block_bytes):
+    z1, z2 = _views(23, 4, seed=0)
+    q = engine.prepare(z1, normalize=True, eps=1e-12, dtype=torch.float32)
+    r = engine.prepare(z2, normalize=True, eps=1e-12, dtype=torch.float32)
+    whole = engine.contrastive_partial(q, r, block_bytes=block_bytes)
+    # the fake all-reduce: sum the partial of every rank
+    summed = sum(
+        engine.contrastive_partial(q, r, block_bytes=block_bytes, shard=(k, world)) for k in range(world)
+    )
+    assert torch.equal(summed, whole)
+    ks = (1, 3, 30)
+    expected = contrastive_accuracy_score(z1, z2, topk=ks, block_bytes=block_bytes)
+    assert torch.equal(engine.contrastive_finalize(summed, ks, "average").to(torch.float32), expected)
+
+
+@pytest.mark.parametrize("world", [2, 3, 5])
+@pytest.mark.parametrize("block_bytes", [4 * 23 * 2, 4 * 23 * 7, 10**9])
+def test_sharded_uniformity_equals_unsharded(world, block_bytes):
+    z, _ = _views(23, 4, seed=1)
+    x = engine.prepare(z, normalize=True, eps=1e-12, dtype=torch.float32)
+    x = x - x.mean(0)
+    whole = engine.uniformity_partial(x, t=2.0, block_bytes=block_bytes)
+    parts = [
+        engine.uniformity_partial(x, t=2.0, block_bytes=block_bytes, shard=(k, world)) for k in range(world)
+    ]
+    # every row is owned by exactly one rank (the others hold 0), so the sum is exact
+    owners = torch.stack([p != 0 for p in parts]).sum(0)
+    assert bool((owners <= 1).all())
+    summed = sum(parts)
+    assert torch.equal(summed, whole)
+    expected = uniformity_score(z, block_bytes=block_bytes)
+    assert torch.equal(engine.uniformity_finalize(summed).to(torch.float32), expected)
+
+
+def test_upper_block_ranges_cover_each_row_once():
+    for world in (1, 2, 3, 7):
+        rows = sorted(r for k in range(world) for r in engine.upper_block_ranges(50, 4, (k, world)))
+        assert rows == engine.upper_block_ranges(50, 4)
+
+
+def test_rank_with_no_blocks_contributes_zeros():
+    z1, z2 = _views(3, 2, seed=2)
+    # one block of 3 rows, 4 ranks: ranks 1..3 scan nothing
+    assert torch.equal(
+        engine.contrastive_partial(z1, z2, shard=(2, 4)), torch.zeros(4, 3, dtype=torch.float64)
+    )
+    assert torch.equal(engine.uniformity_partial(z1, t=2.0, shard=(3, 4)), torch.zeros(3))

@@ -1,0 +1,154 @@
+"""A real ``lightning.Trainer`` on CPU: ``self.log`` / ``self.log_dict`` and ``EmbeddingMetricsCallback``
+log epoch values equal to the values computed offline, in one process and with ``ddp_spawn``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from torch.utils.data import Subset
+from torchmetrics import MetricCollection
+from torchmetrics.aggregation import MeanMetric
+
+import embedmetrics as em
+from embedmetrics.integrations.lightning import EmbeddingMetricsCallback, flatten_value
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _lightning_helpers as h
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:.*does not have many workers.*",
+    "ignore:.*The number of training batches.*",
+    "ignore:.*GPU available but not used.*",
+)
+
+
+def _trainer(**kwargs: Any) -> pl.Trainer:
+    defaults: dict[str, Any] = {
+        "accelerator": "cpu",
+        "devices": 1,
+        "logger": False,
+        "enable_progress_bar": False,
+        "enable_checkpointing": False,
+        "enable_model_summary": False,
+    }
+    return pl.Trainer(**{**defaults, **kwargs})
+
+
+def _assert_values(logged: dict[str, Any], expected: dict[str, float], where: str) -> None:
+    for name, value in expected.items():
+        assert name in logged, f"{where}: {name} not logged; logged {sorted(logged)}"
+        assert float(logged[name]) == pytest.approx(value, rel=1e-6, abs=1e-6), f"{where}: {name}"
+
+
+def _expected(prefix: str = "val/", world: int = 1) -> dict[str, float]:
+    return h.offline_values(prefix, h.ddp_order(world) if world > 1 else None)
+
+
+def _collection_callback() -> EmbeddingMetricsCallback:
+    coll = MetricCollection(
+        {"hr1": em.RetrievalHitRate(k=1), "hr3": em.RetrievalHitRate(k=3)}, prefix="coll_"
+    )
+    shared = {"preds": "scores", "target": "relevance", "indexes": "query"}
+    return EmbeddingMetricsCallback(coll, shared)
+
+
+def _collection_expected(prefix: str) -> dict[str, float]:
+    full = h.outputs_of(list(h.dataset().tensors))
+    out = {}
+    for name, k in (("coll_hr1", 1), ("coll_hr3", 3)):
+        m = em.RetrievalHitRate(k=k)
+        m.update(full["scores"], full["relevance"], indexes=full["query"])
+        out[prefix + name] = float(m.compute())
+    return out
+
+
+def test_single_device_self_log_and_callback() -> None:
+    trainer = _trainer(callbacks=[h.callback(), _collection_callback()])
+    model = h.EvalModule()
+    trainer.validate(model, dataloaders=h.loader(), verbose=False)
+    logged = dict(trainer.callback_metrics)
+    _assert_values(logged, _expected("val/"), "self.log")
+    _assert_values(logged, _expected("val/cb/"), "callback")
+    _assert_values(logged, _collection_expected("val/"), "callback(MetricCollection)")
+    # the test stage has its own metric copies and its own names
+    trainer.test(model, dataloaders=h.loader(), verbose=False)
+    _assert_values(dict(trainer.callback_metrics), _expected("test/cb/"), "callback, test stage")
+
+
+def test_fit_logs_each_epoch_from_a_fresh_state(tmp_path: Path) -> None:
+    # the sanity check's batches and the previous epoch must not leak into an epoch's value
+    trainer = _trainer(
+        max_epochs=2, callbacks=[h.callback(), h.Recorder(str(tmp_path))], num_sanity_val_steps=2
+    )
+    trainer.fit(h.EvalModule(), train_dataloaders=h.loader(), val_dataloaders=h.loader())
+    expected = {**_expected("val/"), **_expected("val/cb/")}
+    for epoch in range(2):
+        _assert_values(torch.load(tmp_path / f"rank0-epoch{epoch}.pt"), expected, f"epoch {epoch}")
+
+
+def test_ddp_spawn_two_processes(tmp_path: Path) -> None:
+    ckpt = str(tmp_path / "ddp-mid.ckpt")
+    callbacks = [h.callback(), _collection_callback(), h.Recorder(str(tmp_path)), h.SaveAt(1, ckpt)]
+    trainer = _trainer(strategy="ddp_spawn", devices=2, callbacks=callbacks)
+    trainer.validate(h.EvalModule(), dataloaders=h.loader(), verbose=False)
+    expected = {**_expected("val/", world=2), **_expected("val/cb/", world=2), **_collection_expected("val/")}
+    for rank in range(2):  # every rank logged the value of all the data
+        _assert_values(torch.load(tmp_path / f"rank{rank}-epoch0.pt"), expected, f"rank {rank}")
+    _assert_values(dict(trainer.callback_metrics), expected, "returned to the main process")
+
+    # the checkpoint saved after 2 batches per rank holds the callback states of BOTH ranks
+    # (items 0..15); one process resuming from it on the remaining items gets the full value
+    seen = 2 * 2 * h.BATCH
+    resumed = _trainer(callbacks=[h.callback()])
+    rest = Subset(h.dataset(), range(seen, h.N))
+    resumed.validate(h.EvalModule(), dataloaders=h.loader(rest), ckpt_path=ckpt, verbose=False)
+    # rows in the checkpoint: rank 0's items 0, 2, ..., 14, then rank 1's 1, 3, ..., 15; then the rest
+    order = torch.cat([torch.arange(0, seen, 2), torch.arange(1, seen, 2), torch.arange(seen, h.N)])
+    _assert_values(dict(resumed.callback_metrics), h.offline_values("val/cb/", order), "resumed from ddp")
+
+
+def test_checkpoint_mid_epoch_resume(tmp_path: Path) -> None:
+    ds = h.dataset()
+    expected = {**_expected("val/"), **_expected("val/cb/")}
+    # the run is stopped after 3 of 6 validation batches, with a checkpoint saved at that point
+    ckpt = str(tmp_path / "mid.ckpt")
+    with pytest.raises(h.Interrupted):
+        _trainer(callbacks=[h.callback(), h.StopAfter(2, ckpt)]).validate(
+            h.EvalModule(persistent=True), dataloaders=h.loader(), verbose=False
+        )
+    rest = Subset(ds, range(3 * h.BATCH, h.N))
+    # resumed from the checkpoint: module metrics (persistent states) and the callback's states come back
+    trainer = _trainer(callbacks=[h.callback()])
+    trainer.validate(h.EvalModule(persistent=True), dataloaders=h.loader(rest), ckpt_path=ckpt, verbose=False)
+    _assert_values(dict(trainer.callback_metrics), expected, "resumed")
+    # the test is sensitive: the second half alone gives other values
+    fresh = _trainer(callbacks=[h.callback()])
+    fresh.validate(h.EvalModule(), dataloaders=h.loader(rest), verbose=False)
+    alone = dict(fresh.callback_metrics)
+    assert any(abs(float(alone[k]) - v) > 1e-3 for k, v in expected.items())
+
+
+def test_callback_input_errors() -> None:
+    with pytest.raises(ValueError, match=r"missing \['b'\]"):
+        EmbeddingMetricsCallback({"a": MeanMetric(), "b": MeanMetric()}, {"a": ["x"]})
+    with pytest.raises(TypeError, match="Argument `metrics`"):
+        EmbeddingMetricsCallback({}, {"value": "x"})
+    with pytest.raises(ValueError, match="Argument `stages`"):
+        EmbeddingMetricsCallback({"a": MeanMetric()}, {"value": "x"}, stages=("train",))
+    cb = EmbeddingMetricsCallback({"a": MeanMetric()}, {"value": "x"})
+    with pytest.raises(KeyError, match="returned no key 'x'"):
+        cb.on_validation_batch_end(None, None, {"y": torch.ones(1)}, None, 0)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="return a dict"):
+        cb.on_validation_batch_end(None, None, torch.ones(1), None, 0)  # type: ignore[arg-type]
+
+
+def test_flatten_value_names_per_k() -> None:
+    m = em.ContrastiveAccuracy(topk=(1, 5))
+    values = flatten_value("val/acc", torch.tensor([0.25, 0.75]), m)
+    assert list(values) == ["val/acc@1", "val/acc@5"]
+    assert float(values["val/acc@5"]) == 0.75
