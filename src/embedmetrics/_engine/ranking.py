@@ -401,14 +401,21 @@ def hit_rate(st: RankedRows, ks: Ks) -> Tensor:
 def reciprocal_rank(st: RankedRows, ks: Ks) -> Tensor:
     """Over the first block with ``r > 0``: ``Σ_{x ≤ t−r, a+x<k} C(t−x−1, r−1)/C(t, r) / (a+x+1)``.
 
-    The weights ``w(x) = C(t−x−1, r−1)/C(t, r)`` follow from ``w(0) = r/t`` and
+    That block holds the first relevant item ``f`` (a binary search in the running count of relevant
+    items). The weights ``w(x) = C(t−x−1, r−1)/C(t, r)`` follow from ``w(0) = r/t`` and
     ``w(x)/w(x−1) = (t−x−r+1)/(t−x)``: a running product along the row.
     """
-    p, ranked, t, r, c, x = _items(st)
-    first = ranked & (r > 0) & (c == 0)
+    fdt, G, m = st.fdt, st.gain.shape[0], st.gain.shape[1]
+    f = torch.searchsorted(st.crel, torch.ones(G, 1, dtype=fdt, device=st.gain.device)) - 1
+    found = f < st.n.unsqueeze(1)  # a ranked relevant item exists
+    a_i, e_i = st.blocks(f.clamp_max(m - 1))
+    r = st.crel.gather(1, e_i) - st.crel.gather(1, a_i)
+    t, a = (e_i - a_i).to(fdt), a_i.to(fdt)
+    p = torch.arange(st.columns, dtype=fdt, device=st.gain.device)
+    x = p - a  # (G, L)
     step = torch.where(x == 0, r / t, (t - x - r + 1) / (t - x).clamp_min(1))
-    w = torch.cumprod(torch.where(first, step, 1.0), 1)
-    term = torch.where(first & (x <= t - r), w / (p + 1), 0.0)
+    w = torch.cumprod(torch.where(x >= 0, step, 1.0), 1)
+    term = torch.where(found & (x >= 0) & (x <= t - r), w / (p + 1), 0.0)
     return term.cumsum(1).gather(1, _last_column(ks, st))
 
 
