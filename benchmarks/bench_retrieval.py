@@ -7,6 +7,11 @@ the flat input.
 
     python benchmarks/bench_retrieval.py            # 200,000 queries x 20 documents
     python benchmarks/bench_retrieval.py --quick    # 20,000 queries x 20 documents
+    python benchmarks/bench_retrieval.py --threads 1  # both libraries on one thread
+
+On a machine shared with other jobs, intra-op threads wait for each other (every parallel operation
+runs at the pace of its slowest thread), which inflates the timings of vectorised code far more
+than those of per-query Python loops; ``--threads 1`` gives figures that depend less on the load.
 """
 
 from __future__ import annotations
@@ -56,7 +61,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="20,000 queries instead of 200,000")
     parser.add_argument("--queries", type=int, default=None)
     parser.add_argument("--docs", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (both libraries)")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     queries = args.queries or (20_000 if args.quick else 200_000)
     torch.manual_seed(0)
     preds2d, target2d, index2d = make_data(queries, args.docs)

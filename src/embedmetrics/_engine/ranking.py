@@ -1,27 +1,32 @@
 """The grouped-ranking engine shared by every retrieval metric.
 
-All queries of a call are ranked at once:
+All queries of a call are ranked at once, on a padded *row* layout ``(queries, m)``:
 
-1. **Group**: flat input maps ``indexes`` to dense group ids with one ``unique(return_inverse)``;
-   2-D input ``(queries, docs)`` uses the row as the group.
-2. **Order**: one sort by (group, score descending). For float32 (and narrower) scores the key is a
-   single int64: ``group << 33 | inactive << 32 | monotone(score bits)``; float64 scores fall back
-   to stable sorts, least significant key first. 2-D input is sorted along its rows.
-3. **Tie blocks**: within a group, items with equal scores form a block ``[a, a + t)``. Per item the
-   engine keeps its group, ``a``, ``t``, ``r`` (relevant items in its block), ``c`` (relevant items
-   above its block), ``x`` (its offset in the block); per group ``n`` (ranked documents) and ``R``
-   (relevant documents). Under ``ties="pessimistic"``/``"optimistic"`` the relevance is added to the
-   sort key and every item is its own block.
-4. **Metrics** are closed-form functions of these statistics (McSherry & Najork, ECIR 2008, for the
-   expected value under a uniformly random order of tied items), reduced per group with
-   ``index_add_``.
+1. **Group**: 2-D input ``(queries, docs)`` is already one query per row. Flat input is put in that
+   layout by one sort of ``indexes``: the items of a query become a row, padded with inactive items
+   up to the largest query. When query sizes are very uneven (padding would more than double the
+   work), queries are bucketed by size (powers of two), so padding stays below 2x; each bucket is
+   ranked like 2-D input (a loop over at most ~30 buckets, never over queries).
+2. **Order**: every row is sorted by score, descending, inactive items last (one row sort; the
+   order inside a tie block does not matter, every statistic below is symmetric in it;
+   ``ties="pessimistic"``/``"optimistic"`` first sort by relevance, then stably by score).
+3. **Tie blocks**: within a row, items with equal scores form a block ``[a, e)`` (``t = e − a``
+   items, 0-based positions). As the rows are sorted, ``a`` and ``e`` are two binary searches for
+   the item's key; ``r`` (relevant items in the block) and ``c`` (relevant above it) are differences
+   of one running count of relevant items, read at ``a`` and ``e``. Under the non-average policies
+   every item is its own block.
+4. **Metrics** are closed-form functions of these (McSherry & Najork, ECIR 2008, for the expected
+   value under a uniformly random order of tied items). Cut-off metrics (hit rate, precision,
+   recall, R-precision) read only the block holding position ``k − 1``; summed metrics (DCG, AP, RR)
+   take a running sum along the row and read it at column ``k − 1``. Only the first ``max(k)``
+   columns of a row are ever needed (all of them when ``k`` is ``None``).
 
 Items may be *inactive*: ignored (``target == ignore_index``: they count nowhere) or judged but not
 retrieved (they count in ``R`` and in the ideal DCG, but are never ranked). Inactive items are sorted
-after the active ones of their group, so the positions of ranked items are unaffected.
+after the active ones of their row, so the ``n`` ranked items of a row are its first ``n`` columns.
 
-Nothing here loops over queries or moves data to the host: every function works on any device, and
-dynamic shapes (``unique``) are confined to :func:`group_ids`, which callers use only in ``compute``.
+Nothing here loops over queries. Ranking 2-D input never moves data to the host; grouping flat input
+has dynamic shapes (host syncs), so callers do it only in ``compute`` / functional code.
 """
 
 from __future__ import annotations
@@ -45,249 +50,316 @@ def stats_dtype(device: torch.device) -> torch.dtype:
     return torch.float32 if device.type == "mps" else torch.float64
 
 
-def group_ids(indexes: Tensor) -> tuple[Tensor, int]:
-    """Dense group ids ``0..G-1`` (in ascending order of ``indexes``) and ``G``.
-
-    Dynamic shape: on CUDA this synchronises, so it is only called from ``compute`` / functional code.
-    """
-    uniq, inverse = torch.unique(indexes, return_inverse=True)
-    return inverse, int(uniq.numel())
-
-
-def _desc_float32_key(score: Tensor) -> Tensor:
-    """Int64 key in ``[0, 2**32)`` whose ascending order is the descending order of ``score``.
-
-    Order-preserving bit trick: the float32 bit pattern, with the lower 31 bits flipped for negative
-    numbers, is a signed int32 monotone in the float value. ``-0.0`` is first folded onto ``+0.0``.
-    """
-    bits = (score.to(torch.float32) + 0.0).view(torch.int32)
-    mono = bits ^ ((bits >> 31) & 0x7FFFFFFF)
-    return (2**31 - 1) - mono.to(torch.int64)
-
-
-def _lexsort(keys: list[Tensor]) -> Tensor:
-    """Permutation along the last dim sorting by ``keys`` (most significant first), stable."""
-    perm = torch.sort(keys[-1], dim=-1, stable=True).indices
-    for key in reversed(keys[:-1]):
-        step = torch.sort(key.gather(-1, perm), dim=-1, stable=True).indices
-        perm = perm.gather(-1, step)
-    return perm
-
-
-def sort_perm(
-    score: Tensor,
-    *,
-    group: Tensor | None = None,
-    num_groups: int = 1,
-    inactive: Tensor | None = None,
-    tiebreak: Tensor | None = None,
-) -> Tensor:
-    """Order by group (ascending), active first, score (descending), ``tiebreak`` (ascending).
-
-    ``score`` is flat with dense ``group`` ids, or 2-D (rows sorted independently, ``group=None``).
-    Returns the permutation along the last dim.
-    """
-    keys: list[Tensor] = []
-    if score.dtype != torch.float64 and num_groups < 2**30:
-        key = _desc_float32_key(score)
-        if inactive is not None:
-            key = key | (inactive.to(torch.int64) << 32)
-        if group is not None:
-            key = key | (group.to(torch.int64) << 33)
-        keys.append(key)
-    else:
-        high: Tensor | None = None
-        if group is not None:
-            high = group.to(torch.int64) << 1
-        if inactive is not None:
-            flag = inactive.to(torch.int64)
-            high = flag if high is None else high | flag
-        if high is not None:
-            keys.append(high)
-        keys.append(-score)
-    if tiebreak is not None:
-        keys.append(tiebreak)
-    return _lexsort(keys)
+def columns_needed(ks: Ks, m: int) -> int:
+    """Columns of a row that the cut-offs ``ks`` look at: ``min(max(ks), m)``, ``m`` for ``None``."""
+    if any(k is None for k in ks):
+        return m
+    return max(1, min(max(int(k) for k in ks if k is not None), m))
 
 
 @dataclass
-class RankStats:
-    """Per-item rank statistics (items in ranked order) and per-group totals.
+class RankedRows:
+    """Queries as rows in ranked order.
 
-    Per item (shape ``(N,)``): ``group``, ``pos`` (0-based position in its group), ``a``, ``t``, ``r``,
-    ``c``, ``x`` (see the module docstring), ``active`` (ranked), ``leader`` (first item of its
-    block), ``block_gain`` (mean gain of its block). Per group (shape ``(G,)``): ``n``, ``R``,
-    ``status``. ``gain``/``group`` hold the unsorted gains and group ids (for the ideal DCG) and
-    ``extra`` the relevant documents given only as a count (gain 1, never retrieved).
+    Per row and column (``(G, m)``): ``gain`` (relevance in ranked order, input dtype), ``keys``
+    (the sorted keys ``-score``, ``inf`` for inactive items; ``None`` when every item is its own tie
+    block) and ``crel`` (``(G, m + 1)``, relevant ranked items before each column). Per row: ``n``
+    (ranked documents), ``R`` (relevant documents, ``extra`` included), ``found`` (relevant documents
+    given), ``status``. ``columns`` (``L``) is how many leading columns the metrics look at,
+    ``raw_gain`` the gains in input order (for the ideal DCG) and ``extra`` the relevant documents
+    given only as a count (gain 1, never retrieved).
     """
 
-    group: Tensor
-    group_start: Tensor
-    pos: Tensor
-    a: Tensor
-    t: Tensor
-    r: Tensor
-    c: Tensor
-    x: Tensor
-    active: Tensor
-    leader: Tensor
-    block_gain: Tensor
+    gain: Tensor
+    keys: Tensor | None
+    crel: Tensor
+    columns: int
     n: Tensor
     R: Tensor
+    found: Tensor
     status: Tensor
-    num_groups: int
     raw_gain: Tensor
-    raw_group: Tensor | None
     extra: Tensor | None
+    has_inactive: bool
+
+    @property
+    def fdt(self) -> torch.dtype:
+        return stats_dtype(self.gain.device)
+
+    def blocks(self, cols: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Start ``a`` and end ``e`` of the tie block of the items at ``cols`` (``(G, c)``).
+
+        ``cols=None``: every one of the first ``L`` columns. Rows are sorted, so a block is the range
+        of keys equal to the item's: two binary searches.
+        """
+        G = self.gain.shape[0]
+        if cols is None:
+            cols = torch.arange(self.columns, device=self.gain.device).expand(G, self.columns)
+        if self.keys is None:
+            return cols, cols + 1
+        head = self.keys.gather(1, cols)
+        a = torch.searchsorted(self.keys, head)
+        e = torch.searchsorted(self.keys, head, right=True)
+        if self.has_inactive:  # inactive items tie with active scores of -inf: cut at n
+            e = torch.minimum(e, self.n.unsqueeze(1))
+        return a, e
 
 
-def _flat_groups(shape: torch.Size, device: torch.device) -> Tensor:
-    q, d = shape
-    return torch.arange(q, device=device).repeat_interleave(d)
+def _sorted_rows(
+    score: Tensor, gain: Tensor, inactive: Tensor | None, ties: str
+) -> tuple[Tensor, Tensor | None]:
+    """Row-wise permutation (score descending, inactive last) and the sorted keys (``average`` only).
+
+    The sort key is ``-score``, NaN for inactive items (NaN sorts last). The returned keys have
+    ``inf`` instead of NaN, as the binary searches need a total order.
+    """
+    key = -score
+    if inactive is not None:
+        key = key.masked_fill(inactive, float("nan"))
+    if ties == "average":
+        sk, perm = torch.sort(key, dim=1)  # the order within a tie block does not matter
+        if inactive is not None:
+            inf = float("inf")
+            sk = sk.nan_to_num(nan=inf, posinf=inf, neginf=-inf)
+        return perm, sk
+    tiebreak = gain.to(stats_dtype(gain.device))  # pessimistic: irrelevant (lowest gain) first
+    if ties == "optimistic":
+        tiebreak = -tiebreak
+    first = torch.sort(tiebreak, dim=1).indices
+    step = torch.sort(key.gather(1, first), dim=1, stable=True).indices  # keeps the tiebreak order
+    return first.gather(1, step), None
 
 
-def rank(
+def _running_sum(x: Tensor, dtype: torch.dtype) -> Tensor:
+    """``(G, m + 1)`` sums of the first ``j`` columns of ``x``, ``j = 0..m``."""
+    out = torch.zeros(x.shape[0], x.shape[1] + 1, dtype=dtype, device=x.device)
+    torch.cumsum(x, 1, dtype=dtype, out=out[:, 1:])
+    return out
+
+
+def rank_rows(
     score: Tensor,
     gain: Tensor,
     *,
-    group: Tensor | None = None,
-    num_groups: int | None = None,
+    columns: int,
     inactive: Tensor | None = None,
     judged: Tensor | None = None,
     num_relevant: Tensor | None = None,
     ties: str = "average",
-) -> RankStats:
-    """Rank every group at once and return the per-item statistics.
+) -> RankedRows:
+    """Rank every row of ``(G, m)`` input at once (no host sync).
 
     Args:
-        score: flat ``(N,)`` scores with ``group`` ids, or 2-D ``(queries, docs)`` (``group=None``).
-        gain: relevance (``>= 0``) of each item, same shape; 0 for ignored items.
-        group: dense group ids for flat input (see :func:`group_ids`).
-        num_groups: number of groups for flat input.
-        inactive: items that are not ranked (ignored, or judged but not retrieved).
-        judged: items that exist for the query (not ignored); ``None`` means all.
-        num_relevant: per group, the total number of relevant documents (``>=`` those in ``gain``).
+        score: ``(G, m)`` scores, one query per row.
+        gain: relevance (``>= 0``, any real dtype) of each item; 0 for ignored and padding items.
+        columns: how many leading columns the metrics look at (:func:`columns_needed`).
+        inactive: items that are not ranked (ignored, padding, or judged but not retrieved).
+        judged: items that exist for the query (not ignored, not padding); ``None`` means all.
+        num_relevant: per row, the total number of relevant documents (``>=`` those in ``gain``).
         ties: ``"average"``, ``"pessimistic"`` or ``"optimistic"``.
     """
-    fdt = stats_dtype(score.device)
+    if score.ndim != 2:
+        raise ValueError(f"2-D scores expected, got shape {tuple(score.shape)}.")
+    G, m = score.shape
     device = score.device
-    tiebreak: Tensor | None = None
-    if ties == "pessimistic":  # irrelevant (lowest gain) first within equal scores
-        tiebreak = gain.to(fdt)
-    elif ties == "optimistic":
-        tiebreak = -gain.to(fdt)
-    if group is None:  # 2-D: one query per row
-        if score.ndim != 2:
-            raise ValueError(f"2-D scores expected without `group`, got shape {tuple(score.shape)}.")
-        G = score.shape[0]
-        perm = sort_perm(score, inactive=inactive, tiebreak=tiebreak)
-        grp = _flat_groups(score.shape, device)
-        flat_perm = (perm + (torch.arange(G, device=device) * score.shape[1]).unsqueeze(1)).reshape(-1)
-    else:
-        G = int(num_groups) if num_groups is not None else 0
-        flat_perm = sort_perm(score, group=group, num_groups=G, inactive=inactive, tiebreak=tiebreak)
-        grp = group[flat_perm]
-    s = score.reshape(-1)[flat_perm]
-    g = gain.reshape(-1)[flat_perm].to(fdt)
-    act = (
-        torch.ones_like(s, dtype=torch.bool)
-        if inactive is None
-        else torch.logical_not(inactive.reshape(-1)[flat_perm])
-    )
-    rel = g > 0
-    N = s.numel()
-    idx = torch.arange(N, device=device)
-
-    counts = torch.zeros(G, dtype=torch.int64, device=device).index_add_(0, grp, torch.ones_like(idx))
-    group_start = torch.cumsum(counts, 0) - counts
-    gstart = group_start[grp]
-    pos = idx - gstart
-    if ties == "average":
-        boundary = pos == 0
-        if N > 1:
-            boundary[1:] |= (s[1:] != s[:-1]) | (act[1:] != act[:-1])
-    else:
-        boundary = torch.ones_like(act)
-    blk = torch.cumsum(boundary.to(torch.int64), 0) - 1
-    first = torch.cummax(torch.where(boundary, idx, 0), 0).values
-    rel_i = rel.to(torch.int64)
-    t = torch.zeros(N, dtype=torch.int64, device=device).index_add_(0, blk, torch.ones_like(idx))[blk]
-    r = torch.zeros(N, dtype=torch.int64, device=device).index_add_(0, blk, rel_i)[blk]
-    block_gain = torch.zeros(N, dtype=fdt, device=device).index_add_(0, blk, g)[blk] / t.to(fdt)
-    excl = torch.cumsum(rel_i, 0) - rel_i
-    c = excl[first] - excl[gstart]
-
-    n = torch.zeros(G, dtype=torch.int64, device=device).index_add_(0, grp, act.to(torch.int64))
-    R = torch.zeros(G, dtype=torch.int64, device=device).index_add_(0, grp, rel_i)
+    perm, keys = _sorted_rows(score, gain, inactive, ties)
+    g = gain.gather(1, perm)
+    n = torch.full((G,), m, dtype=torch.int64, device=device)
+    if inactive is not None:
+        n = n - inactive.sum(1)
+    # relevant items before each column; read only up to n (inactive items come after the ranked ones)
+    crel = _running_sum(g if g.dtype == torch.bool else g > 0, stats_dtype(device))
+    found = crel[:, -1].to(torch.int64)
     extra: Tensor | None = None
+    R = found
     if num_relevant is not None:
-        extra = num_relevant.to(device=device, dtype=torch.int64) - R
-        R = R + extra
-    if judged is None:
-        present = counts > 0
-    else:
-        jd = judged.reshape(-1).to(torch.int64)
-        present = torch.zeros(G, dtype=torch.int64, device=device).index_add_(0, grp, jd[flat_perm]) > 0
+        extra = num_relevant.to(device=device, dtype=torch.int64) - found
+        R = found + extra
+    present = torch.ones(G, dtype=torch.bool, device=device) if judged is None else judged.any(1)
     status = torch.where(
         present,
         torch.where(R > 0, STATUS_OK, STATUS_EMPTY),
         STATUS_ABSENT,
     ).to(torch.int8)
-    return RankStats(
-        group=grp,
-        group_start=group_start,
-        pos=pos,
-        a=first - gstart,
-        t=t,
-        r=r,
-        c=c,
-        x=idx - first,
-        active=act,
-        leader=boundary,
-        block_gain=block_gain,
+    return RankedRows(
+        gain=g,
+        keys=keys,
+        crel=crel,
+        columns=min(columns, m),
         n=n,
         R=R,
+        found=found,
         status=status,
-        num_groups=G,
         raw_gain=gain,
-        raw_group=group,
         extra=extra,
+        has_inactive=inactive is not None,
     )
 
 
+# --------------------------------------------------------------------------- grouping flat input
+
+
+def _group_layout(indexes: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Items in group order (``perm``), and per group (ascending index) its first item and size.
+
+    One sort of the indexes (as int32 when their range allows: faster). Host sync.
+    """
+    idx = indexes.reshape(-1).to(torch.int64)
+    N = idx.numel()
+    lo, hi = (int(v) for v in torch.aminmax(idx))
+    if lo >= -(2**31) and hi < 2**31:
+        idx = idx.to(torch.int32)
+    elif hi - lo < 2**31:
+        idx = (idx - lo).to(torch.int32)
+    sk, perm = torch.sort(idx)  # the order within a group does not matter: rows are sorted next
+    new = torch.ones(N, dtype=torch.bool, device=idx.device)
+    new[1:] = sk[1:] != sk[:-1]
+    starts = new.nonzero().squeeze(1)
+    counts = torch.diff(starts, append=torch.full((1,), N, dtype=starts.dtype, device=starts.device))
+    return perm, starts, counts
+
+
+def _buckets(counts: Tensor) -> list[tuple[Tensor | None, int]]:
+    """Groups to rank together, as ``(rows or None for all, width)``, padding at most ~2x the items.
+
+    Host sync.
+    """
+    width = int(counts.max())
+    if counts.numel() * width <= 2 * int(counts.sum()):
+        return [(None, width)]
+    size_class = torch.ceil(torch.log2(counts.to(torch.float64))).to(torch.int64)
+    out: list[tuple[Tensor | None, int]] = []
+    for c in torch.unique(size_class).tolist():
+        rows = (size_class == c).nonzero().squeeze(1)
+        out.append((rows, int(counts[rows].max())))
+    return out
+
+
+def _bucket_items(
+    perm: Tensor, starts: Tensor, counts: Tensor, rows: Tensor | None, width: int
+) -> tuple[Tensor, Tensor | None]:
+    """``(G_b, width)`` flat positions of the items of the bucket's groups, and the padding mask.
+
+    When every group has ``width`` items, the layout is a view of ``perm`` (no padding). Host sync.
+    """
+    if rows is None and int(counts.min()) == width:
+        return perm.view(-1, width), None
+    first, size = (starts, counts) if rows is None else (starts[rows], counts[rows])
+    col = torch.arange(width, device=perm.device)
+    valid = col < size.unsqueeze(1)
+    return _take(perm, torch.where(valid, first.unsqueeze(1) + col, 0)), ~valid
+
+
+def _take(x: Tensor, index: Tensor) -> Tensor:
+    """``x[index]`` for flat ``x`` and an index of any shape (``index_select``: faster on CPU)."""
+    return x.index_select(0, index.reshape(-1)).view(index.shape)
+
+
+PerRow = Callable[[RankedRows], Tensor]
+
+
+def evaluate(
+    metric: PerRow,
+    score: Tensor,
+    gain: Tensor,
+    *,
+    ks: Ks,
+    indexes: Tensor | None = None,
+    inactive: Tensor | None = None,
+    judged: Tensor | None = None,
+    num_relevant: Tensor | None = None,
+    ties: str = "average",
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Per-query ``metric`` values ``(G, nk)``, status ``(G,)`` and relevant documents given ``(G,)``.
+
+    Without ``indexes``, ``score`` is ``(G, m)`` (no host sync). With ``indexes`` (flat input), the
+    queries are the distinct indexes in ascending order (host syncs).
+    """
+    if indexes is None:
+        st = rank_rows(
+            score,
+            gain,
+            columns=columns_needed(ks, score.shape[1]),
+            inactive=inactive,
+            judged=judged,
+            num_relevant=num_relevant,
+            ties=ties,
+        )
+        return metric(st), st.status, st.found
+    perm, starts, counts = _group_layout(indexes)
+    score, gain = score.reshape(-1), gain.reshape(-1)
+    inactive = None if inactive is None else inactive.reshape(-1)
+    judged = None if judged is None else judged.reshape(-1)
+    if num_relevant is not None and num_relevant.numel() != counts.numel():
+        raise ValueError(
+            f"Argument `num_relevant` must have one entry per distinct index ({counts.numel()}), "
+            f"got shape {tuple(num_relevant.shape)}."
+        )
+    parts: list[tuple[Tensor | None, Tensor, Tensor, Tensor]] = []
+    for rows, width in _buckets(counts):
+        item, pad = _bucket_items(perm, starts, counts, rows, width)
+        inactive_b, judged_b = pad, None if pad is None else ~pad
+        if inactive is not None:
+            inactive_b = _take(inactive, item) if pad is None else pad | _take(inactive, item)
+        if judged is not None:
+            judged_b = _take(judged, item) if pad is None else _take(judged, item) & ~pad
+        gain_b = _take(gain, item)
+        st = rank_rows(
+            _take(score, item),
+            gain_b if pad is None else gain_b.masked_fill(pad, 0),
+            columns=columns_needed(ks, width),
+            inactive=inactive_b,
+            judged=judged_b,
+            num_relevant=num_relevant if num_relevant is None or rows is None else num_relevant[rows],
+            ties=ties,
+        )
+        parts.append((rows, metric(st), st.status, st.found))
+    if len(parts) == 1:
+        return parts[0][1], parts[0][2], parts[0][3]
+    G = counts.numel()
+    values = torch.empty(G, parts[0][1].shape[1], dtype=parts[0][1].dtype, device=score.device)
+    status = torch.empty(G, dtype=torch.int8, device=score.device)
+    found = torch.empty(G, dtype=torch.int64, device=score.device)
+    for rows, v, s, f in parts:
+        assert rows is not None
+        values[rows], status[rows], found[rows] = v, s, f
+    return values, status, found
+
+
 # --------------------------------------------------------------------------- metrics
-# Each returns a (G, len(ks)) tensor of per-query values in the stats dtype.
+# Each maps RankedRows to a (G, len(ks)) tensor of per-query values in the stats dtype.
 
 
-def _ks(ks: Ks, st: RankStats) -> Tensor:
+def _ks(ks: Ks, st: RankedRows) -> Tensor:
     """Cut-offs as a ``(1, nk)`` float row; ``None`` (all ranked documents) is ``inf``."""
     vals = [float("inf") if k is None else float(k) for k in ks]
-    return torch.tensor(vals, dtype=st.block_gain.dtype, device=st.pos.device).unsqueeze(0)
+    return torch.tensor(vals, dtype=st.fdt, device=st.gain.device).unsqueeze(0)
 
 
-def _per_group(st: RankStats, src: Tensor) -> Tensor:
-    out = torch.zeros(st.num_groups, src.shape[1], dtype=src.dtype, device=src.device)
-    return out.index_add_(0, st.group, src)
+def _last_column(ks: Ks, st: RankedRows) -> Tensor:
+    """``(G, nk)`` column ``min(k, L) − 1`` where a running sum along the row is read for cut-off ``k``."""
+    L = st.columns
+    cols = [L - 1 if k is None else min(int(k), L) - 1 for k in ks]
+    idx = torch.tensor(cols, dtype=torch.int64, device=st.gain.device)
+    return idx.unsqueeze(0).expand(st.gain.shape[0], len(cols))
 
 
-def _cutoff_block(st: RankStats, k: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """Per group and cut-off: ``m = min(k, n)`` and ``(a, t, r, c)`` of the block holding position ``m − 1``.
+def _cutoff_block(st: RankedRows, k: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """Per row and cut-off: ``m = min(k, n)`` and ``(a, t, r, c)`` of the block holding position ``m − 1``.
 
     Everything above that block is inside the top ``k``, everything below is outside, so the metrics
-    that only count relevant documents in the top ``k`` need nothing else (G-sized work).
+    that only count relevant documents in the top ``k`` need nothing else (``(G, nk)`` work).
     """
-    fdt = st.block_gain.dtype
-    m = torch.minimum(k, st.n.to(fdt).unsqueeze(1))  # (G, nk)
-    j = (st.group_start.unsqueeze(1) + m.to(torch.int64) - 1).clamp_min(0)
-    j = j.clamp_max(max(st.a.numel() - 1, 0))
-    a, t, r, c = (v.to(fdt)[j] for v in (st.a, st.t, st.r, st.c))
+    m = torch.minimum(k, st.n.unsqueeze(1).to(st.fdt))  # (G, nk)
     empty = m < 1
-    a, c = a.masked_fill(empty, 0.0), c.masked_fill(empty, 0.0)
-    r = r.masked_fill(empty, 0.0)
-    return m, a, t.masked_fill(empty, 1.0), r, c
+    a, e = st.blocks((m.to(torch.int64) - 1).clamp_min(0))
+    c = st.crel.gather(1, a)
+    r = (st.crel.gather(1, e) - c).masked_fill(empty, 0.0)
+    t = (e - a).to(st.fdt).masked_fill(empty, 1.0)
+    return m, a.to(st.fdt).masked_fill(empty, 0.0), t, r, c.masked_fill(empty, 0.0)
 
 
-def _relevant_in_top(st: RankStats, k: Tensor) -> Tensor:
+def _relevant_in_top(st: RankedRows, k: Tensor) -> Tensor:
     """Expected relevant documents in the top ``k``: ``c + r·o/t`` at the cut-off block, ``o = m − a``."""
     m, a, t, r, c = _cutoff_block(st, k)
     return c + r * (m - a).clamp_min(0) / t
@@ -298,7 +370,18 @@ def _safe_div(num: Tensor, den: Tensor) -> Tensor:
     return torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 0.0)
 
 
-def hit_rate(st: RankStats, ks: Ks) -> Tensor:
+def _items(st: RankedRows) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """Per item of the first ``L`` columns: position ``p``, ranked mask and ``(t, r, c, x)`` (stats dtype)."""
+    p = torch.arange(st.columns, dtype=st.fdt, device=st.gain.device)
+    a_i, e_i = st.blocks()
+    a = a_i.to(st.fdt)
+    c = st.crel.gather(1, a_i)
+    r = st.crel.gather(1, e_i) - c
+    ranked = p < st.n.unsqueeze(1)
+    return p, ranked, e_i.to(st.fdt) - a, r, c, p - a
+
+
+def hit_rate(st: RankedRows, ks: Ks) -> Tensor:
     """``1 − Π_blocks C(t−r, o)/C(t, o)``, ``o = clamp(k − a, 0, t)`` (0 when ``o > t − r``).
 
     Only the block at the cut-off can have ``0 < o < t``: blocks above it are wholly inside the top
@@ -315,96 +398,87 @@ def hit_rate(st: RankStats, ks: Ks) -> Tensor:
     return torch.where(m < 1, 0.0, 1.0 - miss)
 
 
-def reciprocal_rank(st: RankStats, ks: Ks) -> Tensor:
-    """Over the first block with ``r > 0``: ``Σ_{x ≤ t−r, a+x<k} C(t−x−1, r−1)/C(t, r) / (a+x+1)``."""
-    fdt = st.block_gain.dtype
-    k = _ks(ks, st)
-    t, r, x = st.t.to(fdt), st.r.to(fdt), st.x.to(fdt)
-    use = st.active & (st.r > 0) & (st.c == 0) & (st.x <= st.t - st.r)
-    tx = torch.where(use, t - x, 1.0)
-    rr = torch.where(use, r, 1.0)
-    tt = torch.where(use, t, 1.0)
-    log_w = (
-        torch.lgamma(tx) - torch.lgamma(rr) - torch.lgamma(tx - rr + 1)
-        - (torch.lgamma(tt + 1) - torch.lgamma(rr + 1) - torch.lgamma(tt - rr + 1))
-    )  # fmt: skip
-    w = torch.where(use, torch.exp(log_w) / (st.pos.to(fdt) + 1), 0.0).unsqueeze(1)
-    return _per_group(st, w * (st.pos.to(fdt).unsqueeze(1) < k))
+def reciprocal_rank(st: RankedRows, ks: Ks) -> Tensor:
+    """Over the first block with ``r > 0``: ``Σ_{x ≤ t−r, a+x<k} C(t−x−1, r−1)/C(t, r) / (a+x+1)``.
+
+    That block holds the first relevant item ``f`` (a binary search in the running count of relevant
+    items). The weights ``w(x) = C(t−x−1, r−1)/C(t, r)`` follow from ``w(0) = r/t`` and
+    ``w(x)/w(x−1) = (t−x−r+1)/(t−x)``: a running product along the row.
+    """
+    fdt, G, m = st.fdt, st.gain.shape[0], st.gain.shape[1]
+    f = torch.searchsorted(st.crel, torch.ones(G, 1, dtype=fdt, device=st.gain.device)) - 1
+    found = f < st.n.unsqueeze(1)  # a ranked relevant item exists
+    a_i, e_i = st.blocks(f.clamp_max(m - 1))
+    r = st.crel.gather(1, e_i) - st.crel.gather(1, a_i)
+    t, a = (e_i - a_i).to(fdt), a_i.to(fdt)
+    p = torch.arange(st.columns, dtype=fdt, device=st.gain.device)
+    x = p - a  # (G, L)
+    step = torch.where(x == 0, r / t, (t - x - r + 1) / (t - x).clamp_min(1))
+    w = torch.cumprod(torch.where(x >= 0, step, 1.0), 1)
+    term = torch.where(found & (x >= 0) & (x <= t - r), w / (p + 1), 0.0)
+    return term.cumsum(1).gather(1, _last_column(ks, st))
 
 
-def precision(st: RankStats, ks: Ks, adaptive_k: bool = False) -> Tensor:
+def precision(st: RankedRows, ks: Ks, adaptive_k: bool = False) -> Tensor:
     """Relevant in the top ``k`` over ``k`` (``None``: over ``n``; ``adaptive_k``: over ``min(k, n)``)."""
-    fdt = st.block_gain.dtype
     k = _ks(ks, st)
-    n = st.n.to(fdt).unsqueeze(1)
+    n = st.n.to(st.fdt).unsqueeze(1)
     den = torch.where(torch.isinf(k), n, torch.minimum(k, n) if adaptive_k else k)
     return _safe_div(_relevant_in_top(st, k), den)
 
 
-def recall(st: RankStats, ks: Ks) -> Tensor:
+def recall(st: RankedRows, ks: Ks) -> Tensor:
     """Relevant in the top ``k`` over ``R``."""
-    fdt = st.block_gain.dtype
-    return _safe_div(_relevant_in_top(st, _ks(ks, st)), st.R.to(fdt).unsqueeze(1))
+    return _safe_div(_relevant_in_top(st, _ks(ks, st)), st.R.to(st.fdt).unsqueeze(1))
 
 
-def r_precision(st: RankStats) -> Tensor:
-    """Relevant in the top ``R`` over ``R`` (one column)."""
-    fdt = st.block_gain.dtype
-    R = st.R.to(fdt).unsqueeze(1)
+def r_precision(st: RankedRows) -> Tensor:
+    """Relevant in the top ``R`` over ``R`` (one column); needs every column (``ks=(None,)``)."""
+    R = st.R.to(st.fdt).unsqueeze(1)
     return _safe_div(_relevant_in_top(st, R), R)
 
 
-def average_precision(st: RankStats, ks: Ks) -> Tensor:
+def average_precision(st: RankedRows, ks: Ks) -> Tensor:
     """``Σ_{p<k} (r/t)·(c + 1 + x·(r−1)/(t−1)) / (p+1)``, divided by ``R``."""
-    fdt = st.block_gain.dtype
-    k = _ks(ks, st)
-    t, r, x, c = st.t.to(fdt), st.r.to(fdt), st.x.to(fdt), st.c.to(fdt)
-    pos = st.pos.to(fdt)
-    others = torch.where(st.t > 1, x * (r - 1) / (t - 1).clamp_min(1), 0.0)
-    term = torch.where(st.active & (st.r > 0), r / t * (c + 1 + others) / (pos + 1), 0.0)
-    total = _per_group(st, term.unsqueeze(1) * (pos.unsqueeze(1) < k))
-    return _safe_div(total, st.R.to(fdt).unsqueeze(1))
+    p, ranked, t, r, c, x = _items(st)
+    others = torch.where(t > 1, x * (r - 1) / (t - 1).clamp_min(1), 0.0)
+    term = torch.where(ranked & (r > 0), r / t * (c + 1 + others) / (p + 1), 0.0)
+    total = term.cumsum(1).gather(1, _last_column(ks, st))
+    return _safe_div(total, st.R.to(st.fdt).unsqueeze(1))
 
 
 def _discount(pos: Tensor) -> Tensor:
     return 1.0 / torch.log2(pos + 2.0)
 
 
-def normalized_dcg(st: RankStats, ks: Ks) -> Tensor:
-    """DCG (expected gain of each block at each of its positions) over the ideal DCG.
+def normalized_dcg(st: RankedRows, ks: Ks) -> Tensor:
+    """DCG (mean gain of each item's block at its position) over the ideal DCG.
 
     The ideal ranking orders every judged document (retrieved or not) by gain, plus ``extra`` relevant
     documents of gain 1.
     """
-    fdt = st.block_gain.dtype
-    k = _ks(ks, st)
-    pos = st.pos.to(fdt)
-    dcg_item = torch.where(st.active, st.block_gain * _discount(pos), 0.0).unsqueeze(1)
-    dcg = _per_group(st, dcg_item * (pos.unsqueeze(1) < k))
+    fdt = st.fdt
+    L = st.columns
+    device = st.gain.device
+    p = torch.arange(L, dtype=fdt, device=device)
+    disc = _discount(p)
+    a, e = st.blocks()
+    cg = _running_sum(st.gain, fdt)
+    block_gain = (cg.gather(1, e) - cg.gather(1, a)) / (e - a).to(fdt)
+    last = _last_column(ks, st)
+    dcg = torch.where(p < st.n.unsqueeze(1), block_gain * disc, 0.0).cumsum(1).gather(1, last)
 
-    # ideal ranking: one more sort, by (group, gain descending)
-    gain = st.raw_gain
-    if st.raw_group is None:
-        ideal = torch.sort(gain.to(fdt), dim=1, descending=True).values.reshape(-1)
-        igrp = _flat_groups(gain.shape, gain.device)
+    # ideal ranking: the L largest gains of the row (later ones are past every cut-off)
+    ideal = torch.topk(st.raw_gain.to(fdt), L, dim=1).values
+    if st.extra is None:
+        idcg = (ideal * disc).cumsum(1).gather(1, last)
     else:
-        perm = sort_perm(gain.to(fdt), group=st.raw_group, num_groups=st.num_groups)
-        ideal, igrp = gain.to(fdt)[perm], st.raw_group[perm]
-    n_items = ideal.numel()
-    counts = torch.zeros(st.num_groups, dtype=torch.int64, device=gain.device)
-    counts.index_add_(0, igrp, torch.ones_like(igrp))
-    ipos = torch.arange(n_items, device=gain.device) - (torch.cumsum(counts, 0) - counts)[igrp]
-    if st.extra is not None:
         # extra relevant documents (gain 1) go after the items with gain >= 1
-        big = torch.zeros(st.num_groups, dtype=torch.int64, device=gain.device)
-        big.index_add_(0, igrp, (ideal >= 1).to(torch.int64))
-        ipos = ipos + torch.where(ideal < 1, st.extra[igrp], 0)
-    ipos_f = ipos.to(fdt)
-    idcg_item = (ideal * _discount(ipos_f)).unsqueeze(1)
-    idcg_src = idcg_item * (ipos_f.unsqueeze(1) < k)
-    idcg = torch.zeros(st.num_groups, k.shape[1], dtype=fdt, device=gain.device).index_add_(0, igrp, idcg_src)
-    if st.extra is not None:
-        idcg = idcg + _extra_dcg(big.to(fdt), st.extra.to(fdt), k)
+        k = _ks(ks, st)
+        ipos = p + torch.where(ideal < 1, st.extra.unsqueeze(1), 0)
+        items = (ideal * _discount(ipos)).unsqueeze(2) * (ipos.unsqueeze(2) < k.unsqueeze(1))
+        big = (st.raw_gain >= 1).sum(1).to(fdt)
+        idcg = items.sum(1) + _extra_dcg(big, st.extra.to(fdt), k)
     return _safe_div(dcg, idcg)
 
 

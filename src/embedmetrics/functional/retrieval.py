@@ -21,7 +21,7 @@ from torch import Tensor
 
 from embedmetrics._engine import ranking
 from embedmetrics._engine.checks import check_choice, normalize_ks
-from embedmetrics._engine.ranking import Aggregation, RankStats
+from embedmetrics._engine.ranking import Aggregation, RankedRows
 
 __all__ = [
     "retrieval_average_precision",
@@ -44,7 +44,7 @@ class _Spec:
     """How one metric is computed from the rank statistics."""
 
     name: str
-    fn: Callable[[RankStats, tuple[Optional[int], ...], bool], Tensor]
+    fn: Callable[[RankedRows, tuple[Optional[int], ...], bool], Tensor]
     binary: bool = True
 
     def __reduce__(self) -> tuple[Callable[[str], _Spec], tuple[str]]:
@@ -223,49 +223,32 @@ def _query_values(
     call this from ``update``. With ``indexes`` the grouping has a dynamic shape (``compute`` only).
     """
     ignored = None if ignore_index is None else target == ignore_index
-    gain = target.to(ranking.stats_dtype(preds.device))
-    if ignored is not None:
-        gain = gain.masked_fill(ignored, 0.0)
+    gain = target if ignored is None else target.masked_fill(ignored, 0)
     inactive = ignored
     if retrieved is not None:
         inactive = ~retrieved if inactive is None else inactive | ~retrieved
-    group: Tensor | None = None
-    num_groups: int | None = None
-    if indexes is None:
-        if preds.ndim == 1:
-            preds, gain = preds.unsqueeze(0), gain.unsqueeze(0)
-            inactive = None if inactive is None else inactive.unsqueeze(0)
-            ignored = None if ignored is None else ignored.unsqueeze(0)
-        if num_relevant is not None:
-            num_relevant = num_relevant.reshape(-1)
-    else:
-        preds, gain = preds.reshape(-1), gain.reshape(-1)
-        inactive = None if inactive is None else inactive.reshape(-1)
-        ignored = None if ignored is None else ignored.reshape(-1)
-        group, num_groups = ranking.group_ids(indexes.reshape(-1))
-        if num_relevant is not None and num_relevant.numel() != num_groups:
-            raise ValueError(
-                f"Argument `num_relevant` must have one entry per distinct index ({num_groups}), "
-                f"got shape {tuple(num_relevant.shape)}."
-            )
-    st = ranking.rank(
+    judged = None if ignored is None else ~ignored
+    if indexes is None and preds.ndim == 1:  # one query
+        preds, gain = preds.unsqueeze(0), gain.unsqueeze(0)
+        inactive = None if inactive is None else inactive.unsqueeze(0)
+        judged = None if judged is None else judged.unsqueeze(0)
+    values, status, found = ranking.evaluate(
+        lambda st: spec.fn(st, ks, adaptive_k),
         preds,
         gain,
-        group=group,
-        num_groups=num_groups,
+        ks=ks,
+        indexes=indexes,
         inactive=inactive,
-        judged=None if ignored is None else ~ignored,
+        judged=judged,
         num_relevant=None if num_relevant is None else num_relevant.reshape(-1),
         ties=ties,
     )
-    if validate_args and st.extra is not None and bool((st.extra < 0).any()):
-        found = (st.R - st.extra).tolist()
+    if validate_args and num_relevant is not None and bool((num_relevant.reshape(-1) < found).any()):
         raise ValueError(
             "Argument `num_relevant` must be at least the number of relevant documents given, "
-            f"got {num_relevant.reshape(-1).tolist() if num_relevant is not None else None!r} "
-            f"for {found!r} found."
+            f"got {num_relevant.reshape(-1).tolist()!r} for {found.tolist()!r} found."
         )
-    return spec.fn(st, ks, adaptive_k), st.status
+    return values, status
 
 
 def _out_dtype(preds: Tensor) -> torch.dtype:
