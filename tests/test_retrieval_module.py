@@ -275,3 +275,11 @@ def test_rejected_update_leaves_state_unchanged(cls, seed, which, twod):
         for a, b in zip(before[s], after[s]):
             assert torch.equal(a, b)
     assert torch.equal(m.compute(), value_before)
+
+
+@pytest.mark.parametrize("name", ["k", "top_k"])
+def test_r_precision_rejects_a_cut_off_by_name(name: str) -> None:
+    from embedmetrics import RetrievalRPrecision
+
+    with pytest.raises(TypeError, match=rf"no argument `{name}`.*{name}=5"):
+        RetrievalRPrecision(**{name: 5})

@@ -533,6 +533,12 @@ class RetrievalRPrecision(_RetrievalMetric):
         validate_args: bool = True,
         **kwargs: Any,
     ) -> None:
+        for name in ("k", "top_k"):
+            if name in kwargs:
+                raise TypeError(
+                    f"RetrievalRPrecision has no argument `{name}`: R-precision cuts each query at its own"
+                    f" number of relevant documents R. Got {name}={kwargs[name]!r}."
+                )
         super().__init__(
             empty_target_action,
             ignore_index,
