@@ -59,8 +59,18 @@ def test_upper_block_ranges_cover_each_row_once():
 
 def test_rank_with_no_blocks_contributes_zeros():
     z1, z2 = _views(3, 2, seed=2)
-    # one block of 3 rows, 4 ranks: ranks 1..3 scan nothing
+    # 3 rows, 4 ranks: blocks are capped at one row per rank (rows_for_shard), so rank 3 scans nothing
     assert torch.equal(
-        engine.contrastive_partial(z1, z2, shard=(2, 4)), torch.zeros(4, 3, dtype=torch.float64)
+        engine.contrastive_partial(z1, z2, shard=(3, 4)), torch.zeros(4, 3, dtype=torch.float64)
     )
     assert torch.equal(engine.uniformity_partial(z1, t=2.0, shard=(3, 4)), torch.zeros(3))
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_one_block_budget_still_splits_rows_across_ranks(world):
+    # A budget that fits the whole scan in one block must not leave every row to rank 0.
+    z1, z2 = _views(30, 4, seed=3)
+    parts = [engine.contrastive_partial(z1, z2, block_bytes=10**9, shard=(r, world)) for r in range(world)]
+    owned = [int((p != 0).any(0).sum()) for p in parts]
+    assert all(count > 0 for count in owned), owned
+    assert torch.equal(sum(parts), engine.contrastive_partial(z1, z2, block_bytes=10**9))

@@ -188,3 +188,18 @@ def test_filtered_and_plain_scan_agree_on_heavy_ties(ties, monkeypatch):
     plain = calc.get_accuracy(x, x, y, y, True)
     for m in KNN:
         assert filtered[m] == pytest.approx(plain[m], abs=1e-12), m
+
+
+def test_rows_for_shard_gives_every_rank_a_share_of_one_block_scans():
+    from embedmetrics._engine.scan import block_ranges, rows_for_shard, shard_blocks
+
+    for n, world in [(8192, 2), (8192, 4), (5, 3), (3, 4)]:
+        rows = rows_for_shard(n, 10**9, (0, world))  # a budget that fits everything in one block
+        shares = [shard_blocks(block_ranges(n, rows), (r, world)) for r in range(world)]
+        covered = sorted(i for share in shares for a, b in share for i in range(a, b))
+        assert covered == list(range(n))  # every row exactly once
+        sizes = [sum(b - a for a, b in share) for share in shares]
+        assert max(sizes) - min(sizes) <= rows  # balanced to within one block
+        assert min(sizes) > 0 or n < world
+    assert rows_for_shard(100, 7, None) == 7
+    assert rows_for_shard(100, 7, (0, 1)) == 7

@@ -41,6 +41,7 @@ from embedmetrics._engine.scan import (
     block_rows,
     compute_dtype,
     l2_normalize,
+    rows_for_shard,
     shard_blocks,
 )
 
@@ -84,6 +85,7 @@ def contrastive_diagonal(
     """The whole diagonal ``s_ii``: each rank computes only its own blocks' tiles and one all-reduce
     assembles them (a collective when sharded: every rank of the group must call it)."""
     rows = block_rows(z1.shape[0], block_bytes=block_bytes, itemsize=z1.element_size())
+    rows = rows_for_shard(z1.shape[0], rows, shard)
     return all_reduce_sum(_diagonal(z1, z2, rows, shard), shard)
 
 
@@ -122,7 +124,7 @@ def contrastive_partial(
     ``z1`` and ``z2`` are prepared (:func:`prepare`) ``(n, d)`` tensors of the same dtype.
     """
     n = z1.shape[0]
-    rows = block_rows(n, block_bytes=block_bytes, itemsize=z1.element_size())
+    rows = rows_for_shard(n, block_rows(n, block_bytes=block_bytes, itemsize=z1.element_size()), shard)
     diag = _diagonal(z1, z2, rows) if diag is None else diag
     out = torch.zeros(4, n, dtype=torch.float64, device=z1.device)
     ranges = shard_blocks(block_ranges(n, rows), shard)
@@ -231,6 +233,8 @@ def uniformity_partial(
     n = z.shape[0]
     tsq = (z * z).sum(1).mul_(t)
     out = torch.zeros(n, dtype=z.dtype, device=z.device)
+    # not capped per shard (rows_for_shard): the triangle's blocks are dealt round-robin, and a
+    # different row partition would change the summation order of the sharded result
     rows = min(n, block_rows(n, block_bytes=block_bytes, itemsize=z.element_size()))
     buf = torch.empty(rows * n, dtype=z.dtype, device=z.device)
     ones = torch.ones(n, dtype=z.dtype, device=z.device)

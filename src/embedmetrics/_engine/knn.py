@@ -33,6 +33,7 @@ from embedmetrics._engine.scan import (
     block_rows,
     compute_dtype,
     l2_normalize,
+    rows_for_shard,
     shard_blocks,
 )
 
@@ -185,7 +186,7 @@ def knn_scan(
     out = {n: torch.zeros(n_q, dtype=torch.float64, device=dev) for n in STAT_NAMES if n in stats}
     indices = torch.zeros(n_q, k, dtype=torch.int64, device=dev) if return_neighbors else None
     distances = torch.zeros(n_q, k, dtype=dtype, device=dev) if return_neighbors else None
-    rows = block_rows(n_cols, block_bytes=block_bytes, itemsize=q.element_size())
+    rows = rows_for_shard(n_q, block_rows(n_cols, block_bytes=block_bytes, itemsize=q.element_size()), shard)
     buffer = torch.empty(min(rows, n_q), n_cols, dtype=dtype, device=dev)
     cmp_fn = label_comparison_fn
     for start, stop in shard_blocks(block_ranges(n_q, rows), shard):

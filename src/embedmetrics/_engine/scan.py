@@ -39,6 +39,20 @@ def l2_normalize(z: Tensor, eps: float) -> Tensor:
     return z / norms
 
 
+def rows_for_shard(n_rows: int, rows_per_block: int, shard: tuple[int, int] | None) -> int:
+    """Cap a block size so that every rank of ``shard`` gets a share of the ``n_rows`` query rows.
+
+    Sharding hands out whole blocks; with a large memory budget a scan can be a single block, which
+    would leave all the work to one rank. Capping the block at ``ceil(n_rows / world)`` rows keeps
+    per-rank work near ``1 / world`` whatever the budget. Every rank computes the same cap, so all
+    ranks agree on one block partition.
+    """
+    world = shard[1] if shard is not None else 1
+    if world <= 1:
+        return rows_per_block
+    return max(1, min(rows_per_block, -(-n_rows // world)))
+
+
 def block_ranges(n_rows: int, rows_per_block: int) -> list[tuple[int, int]]:
     """Half-open row ranges ``[start, stop)`` covering ``n_rows`` in blocks."""
     return [(s, min(s + rows_per_block, n_rows)) for s in range(0, n_rows, rows_per_block)]
@@ -75,6 +89,7 @@ def iter_similarity_blocks(
     Inputs are expected in the accumulation dtype already (see :func:`compute_dtype`).
     """
     rows = block_rows(references.shape[0], block_bytes=block_bytes, itemsize=queries.element_size())
+    rows = rows_for_shard(queries.shape[0], rows, shard)
     for start, stop in shard_blocks(block_ranges(queries.shape[0], rows), shard):
         yield start, stop, queries[start:stop] @ references.T
 
