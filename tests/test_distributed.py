@@ -269,6 +269,15 @@ def _sharded_cases() -> dict[str, Case]:
         # the kNN metrics; NMI/AMI (k-means on all rows) are not a blocked scan and are not split
         calc = em.AccuracyCalculator(exclude=("NMI", "AMI"), block_bytes=SMALL_BLOCKS)
         cases["EmbeddingAccuracy"] = Case(lambda **kw: em.EmbeddingAccuracy(calculator=calc, **kw), _labelled)
+        # the default budget fits this whole scan in one block: it must still be split across ranks
+        default_calc = em.AccuracyCalculator(exclude=("NMI", "AMI"))
+        cases["EmbeddingAccuracy(default blocks)"] = Case(
+            lambda **kw: em.EmbeddingAccuracy(calculator=default_calc, **kw), _labelled
+        )
+    if hasattr(em, "ContrastiveAccuracy"):
+        cases["ContrastiveAccuracy(default blocks)"] = Case(
+            lambda **kw: em.ContrastiveAccuracy(topk=(1, 5), **kw), _pairs
+        )
     return cases
 
 
