@@ -9,16 +9,11 @@ import numpy as np
 import pytest
 import torch
 
+from _cases import KNN_METRICS
 from embedmetrics import AccuracyCalculator
 from embedmetrics.neighbors import precision_at_k
 
-KNN = (
-    "precision_at_1",
-    "r_precision",
-    "mean_average_precision_at_r",
-    "mean_average_precision",
-    "mean_reciprocal_rank",
-)
+KNN = KNN_METRICS
 
 
 # --------------------------------------------------------------------------- NumPy oracle

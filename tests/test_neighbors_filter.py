@@ -8,17 +8,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _cases import KNN_METRICS
 from embedmetrics import AccuracyCalculator
 from embedmetrics._engine import knn
 from embedmetrics._engine.knn import GROUP_SIZE, column_groups, smallest_keys
 
-KNN = (
-    "precision_at_1",
-    "r_precision",
-    "mean_average_precision_at_r",
-    "mean_average_precision",
-    "mean_reciprocal_rank",
-)
+KNN = KNN_METRICS
 
 
 def _padded(s: torch.Tensor, kk: int) -> tuple[torch.Tensor, tuple[int, int]]:

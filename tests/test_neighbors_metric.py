@@ -10,16 +10,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _cases import KNN_METRICS
 from embedmetrics import AccuracyCalculator, EmbeddingAccuracy
 from embedmetrics._engine.knn import STAT_NAMES, knn_scan, relevant_counts
 
-KNN = (
-    "precision_at_1",
-    "r_precision",
-    "mean_average_precision_at_r",
-    "mean_average_precision",
-    "mean_reciprocal_rank",
-)
+KNN = KNN_METRICS
 
 
 def _data(n=48, dim=4, classes=5, seed=0, ties=False):

@@ -2,28 +2,16 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
+from _cases import RETRIEVAL_FUNCTIONS, TIE_POLICIES
+from _retrieval_oracle import METRICS, brute_force, plain
 from embedmetrics._engine import ranking
 from embedmetrics.functional import retrieval as F
 
-sys.path.insert(0, str(Path(__file__).parent))
-from _retrieval_oracle import METRICS, brute_force, plain
-
-FUNCS = {
-    "hit_rate": F.retrieval_hit_rate,
-    "reciprocal_rank": F.retrieval_reciprocal_rank,
-    "precision": F.retrieval_precision,
-    "recall": F.retrieval_recall,
-    "r_precision": F.retrieval_r_precision,
-    "average_precision": F.retrieval_average_precision,
-    "normalized_dcg": F.retrieval_normalized_dcg,
-}
-POLICIES = ("pessimistic", "average", "optimistic")
+FUNCS = RETRIEVAL_FUNCTIONS
+POLICIES = TIE_POLICIES
 KS = (1, 3, 8)  # one call for all; k=None separately
 IGNORE = -1
 
