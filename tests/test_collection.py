@@ -14,7 +14,7 @@ from torch import Tensor
 from torchmetrics import Metric, MetricCollection
 
 import embedmetrics as em
-from embedmetrics._engine.sync import SyncSafeMetric
+from embedmetrics._engine.base import BaseMetric
 
 N, DIM, DOCS = 30, 6, 7
 
@@ -191,22 +191,20 @@ class _PowerSum(Metric):
         return self.total
 
 
-class _SafePowerSum(SyncSafeMetric, _PowerSum):
+class _SafePowerSum(BaseMetric, _PowerSum):
     def __init__(self, power: int, **kwargs: Any) -> None:
         super().__init__(power, **kwargs)
         self.add_settings_state(power=power)
 
 
-@pytest.mark.parametrize(("cls", "merged"), [(_PowerSum, True), (_SafePowerSum, False)])
-def test_settings_state_keeps_compute_groups_apart(cls: type[_PowerSum], merged: bool) -> None:
-    coll = MetricCollection({"p1": cls(1), "p2": cls(2), "p2b": cls(2)})
-    coll.update(x=torch.tensor([0.0, 1.0, 1.0]))  # equal sums for powers 1 and 2
+def test_settings_state_keeps_compute_groups_apart() -> None:
+    # equal sums for powers 1 and 2 after the first batch: a compute group could merge p1 and p2 there.
+    # Only our behaviour is asserted (whether plain torchmetrics merges them is its own business).
+    coll = MetricCollection({"p1": _SafePowerSum(1), "p2": _SafePowerSum(2), "p2b": _SafePowerSum(2)})
+    coll.update(x=torch.tensor([0.0, 1.0, 1.0]))
     coll.update(x=torch.tensor([3.0]))
     values = coll.compute()
     assert float(values["p1"]) == 5.0
-    if merged:  # plain Metric: the group updates only p1 after the first batch, p2 reports p1's sum
-        assert float(values["p2"]) == 5.0
-        return
     assert float(values["p2"]) == 11.0
     assert float(values["p2b"]) == 11.0
     groups = [set(g) for g in coll.compute_groups.values()]

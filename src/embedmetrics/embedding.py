@@ -15,38 +15,39 @@ from __future__ import annotations
 import math
 from typing import Any, Optional, Union
 
-import numpy as np
 import torch
 from torch import Tensor
 from torchmetrics.utilities.data import dim_zero_cat
 
 from embedmetrics._engine import embedding as engine
-from embedmetrics._engine.checks import check_embeddings
-from embedmetrics._engine.embedding import EMBEDDING_BLOCK_BYTES
-from embedmetrics._engine.scan import metric_shard
-from embedmetrics._engine.sync import SyncSafeMetric
-from embedmetrics._plotting import plot_metric
-from embedmetrics.functional.embedding import (
-    TopK,
-    _check_alpha,
-    _check_block_bytes,
-    _check_contrastive_options,
-    _check_eps,
-    _check_finite_non_negative,
-    _check_normalize,
+from embedmetrics._engine.base import BaseMetric
+from embedmetrics._engine.checks import (
+    as_tensor,
+    check_block_bytes,
+    check_bool,
+    check_embeddings,
+    check_finite,
+    check_same_shape,
 )
+from embedmetrics._engine.embedding import EMBEDDING_BLOCK_BYTES, TopK
+from embedmetrics._engine.scan import metric_shard
+from embedmetrics._plotting import plot_metric
 
 __all__ = ["Alignment", "ContrastiveAccuracy", "Uniformity"]
 
 
-class _EmbeddingMetric(SyncSafeMetric):
-    """Shared input handling: validate a whole batch before any state changes, also in ``forward``."""
+class _EmbeddingMetric(BaseMetric):
+    """Shared input handling: a whole batch is validated before any state changes.
+
+    (``forward`` is protected by :class:`~embedmetrics._engine.base.BaseMetric`.)
+    """
 
     full_state_update: bool = False
     _views: tuple[str, ...] = ("z",)
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, validate_args: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.validate_args = check_bool("validate_args", validate_args)
         self._dim: Optional[int] = None
 
     def _validate(self, *zs: Any) -> list[Tensor]:
@@ -55,36 +56,30 @@ class _EmbeddingMetric(SyncSafeMetric):
             raise TypeError(f"`update` takes {len(self._views)} embedding argument(s), got {len(zs)}.")
         tensors: list[Tensor] = []
         for name, z in zip(self._views, zs):
-            if isinstance(z, np.ndarray):
-                z = torch.from_numpy(np.ascontiguousarray(z)).to(self.device)
-            if not isinstance(z, Tensor):
-                raise TypeError(
-                    f"Argument `{name}` must be a torch.Tensor or numpy.ndarray, got {type(z).__name__}."
-                )
-            check_embeddings(name, z)
-            tensors.append(z)
+            t = as_tensor(name, z)
+            if not isinstance(z, Tensor):  # a NumPy batch goes where the states are
+                t = t.to(self.device)
+            check_embeddings(name, t)
+            tensors.append(t)
         first = tensors[0]
         for name, z in zip(self._views[1:], tensors[1:]):
-            if z.shape != first.shape:
-                raise ValueError(
-                    f"Arguments `{self._views[0]}` and `{name}` must have the same shape, "
-                    f"got {tuple(first.shape)} and {tuple(z.shape)}."
-                )
+            check_same_shape((self._views[0], name), first, z)
         if self._dim is not None and first.shape[1] != self._dim:
             raise ValueError(
                 f"Argument `{self._views[0]}` must have {self._dim} features like the earlier batches, "
                 f"got shape {tuple(first.shape)}."
             )
+        if self.validate_args:
+            for name, z in zip(self._views, tensors):
+                check_finite(name, z)
         return tensors
 
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        """Batch value, accumulating the batch; a rejected batch leaves the state untouched."""
+    def _check_batch(self, *args: Any, **kwargs: Any) -> None:
         names = self._views[len(args) :]
         unknown = set(kwargs) - set(names)
         if unknown:
-            raise TypeError(f"`forward` got unexpected keyword argument(s) {sorted(unknown)}.")
+            raise TypeError(f"`update` got unexpected keyword argument(s) {sorted(unknown)}.")
         self._validate(*args, *(kwargs[name] for name in names if name in kwargs))
-        return super().forward(*args, **kwargs)
 
     def reset(self) -> None:
         """Clear the state (and the remembered feature dimension)."""
@@ -103,7 +98,7 @@ class _StoredEmbeddingMetric(_EmbeddingMetric):
 
     def __init__(self, block_bytes: int = EMBEDDING_BLOCK_BYTES, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.block_bytes = _check_block_bytes(block_bytes)
+        self.block_bytes = check_block_bytes(block_bytes)
         for name in self._views:
             self.add_state(name, default=[], dist_reduce_fx="cat")
         self.add_state("dim", default=torch.tensor(0, dtype=torch.int64), dist_reduce_fx="max")
@@ -112,7 +107,7 @@ class _StoredEmbeddingMetric(_EmbeddingMetric):
         tensors = self._validate(*zs)
         d = tensors[0].shape[1]
         for name, z in zip(self._views, tensors):
-            getattr(self, name).append(z.detach().reshape(-1))
+            getattr(self, name).append(z.reshape(-1))
         self.dim.fill_(d)
         self._dim = d
 
@@ -146,6 +141,7 @@ class ContrastiveAccuracy(_StoredEmbeddingMetric):
         ties: ``"average"``, ``"pessimistic"`` or ``"optimistic"``.
         eps: lower bound of the norm in the normalisation.
         block_bytes: memory budget of one similarity block, in bytes.
+        validate_args: reject NaN and infinite embeddings in ``update`` (``ValueError``; a host sync).
         kwargs: passed to :class:`torchmetrics.Metric`.
 
     Example:
@@ -175,10 +171,11 @@ class ContrastiveAccuracy(_StoredEmbeddingMetric):
         eps: float = 1e-12,
         *,
         block_bytes: int = EMBEDDING_BLOCK_BYTES,
+        validate_args: bool = True,
         **kwargs: Any,
     ) -> None:
-        self._ks, self._single = _check_contrastive_options(topk, ties, eps, normalize)
-        super().__init__(block_bytes=block_bytes, **kwargs)
+        self._ks, self._single = engine.check_contrastive_options(topk, ties, eps, normalize)
+        super().__init__(block_bytes=block_bytes, validate_args=validate_args, **kwargs)
         self.topk = topk
         self.normalize = bool(normalize)
         self.ties = ties
@@ -219,6 +216,7 @@ class Uniformity(_StoredEmbeddingMetric):
         normalize: L2-normalise rows first.
         eps: lower bound of the norm in the normalisation.
         block_bytes: memory budget of one similarity block, in bytes.
+        validate_args: reject NaN and infinite embeddings in ``update`` (``ValueError``; a host sync).
         kwargs: passed to :class:`torchmetrics.Metric`.
 
     ``compute`` with fewer than two rows (no pair) returns NaN, so that ``forward`` on a batch of a
@@ -248,12 +246,16 @@ class Uniformity(_StoredEmbeddingMetric):
         eps: float = 1e-12,
         *,
         block_bytes: int = EMBEDDING_BLOCK_BYTES,
+        validate_args: bool = True,
         **kwargs: Any,
     ) -> None:
-        self.t = _check_finite_non_negative("t", t)
-        self.normalize = _check_normalize(normalize)
-        self.eps = _check_eps(eps)
-        super().__init__(block_bytes=block_bytes, **kwargs)
+        self._options = engine.check_uniformity_options(t, normalize, eps)
+        self.t, self.normalize, self.eps = (
+            self._options["t"],
+            self._options["normalize"],
+            self._options["eps"],
+        )
+        super().__init__(block_bytes=block_bytes, validate_args=validate_args, **kwargs)
 
     def update(self, z: Tensor) -> None:
         """Store a batch of embeddings."""
@@ -265,12 +267,7 @@ class Uniformity(_StoredEmbeddingMetric):
         if rows is None or rows[0].shape[0] < 2:
             return torch.tensor(math.nan, device=self.device)
         return engine.uniformity(
-            rows[0],
-            normalize=self.normalize,
-            t=self.t,
-            eps=self.eps,
-            block_bytes=self.block_bytes,
-            shard=metric_shard(self),
+            rows[0], **self._options, block_bytes=self.block_bytes, shard=metric_shard(self)
         )
 
 
@@ -284,6 +281,7 @@ class Alignment(_EmbeddingMetric):
         alpha: exponent of the distance, positive and finite.
         normalize: L2-normalise rows first.
         eps: lower bound of the norm in the normalisation.
+        validate_args: reject NaN and infinite embeddings in ``update`` (``ValueError``; a host sync).
         kwargs: passed to :class:`torchmetrics.Metric`.
 
     Example:
@@ -304,11 +302,22 @@ class Alignment(_EmbeddingMetric):
     sum_terms: Tensor
     total: Tensor
 
-    def __init__(self, alpha: float = 2, normalize: bool = True, eps: float = 1e-12, **kwargs: Any) -> None:
-        self.alpha = _check_alpha(alpha)
-        self.normalize = _check_normalize(normalize)
-        self.eps = _check_eps(eps)
-        super().__init__(**kwargs)
+    def __init__(
+        self,
+        alpha: float = 2,
+        normalize: bool = True,
+        eps: float = 1e-12,
+        *,
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        self._options = engine.check_alignment_options(alpha, normalize, eps)
+        self.alpha, self.normalize, self.eps = (
+            self._options["alpha"],
+            self._options["normalize"],
+            self._options["eps"],
+        )
+        super().__init__(validate_args=validate_args, **kwargs)
         self.add_state("sum_terms", default=torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("total", default=torch.tensor(0, dtype=torch.int64), dist_reduce_fx="sum")
         # the sum depends on alpha/normalize/eps: never share a compute group across settings
@@ -317,7 +326,7 @@ class Alignment(_EmbeddingMetric):
     def update(self, z1: Tensor, z2: Tensor) -> None:
         """Add a batch of positive pairs."""
         x, y = self._validate(z1, z2)
-        terms = engine.alignment_terms(x, y, normalize=self.normalize, alpha=self.alpha, eps=self.eps)
+        terms = engine.alignment_terms(x, y, **self._options)
         self.sum_terms = self.sum_terms + terms.sum().to(torch.float64)
         self.total = self.total + terms.shape[0]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from embedmetrics._engine.checks import check_choice
+from embedmetrics._engine.checks import check_bool, check_choice
 from embedmetrics.functional.losses import _REDUCTIONS, LabelLike, _check_margin, contrastive_loss
 
 __all__ = ["ContrastiveLoss"]
@@ -50,7 +50,7 @@ class ContrastiveLoss(nn.Module):
         check_choice("reduction", reduction, _REDUCTIONS)
         self.margin = _check_margin(margin)
         self.reduction = reduction
-        self.validate_args = validate_args
+        self.validate_args = check_bool("validate_args", validate_args)
 
     def forward(self, output1: Tensor, output2: Tensor, similarity_label: LabelLike) -> Tensor:
         """Loss of the pairs ``(output1[i], output2[i])`` with labels ``similarity_label[i]``.

@@ -16,12 +16,21 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, Optional
 
-import numpy as np
 import torch
 from torch import Tensor
 from torchmetrics.functional.clustering import normalized_mutual_info_score
 
-from embedmetrics._engine.checks import check_choice, check_embeddings, check_positive_int
+from embedmetrics._engine.base import BaseMetric
+from embedmetrics._engine.checks import (
+    TIES,
+    as_tensor,
+    check_block_bytes,
+    check_bool,
+    check_choice,
+    check_embeddings,
+    check_finite,
+    check_positive_int,
+)
 from embedmetrics._engine.clustering import adjusted_mutual_info, kmeans
 from embedmetrics._engine.knn import (
     KNN_BLOCK_BYTES,
@@ -31,7 +40,6 @@ from embedmetrics._engine.knn import (
     relevant_counts,
 )
 from embedmetrics._engine.scan import metric_shard
-from embedmetrics._engine.sync import SyncSafeMetric
 
 __all__ = ["AccuracyCalculator", "EmbeddingAccuracy", "precision_at_k"]
 
@@ -45,16 +53,7 @@ _KNN_STATS = {
     "mean_average_precision": "average_precision",
     "mean_reciprocal_rank": "reciprocal_rank",
 }
-_TIES = ("average", "pessimistic", "optimistic")
 _DISTANCES = ("euclidean", "cosine")
-
-
-def _as_tensor(name: str, value: Any) -> Tensor:
-    if isinstance(value, Tensor):
-        return value
-    if isinstance(value, np.ndarray):
-        return torch.from_numpy(np.ascontiguousarray(value))
-    raise TypeError(f"Argument `{name}` must be a torch.Tensor or numpy.ndarray, got {type(value).__name__}.")
 
 
 def _check_labels(name: str, labels: Tensor, n_rows: int, rows_name: str) -> None:
@@ -174,9 +173,12 @@ class AccuracyCalculator:
         block_bytes: memory budget of one block of the kNN scan (default 256 MiB: few large blocks
             keep the fixed per-block overhead low; the scan's candidate filter adds typically half
             a block of temporaries).
+        validate_args: reject NaN and infinite embeddings in :meth:`get_accuracy` (``ValueError``;
+            reads the data). With ``False`` they are not checked and the values are meaningless.
 
     Raises:
         ValueError: for an unknown metric name, or ``label_comparison_fn`` with NMI/AMI included.
+        TypeError: for an argument of the wrong type.
 
     Example:
         >>> import torch
@@ -202,6 +204,7 @@ class AccuracyCalculator:
         ties: str = "average",
         kmeans_seed: int = 0,
         block_bytes: int = KNN_BLOCK_BYTES,
+        validate_args: bool = True,
     ) -> None:
         all_metrics = self._available_metrics()
         self._check_names("include", include, all_metrics)
@@ -211,13 +214,14 @@ class AccuracyCalculator:
         if k is not None and k != "max_bin_count":
             k = check_positive_int("k", k)
         self.k = None if k == "max_bin_count" else k
-        self.avg_of_avgs = bool(avg_of_avgs)
+        self.avg_of_avgs = check_bool("avg_of_avgs", avg_of_avgs)
+        self.validate_args = check_bool("validate_args", validate_args)
         check_choice("distance", distance, _DISTANCES)
-        check_choice("ties", ties, _TIES)
+        check_choice("ties", ties, TIES)
         self.distance = distance
         self.ties = ties
         self.kmeans_seed = int(kmeans_seed)
-        self.block_bytes = check_positive_int("block_bytes", block_bytes)
+        self.block_bytes = check_block_bytes(block_bytes)
         if label_comparison_fn is not None and not callable(label_comparison_fn):
             raise TypeError(f"Argument `label_comparison_fn` must be callable, got {label_comparison_fn!r}.")
         self.label_comparison_fn = label_comparison_fn
@@ -292,23 +296,22 @@ class AccuracyCalculator:
         """
         metrics = self._select(include, exclude)
         q, r, ql, rl = (
-            _as_tensor(n, v)
+            as_tensor(n, v).detach()
             for n, v in zip(
                 ("query", "reference", "query_labels", "reference_labels"),
                 (query, reference, query_labels, reference_labels),
             )
         )
         self._validate(q, r, ql, rl)
-        if not isinstance(embeddings_come_from_same_source, (bool, np.bool_)):
-            raise TypeError(
-                "Argument `embeddings_come_from_same_source` must be a bool, "
-                f"got {embeddings_come_from_same_source!r}."
-            )
+        same_source = check_bool("embeddings_come_from_same_source", embeddings_come_from_same_source)
+        if self.validate_args:
+            check_finite("query", q)
+            check_finite("reference", r)
         ql, rl = ql.to(q.device), rl.to(q.device)
         self_index = (
             self._self_index(q, r, ql, rl, query is reference) if embeddings_come_from_same_source else None
         )
-        return self._compute(q, r, ql, rl, self_index, bool(embeddings_come_from_same_source), metrics)
+        return self._compute(q, r, ql, rl, self_index, same_source, metrics)
 
     def _select(self, include: Sequence[str], exclude: Sequence[str]) -> list[str]:
         self._check_names("include", include, self.original_metrics)
@@ -542,7 +545,7 @@ class AccuracyCalculator:
 _ROLES = ("both", "query", "reference")
 
 
-class EmbeddingAccuracy(SyncSafeMetric):
+class EmbeddingAccuracy(BaseMetric):
     """Stateful :class:`AccuracyCalculator`: accumulate embeddings batch by batch, compute once.
 
     ``update(embeddings, labels)`` adds rows that are queries and references at once (the
@@ -566,6 +569,7 @@ class EmbeddingAccuracy(SyncSafeMetric):
         ties: as for :class:`AccuracyCalculator`.
         calculator: use this (e.g. subclassed) :class:`AccuracyCalculator` instead of building one
             from the arguments above.
+        validate_args: reject NaN and infinite embeddings in ``update`` (``ValueError``; a host sync).
         kwargs: torchmetrics ``Metric`` keyword arguments.
 
     Example:
@@ -595,9 +599,11 @@ class EmbeddingAccuracy(SyncSafeMetric):
         distance: str = "euclidean",
         ties: str = "average",
         calculator: Optional[AccuracyCalculator] = None,
+        validate_args: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.validate_args = check_bool("validate_args", validate_args)
         if calculator is not None and not isinstance(calculator, AccuracyCalculator):
             raise TypeError(f"Argument `calculator` must be an AccuracyCalculator, got {calculator!r}.")
         self.calculator = calculator or AccuracyCalculator(
@@ -610,14 +616,8 @@ class EmbeddingAccuracy(SyncSafeMetric):
         self._dim: Optional[int] = None
         self._label_width: Optional[int] = None
 
-    def update(self, embeddings: Tensor, labels: Tensor, role: str = "both") -> None:
-        """Add a batch of embeddings with their labels.
-
-        Args:
-            embeddings: ``(n, d)`` float tensor.
-            labels: ``(n,)`` or ``(n, w)`` integer tensor.
-            role: ``"both"`` (queries and references, same source), ``"query"`` or ``"reference"``.
-        """
+    def _check_batch(self, embeddings: Any, labels: Any, role: str = "both") -> None:
+        """Validate a batch against the earlier ones (feature dimension, label width); no state changes."""
         check_choice("role", role, _ROLES)
         if not isinstance(embeddings, Tensor) or not isinstance(labels, Tensor):
             raise TypeError(
@@ -639,6 +639,19 @@ class EmbeddingAccuracy(SyncSafeMetric):
                 f"Argument `labels` must have width {self._label_width} like earlier batches, got shape "
                 f"{tuple(labels.shape)}."
             )
+        if self.validate_args:
+            check_finite("embeddings", embeddings)
+
+    def update(self, embeddings: Tensor, labels: Tensor, role: str = "both") -> None:
+        """Add a batch of embeddings with their labels.
+
+        Args:
+            embeddings: ``(n, d)`` float tensor.
+            labels: ``(n,)`` or ``(n, w)`` integer tensor.
+            role: ``"both"`` (queries and references, same source), ``"query"`` or ``"reference"``.
+        """
+        self._check_batch(embeddings, labels, role)
+        width = 1 if labels.ndim == 1 else labels.shape[1]
         self._dim, self._label_width = embeddings.shape[1], width
         emb_state = getattr(self, f"{role}_embeddings")
         setattr(

@@ -22,8 +22,9 @@ import torch
 from torch import Tensor
 from torchmetrics.utilities.data import dim_zero_cat
 
+from embedmetrics._engine.base import BaseMetric
+from embedmetrics._engine.checks import check_bool
 from embedmetrics._engine.ranking import Aggregation
-from embedmetrics._engine.sync import SyncSafeMetric
 from embedmetrics._plotting import plot_metric
 from embedmetrics.functional.retrieval import (
     SPECS,
@@ -53,7 +54,7 @@ def _cat(state: Union[list[Tensor], Tensor]) -> Optional[Tensor]:
     return state if state.numel() else None
 
 
-class _RetrievalMetric(SyncSafeMetric):
+class _RetrievalMetric(BaseMetric):
     """Shared base: option checks, the two kinds of state, ``compute`` through the shared engine."""
 
     is_differentiable: bool = False
@@ -86,10 +87,8 @@ class _RetrievalMetric(SyncSafeMetric):
         self._ks, self._single = _check_options(
             k, top_k, ties, empty_target_action, ignore_index, aggregation
         )
-        if not isinstance(adaptive_k, bool):
-            raise TypeError(f"Argument `adaptive_k` must be a bool, got {adaptive_k!r}.")
-        if not isinstance(validate_args, bool):
-            raise TypeError(f"Argument `validate_args` must be a bool, got {validate_args!r}.")
+        check_bool("adaptive_k", adaptive_k)
+        check_bool("validate_args", validate_args)
         self.k = k if top_k is None else top_k
         self.top_k = self.k
         self.empty_target_action = empty_target_action

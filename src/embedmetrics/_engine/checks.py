@@ -1,18 +1,30 @@
-"""Argument and input validation shared by every family.
+"""Argument and input validation shared by every family: one validator per rule.
 
-Every error names the argument and the value received, as the project's convention requires.
+Every error names the argument and the value received. One exception type per kind of mistake:
+
+- :class:`TypeError`: the argument is of the wrong kind (a float where an int is needed, a string array
+  where numbers are needed, an integer tensor where embeddings must be floating point);
+- :class:`ValueError`: the kind is right but the value is not (``k=0``, a NaN embedding, a shape that
+  does not match).
+
+Checks of tensor *values* (NaN, ranges) read the data on the host; callers run them only when
+``validate_args`` is true, so that ``update`` can stay free of host synchronisation.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 import torch
 from torch import Tensor
 
 ArrayLike = Union[Tensor, np.ndarray]
+
+#: Tie policies of every rank-based metric (see DESIGN.md, "Ties").
+TIES = ("average", "pessimistic", "optimistic")
 
 
 def check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
@@ -24,25 +36,44 @@ def check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
     raise ValueError(f"Argument `{name}` must be one of {tuple(choices)}, got {value!r}.")
 
 
+def check_bool(name: str, value: Any) -> bool:
+    """Return ``value`` as a ``bool`` if it is a Python or NumPy bool; raise ``TypeError`` otherwise."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"Argument `{name}` must be a bool, got {value!r}.")
+    return bool(value)
+
+
 def check_positive_int(name: str, value: Any) -> int:
     """Return ``value`` if it is an ``int`` (not ``bool``) that is at least 1, else raise."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"Argument `{name}` must be a positive integer, got {value!r}.")
     if value < 1:
         raise ValueError(f"Argument `{name}` must be a positive integer (>= 1), got {value!r}.")
     return int(value)
 
 
-def check_non_negative_number(name: str, value: Any) -> float:
-    """Return ``value`` as float if it is a real number >= 0, else raise."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"Argument `{name}` must be a non-negative number, got {value!r}.")
-    if not value >= 0:  # also rejects NaN
-        raise ValueError(f"Argument `{name}` must be a non-negative number, got {value!r}.")
-    return float(value)
+def check_block_bytes(value: Any) -> int:
+    """The memory budget of one block of a scan: a positive ``int`` number of bytes."""
+    return check_positive_int("block_bytes", value)
 
 
-def normalize_ks(name: str, k: Any, *, allow_none: bool = True) -> tuple[tuple[int | None, ...], bool]:
+def check_number(name: str, value: Any, *, positive: bool = False, finite: bool = True) -> float:
+    """Return ``value`` as a float if it is a real number ``>= 0`` (``> 0`` with ``positive``).
+
+    ``finite`` (default) also rejects infinity; NaN is always rejected.
+    """
+    what = "positive" if positive else "non-negative"
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"Argument `{name}` must be a {what} number, got {value!r}.")
+    out = float(value)
+    if not (out > 0 if positive else out >= 0):  # also NaN
+        raise ValueError(f"Argument `{name}` must be a {what} number, got {value!r}.")
+    if finite and math.isinf(out):
+        raise ValueError(f"Argument `{name}` must be a finite {what} number, got {value!r}.")
+    return out
+
+
+def normalize_ks(name: str, k: Any, *, allow_none: bool = True) -> tuple[tuple[Optional[int], ...], bool]:
     """Normalise a cut-off argument that may be ``None``, an ``int`` or a sequence of ints.
 
     Returns:
@@ -51,7 +82,7 @@ def normalize_ks(name: str, k: Any, *, allow_none: bool = True) -> tuple[tuple[i
     """
     if k is None:
         if not allow_none:
-            raise ValueError(f"Argument `{name}` must be a positive integer, got None.")
+            raise TypeError(f"Argument `{name}` must be a positive integer, got None.")
         return (None,), True
     if isinstance(k, (list, tuple)):
         if len(k) == 0:
@@ -62,6 +93,25 @@ def normalize_ks(name: str, k: Any, *, allow_none: bool = True) -> tuple[tuple[i
     return (check_positive_int(name, k),), True
 
 
+def check_numeric_array(name: str, value: np.ndarray) -> None:
+    """Reject NumPy arrays that torch cannot hold as numbers (strings, objects)."""
+    if value.dtype.kind not in "biufc":
+        raise TypeError(
+            f"Argument `{name}` must hold numbers (bool, integer or floating point), got a NumPy array of "
+            f"dtype {value.dtype}."
+        )
+
+
+def as_tensor(name: str, value: Any) -> Tensor:
+    """A torch tensor or NumPy array (numbers) as a tensor; anything else is a ``TypeError``."""
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(value, np.ndarray):
+        check_numeric_array(name, value)
+        return torch.from_numpy(np.ascontiguousarray(value))
+    raise TypeError(f"Argument `{name}` must be a torch.Tensor or numpy.ndarray, got {type(value).__name__}.")
+
+
 def to_tensors(names: Sequence[str], *arrays: Any) -> tuple[list[Tensor], bool]:
     """Convert inputs that are all torch tensors or all NumPy arrays to tensors.
 
@@ -69,16 +119,14 @@ def to_tensors(names: Sequence[str], *arrays: Any) -> tuple[list[Tensor], bool]:
         The tensors, and whether the inputs were NumPy arrays (so results go back as NumPy).
 
     Raises:
-        TypeError: if the inputs mix types, or are neither tensors nor arrays.
+        TypeError: if the inputs mix types, are neither tensors nor arrays, or are arrays of strings.
     """
     all_torch = all(isinstance(a, Tensor) for a in arrays)
     all_numpy = all(isinstance(a, np.ndarray) for a in arrays)
     if not (all_torch or all_numpy):
         kinds = ", ".join(f"`{n}`: {type(a).__name__}" for n, a in zip(names, arrays))
         raise TypeError(f"Inputs must be all torch.Tensor or all numpy.ndarray, got {kinds}.")
-    if all_numpy:
-        return [torch.from_numpy(np.ascontiguousarray(a)) for a in arrays], True
-    return list(arrays), False
+    return [as_tensor(n, a) for n, a in zip(names, arrays)], all_numpy
 
 
 def check_embeddings(name: str, z: Tensor, *, allow_empty: bool = False) -> None:
@@ -91,3 +139,47 @@ def check_embeddings(name: str, z: Tensor, *, allow_empty: bool = False) -> None
         raise TypeError(f"Argument `{name}` must be a floating-point tensor, got dtype {z.dtype}.")
     if not allow_empty and z.shape[0] == 0:
         raise ValueError(f"Argument `{name}` must have at least one row, got shape {tuple(z.shape)}.")
+
+
+def check_finite(name: str, x: Tensor) -> None:
+    """Raise ``ValueError`` if ``x`` holds NaN or an infinity (reads the data: a host sync)."""
+    if x.numel() == 0 or not x.is_floating_point():
+        return
+    bad = ~torch.isfinite(x)
+    if bool(bad.any()):
+        first = bad.reshape(-1).nonzero()[0, 0]
+        value = x.reshape(-1)[first].item()
+        raise ValueError(
+            f"Argument `{name}` must hold finite values, got {value!r} "
+            f"(at flat position {int(first)}, shape {tuple(x.shape)})."
+        )
+
+
+def check_same_device(names: tuple[str, str], a: Tensor, b: Tensor) -> None:
+    """Raise ``ValueError`` when two tensors live on different devices."""
+    if a.device != b.device:
+        raise ValueError(
+            f"Arguments `{names[0]}` and `{names[1]}` must be on the same device, "
+            f"got {a.device} and {b.device}."
+        )
+
+
+def check_same_shape(names: tuple[str, str], a: Tensor, b: Tensor) -> None:
+    """Raise ``ValueError`` when two tensors differ in shape."""
+    if a.shape != b.shape:
+        raise ValueError(
+            f"Arguments `{names[0]}` and `{names[1]}` must have the same shape, "
+            f"got {tuple(a.shape)} and {tuple(b.shape)}."
+        )
+
+
+def check_paired_embeddings(names: tuple[str, str], a: Tensor, b: Tensor, *, validate_args: bool) -> None:
+    """Two views of the same rows: 2-D floating point, at least one row each, same shape and device;
+    finite values when ``validate_args`` (a host sync)."""
+    check_embeddings(names[0], a)
+    check_embeddings(names[1], b)
+    check_same_shape(names, a, b)
+    check_same_device(names, a, b)
+    if check_bool("validate_args", validate_args):
+        check_finite(names[0], a)
+        check_finite(names[1], b)

@@ -2,8 +2,10 @@
 
 k-means: greedy k-means++ initialisation, then Lloyd iterations.
 
-Runs on the input's device; the random choices of the initialisation come from a
-``torch.Generator`` seeded with a fixed seed, so the same input gives the same clustering.
+Runs on the input's device. The random numbers of the initialisation are drawn on the CPU from a
+``torch.Generator`` with a fixed seed and then moved to the device (a device's own generator draws a
+different stream: CUDA and CPU clustered the same data differently), so the same input gives the same
+clustering on every device.
 Distances to the centres are computed in row blocks sized by the scan's memory budget.
 """
 
@@ -32,6 +34,20 @@ def _assign(x: Tensor, x_sq: Tensor, centers: Tensor, block_bytes: int) -> tuple
     return labels, best
 
 
+def _draw(weights: Tensor, trials: int, gen: torch.Generator) -> Tensor:
+    """``trials`` indices drawn with probability proportional to ``weights`` (uniform if all zero).
+
+    Inverse-CDF sampling with uniforms from the CPU generator ``gen``: the draws do not depend on the
+    device holding ``weights`` (its cumulative sum is computed in float64 on the CPU).
+    """
+    cdf = weights.detach().to(device="cpu", dtype=torch.float64).cumsum(0)
+    total = float(cdf[-1])
+    if not total > 0:
+        return torch.randint(weights.shape[0], (trials,), generator=gen)
+    u = torch.rand(trials, generator=gen, dtype=torch.float64) * total
+    return torch.searchsorted(cdf, u, right=True).clamp_max(weights.shape[0] - 1)
+
+
 def kmeans(
     x: Tensor,
     n_clusters: int,
@@ -45,18 +61,15 @@ def kmeans(
     x = x.to(compute_dtype(x))
     n = x.shape[0]
     n_clusters = max(1, min(n_clusters, n))
-    gen = torch.Generator(device=x.device)
-    gen.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)  # CPU: the same draws whatever the device
     x_sq = (x * x).sum(dim=1)
     trials = 2 + int(math.log(n_clusters))
     # Greedy k-means++ (Arthur & Vassilvitskii; several candidates per step, keep the best).
-    first = int(torch.randint(n, (1,), generator=gen, device=x.device).item())
+    first = int(torch.randint(n, (1,), generator=gen).item())
     centers = x[first : first + 1].clone()
     closest = _sq_dists(x, x_sq, centers).squeeze(1)
     for _ in range(1, n_clusters):
-        total = closest.sum()
-        probs = torch.ones_like(closest) if total <= 0 else closest / total
-        cand = torch.multinomial(probs, trials, replacement=True, generator=gen)
+        cand = _draw(closest, trials, gen).to(x.device)
         d = _sq_dists(x, x_sq, x[cand])  # (n, trials)
         new_closest = torch.minimum(closest[:, None], d)
         best = int(new_closest.sum(dim=0).argmin().item())

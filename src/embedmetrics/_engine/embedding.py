@@ -31,10 +31,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Union
 
 import torch
 from torch import Tensor
 
+from embedmetrics._engine.checks import TIES, check_bool, check_choice, check_number, normalize_ks
+from embedmetrics._engine.distinct import canonical, distinct_rows
 from embedmetrics._engine.scan import (
     all_reduce_sum,
     block_ranges,
@@ -51,11 +55,40 @@ from embedmetrics._engine.scan import (
 #: 32 MiB is within ~15% of the best in both.
 EMBEDDING_BLOCK_BYTES = 32 * 2**20
 
-#: Tie policies of contrastive accuracy (see DESIGN.md, "Ties").
-TIES = ("average", "pessimistic", "optimistic")
-
 # Largest count that sums of float32 signs represent exactly (2**24).
 _EXACT_F32 = 1 << 24
+
+TopK = Union[int, Sequence[int]]
+
+
+# ----------------------------------------------------------------------------- options
+
+
+def check_contrastive_options(topk: Any, ties: Any, eps: Any, normalize: Any) -> tuple[tuple[int, ...], bool]:
+    """Validate contrastive accuracy's options (functional and module); return the ks and scalar flag."""
+    ks, single = normalize_ks("topk", topk, allow_none=False)
+    check_choice("ties", ties, TIES)
+    check_number("eps", eps)
+    check_bool("normalize", normalize)
+    return tuple(k for k in ks if k is not None), single
+
+
+def check_uniformity_options(t: Any, normalize: Any, eps: Any) -> dict[str, Any]:
+    """Validated options of uniformity, as keyword arguments of :func:`uniformity`."""
+    return {
+        "t": check_number("t", t),
+        "normalize": check_bool("normalize", normalize),
+        "eps": check_number("eps", eps),
+    }
+
+
+def check_alignment_options(alpha: Any, normalize: Any, eps: Any) -> dict[str, Any]:
+    """Validated options of alignment, as keyword arguments of :func:`alignment_terms`."""
+    return {
+        "alpha": check_number("alpha", alpha, positive=True),
+        "normalize": check_bool("normalize", normalize),
+        "eps": check_number("eps", eps),
+    }
 
 
 def prepare(z: Tensor, *, normalize: bool, eps: float, dtype: torch.dtype) -> Tensor:
@@ -149,14 +182,24 @@ def contrastive_partial(
     return out
 
 
-def contrastive_finalize(partial: Tensor, ks: Sequence[int], ties: str) -> Tensor:
+def contrastive_finalize(
+    partial: Tensor, ks: Sequence[int], ties: str, *, n: int | None = None, weights: Tensor | None = None
+) -> Tensor:
     """Mean hit@k over both directions from the summed partials: float64 of shape ``(len(ks),)``.
 
+    ``partial`` holds ``[a_row, b_row, a_col, b_col]`` per query (or per distinct positive pair, each
+    standing for ``weights[p]`` queries); ``n`` is the number of candidates (rows) of each direction.
     Under ``"average"`` the hits ``clamp(k - g, 0, t) / t`` are summed per tie size ``t`` first (the
     numerators are integers, exact in float64), so the result is exact where it can be: collapsed
     embeddings give exactly ``k / n``.
     """
-    n = partial.shape[1]
+    n = partial.shape[1] if n is None else n
+    w = (
+        torch.ones(partial.shape[1], dtype=torch.float64, device=partial.device)
+        if weights is None
+        else weights
+    )
+    w = torch.cat([w, w]).to(torch.float64)
     a = torch.cat([partial[0], partial[2]])
     b = torch.cat([partial[1], partial[3]])
     nan = torch.isnan(a).any()  # NaN similarities (NaN inputs) give NaN, not misses
@@ -169,14 +212,14 @@ def contrastive_finalize(partial: Tensor, ks: Sequence[int], ties: str) -> Tenso
     for k in ks:
         kk = float(min(k, n))
         if ties == "average":
-            numer = torch.minimum((kk - above).clamp_min(0), tied)
+            numer = torch.minimum((kk - above).clamp_min(0), tied) * w
             per_size = torch.zeros(n + 1, dtype=torch.float64, device=a.device)
             per_size.index_add_(0, tied.to(torch.int64), numer)
             hits = (per_size / sizes).sum()
         elif ties == "pessimistic":
-            hits = (above + tied <= kk).sum().to(torch.float64)
+            hits = torch.where(above + tied <= kk, w, 0.0).sum()
         else:  # optimistic
-            hits = (above < kk).sum().to(torch.float64)
+            hits = torch.where(above < kk, w, 0.0).sum()
         values.append(hits / (2 * n))
     out = torch.stack(values)
     return torch.where(nan, torch.full_like(out, math.nan), out)
@@ -193,14 +236,112 @@ def contrastive_accuracy(
     block_bytes: int = EMBEDDING_BLOCK_BYTES,
     shard: tuple[int, int] | None = None,
 ) -> Tensor:
-    """Contrastive top-k accuracy for every ``k`` in ``ks``, shape ``(len(ks),)``, accumulation dtype."""
+    """Contrastive top-k accuracy for every ``k`` in ``ks``, shape ``(len(ks),)``, accumulation dtype.
+
+    Identical rows get identical similarities (see :mod:`embedmetrics._engine.distinct`): with no
+    repeated row in either view the plain blocked scan runs; otherwise every distinct pair of rows is
+    computed once (:func:`weighted_contrastive_partial`).
+    """
     dtype = compute_dtype(z1, z2)
-    q = prepare(z1.detach(), normalize=normalize, eps=eps, dtype=dtype)
-    r = prepare(z2.detach(), normalize=normalize, eps=eps, dtype=dtype)
-    # sharded: each rank computes its own diagonal tiles, not all of them (one all-reduce of n values)
-    diag = contrastive_diagonal(q, r, block_bytes=block_bytes, shard=shard)
-    partial = contrastive_partial(q, r, block_bytes=block_bytes, shard=shard, diag=diag)
-    return contrastive_finalize(all_reduce_sum(partial, shard), ks, ties).to(dtype)
+    d1 = distinct_rows(canonical(z1.detach().to(dtype)))
+    d2 = distinct_rows(canonical(z2.detach().to(dtype)))
+    q = prepare(d1.rows, normalize=normalize, eps=eps, dtype=dtype)
+    r = prepare(d2.rows, normalize=normalize, eps=eps, dtype=dtype)
+    if d1.all_distinct and d2.all_distinct:
+        # sharded: each rank computes its own diagonal tiles, not all of them (one all-reduce of n values)
+        diag = contrastive_diagonal(q, r, block_bytes=block_bytes, shard=shard)
+        partial = contrastive_partial(q, r, block_bytes=block_bytes, shard=shard, diag=diag)
+        return contrastive_finalize(all_reduce_sum(partial, shard), ks, ties).to(dtype)
+    pairs = PositivePairs.of(d1.index(), d2.index(), r.shape[0])
+    partial = weighted_contrastive_partial(
+        q, r, pairs, d1.weights(dtype), d2.weights(dtype), block_bytes=block_bytes, shard=shard
+    )
+    n = z1.shape[0]
+    stats = all_reduce_sum(partial, shard)
+    return contrastive_finalize(stats, ks, ties, n=n, weights=pairs.weights).to(dtype)
+
+
+@dataclass
+class PositivePairs:
+    """The distinct (z1 row, z2 row) positive pairs, as indices into the distinct rows of each view.
+
+    Sorted by ``u`` (then ``v``); ``weights[p]`` is how many queries have pair ``p`` as their positive.
+    """
+
+    u: Tensor
+    v: Tensor
+    weights: Tensor
+
+    @staticmethod
+    def of(index1: Tensor, index2: Tensor, n2: int) -> PositivePairs:
+        keys, counts = torch.unique(index1 * n2 + index2, return_counts=True)
+        return PositivePairs(keys // n2, keys % n2, counts)
+
+
+def _pair_similarities(q: Tensor, r: Tensor, pairs: PositivePairs, rows: int) -> Tensor:
+    """``q[u_p] . r[v_p]`` for every pair, computed once each (row-wise products, in chunks)."""
+    out = torch.empty(pairs.u.shape[0], dtype=q.dtype, device=q.device)
+    for s, e in block_ranges(pairs.u.shape[0], rows):
+        out[s:e] = (q[pairs.u[s:e]] * r[pairs.v[s:e]]).sum(1)
+    return out
+
+
+def _weighted_sign_sums(diff: Tensor, weights: Tensor, dim: int, exact: bool) -> tuple[Tensor, Tensor]:
+    """``(sum(w * sign(diff)), sum(w * |sign(diff)|))`` along ``dim``, in place on ``diff``, float64."""
+    diff.sign_()
+    if not exact:
+        shape = (1, -1) if dim == 1 else (-1, 1)
+        w = weights.to(torch.float64).view(shape)
+        signed = (diff * w).sum(dim, dtype=torch.float64)
+        return signed, (diff.abs_() * w).sum(dim, dtype=torch.float64)
+    mat = diff if dim == 1 else diff.T
+    signed = torch.mv(mat, weights).to(torch.float64)
+    diff.abs_()
+    return signed, torch.mv(mat, weights).to(torch.float64)
+
+
+def weighted_contrastive_partial(
+    q: Tensor,
+    r: Tensor,
+    pairs: PositivePairs,
+    c1: Tensor,
+    c2: Tensor,
+    *,
+    block_bytes: int = EMBEDDING_BLOCK_BYTES,
+    shard: tuple[int, int] | None = None,
+) -> Tensor:
+    """Sign sums per positive pair over distinct rows: ``(4, P)`` rows ``[a_row, b_row, a_col, b_col]``.
+
+    ``q`` (``u1`` distinct z1 rows, multiplicities ``c1``) and ``r`` (``u2``, ``c2``) are prepared. Each
+    block of distinct z1 rows is multiplied by ``r`` once; the entry of every positive pair is set to
+    the pair's own similarity (computed once, :func:`_pair_similarities`), so every occurrence of a
+    pair of rows, in either direction, compares the same number. The z1→z2 direction of pair ``p``
+    compares row ``u_p`` with the pair's value, weighted by ``c2``; the z2→z1 direction compares
+    column ``v_p`` with it, weighted by ``c1``. Sharded, ranks take disjoint blocks of distinct z1
+    rows and the partials add up.
+    """
+    n_u1, n_u2, n_p = q.shape[0], r.shape[0], pairs.u.shape[0]
+    rows = rows_for_shard(
+        n_u1, block_rows(max(n_u2, n_p), block_bytes=block_bytes, itemsize=q.element_size()), shard
+    )
+    pos = _pair_similarities(q, r, pairs, rows)
+    out = torch.zeros(4, n_p, dtype=torch.float64, device=q.device)
+    exact = q.dtype == torch.float64 or max(int(c1.sum()), int(c2.sum())) < _EXACT_F32
+    pair_start = torch.searchsorted(pairs.u, torch.arange(n_u1 + 1, device=q.device))
+    r_t = r.T
+    for start, stop in shard_blocks(block_ranges(n_u1, rows), shard):
+        sim = q[start:stop] @ r_t
+        ps, pe = int(pair_start[start]), int(pair_start[stop])
+        sim[pairs.u[ps:pe] - start, pairs.v[ps:pe]] = pos[ps:pe]
+        for cs, ce in block_ranges(pe - ps, rows):  # z1 -> z2: the rows of this block's pairs
+            at = slice(ps + cs, ps + ce)
+            diff = sim.index_select(0, pairs.u[at] - start).sub_(pos[at, None])
+            out[0, at], out[1, at] = _weighted_sign_sums(diff, c2, 1, exact)
+        diff = sim.index_select(1, pairs.v).sub_(pos)  # z2 -> z1: every pair's column
+        col_a, col_b = _weighted_sign_sums(diff, c1[start:stop], 0, exact)
+        out[2] += col_a
+        out[3] += col_b
+    return out
 
 
 # ----------------------------------------------------------------------------- uniformity
@@ -224,11 +365,14 @@ def uniformity_partial(
     t: float,
     block_bytes: int = EMBEDDING_BLOCK_BYTES,
     shard: tuple[int, int] | None = None,
+    log_counts: Tensor | None = None,
 ) -> Tensor:
     """Per-row ``logsumexp_{j > i}(-t * ||z_i - z_j||^2)`` for this shard's rows (others 0), shape ``(n,)``.
 
     ``z`` is prepared (:func:`prepare`) and should be centred: ``-t * ||z_i - z_j||^2`` comes from
     ``min(2t z_i . z_j - t ||z_i||^2 - t ||z_j||^2, 0)``, whose rounding error grows with the norms.
+    With ``log_counts`` (distinct rows standing for ``c_i`` input rows each), row ``i`` gives
+    ``log c_i + logsumexp_{j > i}(-t * ||z_i - z_j||^2 + log c_j)``: the pairs between two groups.
     """
     n = z.shape[0]
     tsq = (z * z).sum(1).mul_(t)
@@ -246,18 +390,32 @@ def uniformity_partial(
             -tsq[None, start:], z[start:stop], z[start:].T, alpha=2.0 * t, out=buf[: b * m].view(b, m)
         )
         pot.sub_(tsq[start:stop, None]).clamp_max_(0.0)
+        if log_counts is not None:
+            pot.add_(log_counts[None, start:])
         pot[:, :b].masked_fill_(lower_full[:b, :b], -math.inf)  # pairs j <= i
         top = pot.amax(1)
         top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))  # all-masked rows
         sums = torch.mv(pot.sub_(top[:, None]).exp_(), ones[:m])
         out[start:stop] = sums.log_().add_(top)
+        if log_counts is not None:
+            out[start:stop] += log_counts[start:stop]
     return out
 
 
-def uniformity_finalize(partial: Tensor) -> Tensor:
-    """``log`` of the mean over ordered pairs ``i != j`` from the per-row log-sum-exps (float64)."""
-    n = partial.shape[0]
-    return torch.logsumexp(partial.to(torch.float64), dim=0) - math.log(n * (n - 1) / 2)
+def uniformity_finalize(partial: Tensor, counts: Tensor | None = None) -> Tensor:
+    """``log`` of the mean over ordered pairs ``i != j`` from the per-row log-sum-exps (float64).
+
+    ``counts``: multiplicities of distinct rows; the ``c (c - 1) / 2`` pairs inside a group are at
+    distance exactly 0 (potential ``exp(0) = 1``), so collapsed embeddings score exactly 0.
+    """
+    terms = partial.to(torch.float64)
+    n = terms.shape[0]
+    if counts is not None:
+        c = counts.to(torch.float64)
+        n = int(counts.sum())
+        terms = torch.cat([terms, torch.log(c[c > 1] * (c[c > 1] - 1) / 2)])
+    pairs = torch.tensor(n * (n - 1) / 2, dtype=torch.float64, device=terms.device)
+    return torch.logsumexp(terms, dim=0) - torch.log(pairs)
 
 
 def uniformity(
@@ -269,12 +427,18 @@ def uniformity(
     block_bytes: int = EMBEDDING_BLOCK_BYTES,
     shard: tuple[int, int] | None = None,
 ) -> Tensor:
-    """Uniformity (0-dim, accumulation dtype) of ``n >= 2`` rows; not differentiable (in-place scan)."""
+    """Uniformity (0-dim, accumulation dtype) of ``n >= 2`` rows; not differentiable (in-place scan).
+
+    Repeated rows are grouped first (:mod:`embedmetrics._engine.distinct`): each distinct pair is
+    computed once and weighted, and pairs of identical rows count at distance exactly 0.
+    """
     dtype = compute_dtype(z)
-    x = prepare(z.detach(), normalize=normalize, eps=eps, dtype=dtype)
+    distinct = distinct_rows(canonical(z.detach().to(dtype)))
+    x = prepare(distinct.rows, normalize=normalize, eps=eps, dtype=dtype)
     x = x - x.mean(0)  # distances are translation invariant; centring shrinks the rounding error
-    partial = all_reduce_sum(uniformity_partial(x, t=t, block_bytes=block_bytes, shard=shard), shard)
-    return uniformity_finalize(partial).to(dtype)
+    log_counts = None if distinct.counts is None else distinct.weights(dtype).log()
+    partial = uniformity_partial(x, t=t, block_bytes=block_bytes, shard=shard, log_counts=log_counts)
+    return uniformity_finalize(all_reduce_sum(partial, shard), distinct.counts).to(dtype)
 
 
 # ----------------------------------------------------------------------------- alignment

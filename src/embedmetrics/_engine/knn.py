@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from embedmetrics._engine import tie_stats
+from embedmetrics._engine.distinct import canonical, distinct_rows
 from embedmetrics._engine.scan import (
     all_reduce_sum,
     block_ranges,
@@ -165,9 +166,11 @@ def knn_scan(
         Per-query statistics (see :data:`STAT_NAMES`), zero outside the scanned share.
     """
     dtype = compute_dtype(query, reference)
-    q = query.to(dtype)
-    ref = reference.to(dtype)
-    n_q, n_r = q.shape[0], ref.shape[0]
+    q = query.detach().to(dtype)
+    # identical reference rows must get identical keys in every row: compute each distinct one once
+    distinct = distinct_rows(canonical(reference.detach().to(dtype)))
+    ref = distinct.rows
+    n_q, n_r = q.shape[0], reference.shape[0]
     dev = q.device
     q_sq: Optional[Tensor] = None
     if distance == "cosine":
@@ -180,7 +183,7 @@ def knn_scan(
     kk = min(k + 1, n_r)
     groups = column_groups(n_r, kk)
     n_cols = n_r if groups is None else groups[0] * GROUP_SIZE
-    if n_cols > n_r:  # padding columns, set to +inf after each product
+    if distinct.all_distinct and n_cols > n_r:  # padding columns, set to +inf after each product
         ref = torch.cat([ref, ref.new_zeros(n_cols - n_r, ref.shape[1])])
     ref_t = ref.T
     out = {n: torch.zeros(n_q, dtype=torch.float64, device=dev) for n in STAT_NAMES if n in stats}
@@ -192,7 +195,11 @@ def knn_scan(
     for start, stop in shard_blocks(block_ranges(n_q, rows), shard):
         nb = stop - start
         # ranking key, ascending = nearer: ||r||² − 2 q·r (Euclidean) or −cos
-        s = torch.mm(q[start:stop], ref_t, out=buffer[:nb])
+        if distinct.inverse is None:
+            s = torch.mm(q[start:stop], ref_t, out=buffer[:nb])
+        else:  # keys of the distinct rows, then every reference column takes its row's key
+            s = buffer[:nb]
+            s[:, :n_r] = torch.mm(q[start:stop], ref_t).index_select(1, distinct.inverse)
         s[:, n_r:] = float("inf")
         if self_index is not None:
             own = self_index[start:stop]

@@ -122,20 +122,8 @@ class SyncSafeMetric(Metric):
     """``torchmetrics.Metric`` whose ``"cat"`` states sync safely when some ranks made no ``update``.
 
     Subclass it instead of ``Metric``; nothing else changes (see :func:`align_empty_cat_states`).
+    The module metrics subclass :class:`~embedmetrics._engine.base.BaseMetric`, which builds on it.
     """
-
-    def add_settings_state(self, **settings: Any) -> None:
-        """Record the settings that shape what ``update`` stores, as a state of its own.
-
-        ``MetricCollection`` (``compute_groups=True``) merges metrics whose states are equal after the
-        first ``update`` and from then on updates only one of them. That is right when the states are
-        the raw inputs, but wrong when ``update`` already reduces with a setting (per-query values at
-        ``k``, a sum of ``||z1 - z2||^alpha``): the first batch can give equal states for different
-        settings (every hit at rank 1 gives hit@1 = hit@10), and the group would then report one
-        setting's value for both. With the settings in a state, such metrics are never merged;
-        metrics with equal settings still are. The state is the same on every rank (``"max"``).
-        """
-        self.add_state("settings_code", default=settings_fingerprint(**settings), dist_reduce_fx="max")
 
     def _sync_dist(
         self,

@@ -9,8 +9,7 @@ memory is about ``block_bytes`` (a few blocks of it), never an ``n x n`` matrix.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 import torch
@@ -18,75 +17,16 @@ from torch import Tensor
 
 from embedmetrics._engine import embedding as engine
 from embedmetrics._engine.checks import (
-    check_choice,
+    check_block_bytes,
+    check_bool,
     check_embeddings,
-    check_non_negative_number,
-    normalize_ks,
+    check_finite,
+    check_paired_embeddings,
     to_tensors,
 )
-from embedmetrics._engine.embedding import EMBEDDING_BLOCK_BYTES
+from embedmetrics._engine.embedding import EMBEDDING_BLOCK_BYTES, TopK, check_contrastive_options
 
 __all__ = ["alignment_score", "contrastive_accuracy_score", "uniformity_score"]
-
-TopK = Union[int, Sequence[int]]
-
-
-def _check_pair(z1: Tensor, z2: Tensor) -> None:
-    """Both views: 2-D floating point, at least one row, same shape, same device."""
-    check_embeddings("z1", z1)
-    check_embeddings("z2", z2)
-    if z1.shape != z2.shape:
-        raise ValueError(
-            f"Arguments `z1` and `z2` must have the same shape, got {tuple(z1.shape)} and {tuple(z2.shape)}."
-        )
-    if z1.device != z2.device:
-        raise ValueError(
-            f"Arguments `z1` and `z2` must be on the same device, got {z1.device} and {z2.device}."
-        )
-
-
-def _check_eps(eps: Any) -> float:
-    value = check_non_negative_number("eps", eps)
-    if value == float("inf"):
-        raise ValueError(f"Argument `eps` must be finite, got {eps!r}.")
-    return value
-
-
-def _check_normalize(normalize: Any) -> bool:
-    if not isinstance(normalize, (bool, np.bool_)):
-        raise TypeError(f"Argument `normalize` must be a bool, got {normalize!r}.")
-    return bool(normalize)
-
-
-def _check_block_bytes(block_bytes: Any) -> int:
-    if isinstance(block_bytes, bool) or not isinstance(block_bytes, (int, np.integer)) or block_bytes < 1:
-        raise ValueError(f"Argument `block_bytes` must be a positive integer, got {block_bytes!r}.")
-    return int(block_bytes)
-
-
-def _check_finite_non_negative(name: str, value: Any) -> float:
-    out = check_non_negative_number(name, value)
-    if out == float("inf"):
-        raise ValueError(f"Argument `{name}` must be finite, got {value!r}.")
-    return out
-
-
-def _check_alpha(alpha: Any) -> float:
-    out = _check_finite_non_negative("alpha", alpha)
-    if out == 0:
-        raise ValueError(f"Argument `alpha` must be positive, got {alpha!r}.")
-    return out
-
-
-def _check_contrastive_options(
-    topk: Any, ties: Any, eps: Any, normalize: Any
-) -> tuple[tuple[int, ...], bool]:
-    """Validate the options shared by the functional and the module; return the ks and scalar flag."""
-    ks, single = normalize_ks("topk", topk, allow_none=False)
-    check_choice("ties", ties, engine.TIES)
-    _check_eps(eps)
-    _check_normalize(normalize)
-    return tuple(k for k in ks if k is not None), single
 
 
 def _output(value: Tensor, numpy: bool, single: bool = True) -> Any:
@@ -108,6 +48,7 @@ def contrastive_accuracy_score(
     ties: str = "average",
     *,
     block_bytes: int = EMBEDDING_BLOCK_BYTES,
+    validate_args: bool = True,
 ) -> Any:
     r"""Top-k contrastive accuracy between two views, both directions averaged.
 
@@ -132,15 +73,18 @@ def contrastive_accuracy_score(
         eps: lower bound of the norm in the normalisation (avoids division by zero).
         ties: ``"average"``, ``"pessimistic"`` or ``"optimistic"``.
         block_bytes: memory budget of one similarity block, in bytes.
+        validate_args: reject NaN and infinite embeddings (``ValueError``); this reads the data (a host
+            sync). With ``False`` such inputs give NaN.
 
     Returns:
         A 0-dim tensor on the input's device (torch input) or a ``numpy.float64`` (NumPy input);
         for a sequence ``topk``, one value per ``k`` (shape ``(len(topk),)``).
 
     Raises:
-        TypeError: if ``z1`` and ``z2`` are not both tensors or both arrays, or not floating point.
-        ValueError: if the shapes differ, are not 2-D or have no rows, or ``topk < 1``, or an
-            option is invalid.
+        TypeError: if ``z1`` and ``z2`` are not both tensors or both arrays, not floating point, or
+            an option has the wrong type.
+        ValueError: if the shapes differ, are not 2-D or have no rows, ``topk < 1``, an option is
+            invalid, or (``validate_args``) an embedding is NaN or infinite.
 
     Example:
         >>> import torch
@@ -155,16 +99,11 @@ def contrastive_accuracy_score(
         np.float64(0.5)
     """
     (t1, t2), numpy = to_tensors(("z1", "z2"), z1, z2)
-    _check_pair(t1, t2)
-    ks, single = _check_contrastive_options(topk, ties, eps, normalize)
+    ks, single = check_contrastive_options(topk, ties, eps, normalize)
+    block_bytes = check_block_bytes(block_bytes)
+    check_paired_embeddings(("z1", "z2"), t1, t2, validate_args=validate_args)
     value = engine.contrastive_accuracy(
-        t1,
-        t2,
-        normalize=bool(normalize),
-        eps=float(eps),
-        ks=ks,
-        ties=ties,
-        block_bytes=_check_block_bytes(block_bytes),
+        t1, t2, normalize=bool(normalize), eps=float(eps), ks=ks, ties=ties, block_bytes=block_bytes
     )
     return _output(value, numpy, single)
 
@@ -176,6 +115,7 @@ def uniformity_score(
     eps: float = 1e-12,
     *,
     block_bytes: int = EMBEDDING_BLOCK_BYTES,
+    validate_args: bool = True,
 ) -> Any:
     r"""Uniformity of an embedding (Wang & Isola, ICML 2020); lower is more uniform.
 
@@ -192,15 +132,18 @@ def uniformity_score(
         t: temperature of the Gaussian potential (``t = 2`` in the paper), finite and ``>= 0``.
         eps: lower bound of the norm in the normalisation (avoids division by zero).
         block_bytes: memory budget of one similarity block, in bytes.
+        validate_args: reject NaN and infinite embeddings (``ValueError``); this reads the data (a host
+            sync). With ``False`` such inputs give NaN.
 
     Returns:
         A 0-dim tensor on the input's device (torch input) or a ``numpy.float64`` (NumPy input).
+        Repeated rows count at distance exactly 0 (collapsed embeddings score exactly 0).
         It carries no gradient: the blocked scan works in place (use it as a metric, not a loss).
 
     Raises:
         TypeError: if ``z`` is neither a tensor nor an array, or not floating point.
-        ValueError: if ``z`` is not 2-D or has fewer than 2 rows (there is no pair), or ``t`` is
-            negative or not finite.
+        ValueError: if ``z`` is not 2-D or has fewer than 2 rows (there is no pair), ``t`` is
+            negative or not finite, or (``validate_args``) an embedding is NaN or infinite.
 
     Example:
         >>> import torch
@@ -212,19 +155,17 @@ def uniformity_score(
         np.float64(-2000.405...)
     """
     (tz,), numpy = to_tensors(("z",), z)
+    options = engine.check_uniformity_options(t, normalize, eps)
+    block_bytes = check_block_bytes(block_bytes)
     check_embeddings("z", tz)
     if tz.shape[0] < 2:
         raise ValueError(
             f"Argument `z` must have at least 2 rows (uniformity averages over pairs i != j), "
             f"got shape {tuple(tz.shape)}."
         )
-    value = engine.uniformity(
-        tz,
-        normalize=_check_normalize(normalize),
-        t=_check_finite_non_negative("t", t),
-        eps=_check_eps(eps),
-        block_bytes=_check_block_bytes(block_bytes),
-    )
+    if check_bool("validate_args", validate_args):
+        check_finite("z", tz)
+    value = engine.uniformity(tz, **options, block_bytes=block_bytes)
     return _output(value, numpy)
 
 
@@ -234,6 +175,8 @@ def alignment_score(
     normalize: bool = True,
     alpha: float = 2,
     eps: float = 1e-12,
+    *,
+    validate_args: bool = True,
 ) -> Any:
     r"""Alignment of positive pairs (Wang & Isola, ICML 2020); lower is better.
 
@@ -246,6 +189,8 @@ def alignment_score(
         normalize: L2-normalise each row first.
         alpha: exponent of the distance (``alpha = 2`` in the paper), positive and finite.
         eps: lower bound of the norm in the normalisation (avoids division by zero).
+        validate_args: reject NaN and infinite embeddings (``ValueError``); this reads the data (a host
+            sync). With ``False`` such inputs give NaN.
 
     Returns:
         A 0-dim tensor on the input's device (torch input; differentiable) or a ``numpy.float64``
@@ -253,7 +198,8 @@ def alignment_score(
 
     Raises:
         TypeError: if ``z1`` and ``z2`` are not both tensors or both arrays, or not floating point.
-        ValueError: if the shapes differ, are not 2-D or have no rows, or ``alpha <= 0``.
+        ValueError: if the shapes differ, are not 2-D or have no rows, ``alpha <= 0``, or
+            (``validate_args``) an embedding is NaN or infinite.
 
     Example:
         >>> import torch
@@ -266,12 +212,7 @@ def alignment_score(
         tensor(0.7071)
     """
     (t1, t2), numpy = to_tensors(("z1", "z2"), z1, z2)
-    _check_pair(t1, t2)
-    terms = engine.alignment_terms(
-        t1,
-        t2,
-        normalize=_check_normalize(normalize),
-        alpha=_check_alpha(alpha),
-        eps=_check_eps(eps),
-    )
+    options = engine.check_alignment_options(alpha, normalize, eps)
+    check_paired_embeddings(("z1", "z2"), t1, t2, validate_args=validate_args)
+    terms = engine.alignment_terms(t1, t2, **options)
     return _output(terms.mean(), numpy)

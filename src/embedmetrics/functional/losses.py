@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import numbers
 from typing import Union
 
@@ -10,7 +9,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.checks import check_choice, check_non_negative_number
+from embedmetrics._engine.checks import check_bool, check_choice, check_number
 from embedmetrics._engine.scan import compute_dtype
 
 __all__ = ["contrastive_loss"]
@@ -23,10 +22,7 @@ _REDUCTIONS = ("mean", "sum", "none")
 
 def _check_margin(margin: float) -> float:
     """Return ``margin`` as a float if it is a finite real number >= 0, else raise."""
-    value = check_non_negative_number("margin", margin)
-    if not math.isfinite(value):
-        raise ValueError(f"Argument `margin` must be a finite non-negative number, got {margin!r}.")
-    return value
+    return check_number("margin", margin)
 
 
 def _check_outputs(output1: Tensor, output2: Tensor) -> None:
@@ -186,6 +182,7 @@ def contrastive_loss(
     """
     check_choice("reduction", reduction, _REDUCTIONS)
     margin_value = _check_margin(margin)
+    check_bool("validate_args", validate_args)
     _check_outputs(output1, output2)
     out_dtype = torch.promote_types(output1.dtype, output2.dtype)
     work = compute_dtype(output1, output2)

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from embedmetrics._engine import ranking
-from embedmetrics._engine.checks import check_choice, normalize_ks
+from embedmetrics._engine.checks import TIES, check_bool, check_choice, normalize_ks
 from embedmetrics._engine.ranking import Aggregation, RankedRows
 
 __all__ = [
@@ -34,7 +34,6 @@ __all__ = [
 ]
 
 KArg = Union[int, Sequence[int], None]
-TIES = ("average", "pessimistic", "optimistic")
 EMPTY_TARGET_ACTIONS = ("neg", "pos", "skip", "error")
 AGGREGATIONS = ("mean", "median", "min", "max", "none")
 
@@ -289,6 +288,7 @@ def _retrieval(
 ) -> Tensor:
     spec = SPECS[metric]
     ks, single = _check_options(k, top_k, ties, empty_target_action, ignore_index, aggregation)
+    check_bool("validate_args", validate_args)
     _check_inputs(
         spec,
         preds,
@@ -526,8 +526,7 @@ def retrieval_precision(
         >>> retrieval_precision(tensor([0.2, 0.3, 0.5]), tensor([True, False, True]), k=5, adaptive_k=True)
         tensor(0.6667)
     """
-    if not isinstance(adaptive_k, bool):
-        raise TypeError(f"Argument `adaptive_k` must be a bool, got {adaptive_k!r}.")
+    check_bool("adaptive_k", adaptive_k)
     return _retrieval(
         "precision",
         preds,

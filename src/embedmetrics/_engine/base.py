@@ -1,0 +1,188 @@
+"""The base class of every module metric: nothing lost, settings kept apart, deadlock-free sync.
+
+:class:`BaseMetric` adds to :class:`~embedmetrics._engine.sync.SyncSafeMetric` (safe ``"cat"`` sync):
+
+- **A rejected batch costs nothing.** torchmetrics' ``forward`` resets the accumulated state before it
+  calls ``update`` on the batch and merges the two afterwards, so a batch that raises (bad input, or a
+  batch value that cannot be computed) used to drop the whole epoch. ``forward`` here first validates
+  the batch against the accumulated state (:meth:`BaseMetric._check_batch`), then takes a shallow
+  snapshot of the metric first (references to the state tensors and copies of the state lists: no
+  data is copied) and puts it back if anything raises. ``update`` validates a batch before it touches
+  the state (every metric's own contract, tested for every class); a rejected ``update`` also leaves
+  torchmetrics' update counter and compute cache as they were.
+- **Non-differentiable metrics never keep a graph.** Their ``update`` receives detached tensors, so
+  embeddings that require grad neither crash the scans nor keep the autograd graph alive in the state.
+- **Settings that shape the state are checked.** A metric whose ``update`` already reduces with a
+  setting (per-query values at ``k``, a sum of ``||z1 - z2||^alpha``) records those settings with
+  :meth:`BaseMetric.add_settings_state`. ``merge_state`` and ``load_state_dict`` then refuse a state
+  computed with other settings (``ValueError`` naming the setting) instead of mixing them, and
+  ``MetricCollection`` compute groups never merge such metrics. Metrics that store raw rows (whose
+  settings only matter in ``compute``) stay compatible across settings, as they should.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+from torch import Tensor
+from torchmetrics import Metric
+
+from embedmetrics._engine.sync import SyncSafeMetric, settings_fingerprint
+
+#: ``state_dict`` key of the recorded settings (present only when states are persistent).
+SETTINGS_KEY = "_settings"
+
+# settings fingerprints seen in this process -> readable settings (to name a differing setting when a
+# merged state dict carries only the fingerprint)
+_KNOWN_SETTINGS: dict[float, dict[str, str]] = {}
+
+
+def describe_setting(value: Any) -> str:
+    """A stable text for a setting: ``repr`` of values, the qualified name of functions."""
+    if callable(value) and hasattr(value, "__qualname__"):
+        return f"{getattr(value, '__module__', '')}.{value.__qualname__}"
+    return repr(value)
+
+
+def _detach(value: Any) -> Any:
+    return value.detach() if isinstance(value, Tensor) else value
+
+
+def _differing(ours: Mapping[str, str], theirs: Mapping[str, str]) -> list[str]:
+    return [name for name in sorted(set(ours) | set(theirs)) if ours.get(name) != theirs.get(name)]
+
+
+class BaseMetric(SyncSafeMetric):
+    """Base of every module metric (see the module docstring for what it guarantees)."""
+
+    _settings: dict[str, str]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._settings = {}
+
+    # ------------------------------------------------------------------ nothing lost
+    def _check_batch(self, *args: Any, **kwargs: Any) -> None:
+        """Validate a batch against the accumulated state without touching it (override; default: none).
+
+        ``forward`` calls it before torchmetrics resets the state for the batch value, so checks that
+        compare with earlier batches (the feature dimension, say) still see them.
+        """
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Batch value, accumulating the batch; a batch that raises leaves the metric exactly as it was."""
+        self._check_batch(*args, **kwargs)
+        snapshot = {k: (list(v) if isinstance(v, list) else v) for k, v in self.__dict__.items()}
+        try:
+            return super().forward(*args, **kwargs)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(snapshot)
+            raise
+
+    def _wrap_update(self, update: Callable[..., None]) -> Callable[..., None]:
+        """torchmetrics' wrapper, plus: detached inputs (non-differentiable metrics) and, when ``update``
+        raises, the update counter and compute cache as they were."""
+        wrapped = super()._wrap_update(update)
+        detach = not self.is_differentiable
+
+        @functools.wraps(update)
+        def guarded(*args: Any, **kwargs: Any) -> None:
+            count, computed = self._update_count, self._computed
+            if detach:
+                args = tuple(_detach(a) for a in args)
+                kwargs = {k: _detach(v) for k, v in kwargs.items()}
+            try:
+                wrapped(*args, **kwargs)
+            except BaseException:
+                self._update_count, self._computed = count, computed
+                raise
+
+        return guarded
+
+    # ------------------------------------------------------------------ settings
+    def add_settings_state(self, **settings: Any) -> None:
+        """Record the settings that shape what ``update`` stores, as a state of its own.
+
+        ``MetricCollection`` (``compute_groups=True``) merges metrics whose states are equal after the
+        first ``update`` and from then on updates only one of them. That is right when the states are
+        the raw inputs, but wrong when ``update`` already reduces with a setting (per-query values at
+        ``k``, a sum of ``||z1 - z2||^alpha``): the first batch can give equal states for different
+        settings (every hit at rank 1 gives hit@1 = hit@10), and the group would then report one
+        setting's value for both. With the settings in a state, such metrics are never merged;
+        metrics with equal settings still are. The same record makes ``merge_state`` and
+        ``load_state_dict`` refuse a state computed with other settings.
+        """
+        self._settings = {name: describe_setting(value) for name, value in settings.items()}
+        code = settings_fingerprint(**self._settings)
+        _KNOWN_SETTINGS[float(code)] = dict(self._settings)
+        self.add_state("settings_code", default=code, dist_reduce_fx="max")
+
+    def _check_settings(self, theirs: Mapping[str, str], action: str) -> None:
+        differ = _differing(self._settings, theirs)
+        if not differ:
+            return
+        detail = ", ".join(
+            f"`{n}`: {theirs.get(n, '(absent)')} (ours: {self._settings.get(n)})" for n in differ
+        )
+        raise ValueError(
+            f"{type(self).__name__}.{action}: the incoming state was computed with different settings "
+            f"({detail}); states of different settings cannot be mixed. Was it saved before a setting "
+            "such as `k` changed?"
+        )
+
+    def _check_settings_code(self, code: Any, action: str) -> None:
+        if not self._settings or not isinstance(code, Tensor):
+            return
+        theirs = float(code.reshape(-1)[0])
+        ours: Tensor = getattr(self, "settings_code")  # noqa: B009 (a state: Module.__getattr__ types it badly)
+        if theirs == float(ours.reshape(-1)[0]):
+            return
+        known = _KNOWN_SETTINGS.get(theirs)
+        if known is not None:
+            self._check_settings(known, action)
+        raise ValueError(
+            f"{type(self).__name__}.{action}: the incoming state was computed with different settings "
+            f"than ours ({self._settings}); states of different settings cannot be mixed."
+        )
+
+    def merge_state(self, incoming_state: dict[str, Any] | Metric) -> None:
+        """torchmetrics' ``merge_state``; a state computed with other settings raises ``ValueError``."""
+        if isinstance(incoming_state, BaseMetric) and isinstance(incoming_state, type(self)):
+            self._check_settings(incoming_state._settings, "merge_state")
+        elif isinstance(incoming_state, dict):
+            self._check_settings_code(incoming_state.get("settings_code"), "merge_state")
+        super().merge_state(incoming_state)
+
+    def state_dict(  # type: ignore[override]
+        self, destination: dict[str, Any] | None = None, prefix: str = "", keep_vars: bool = False
+    ) -> dict[str, Any]:
+        """torchmetrics' ``state_dict``; with persistent states it also records the settings."""
+        out: dict[str, Any] = super().state_dict(destination=destination, prefix=prefix, keep_vars=keep_vars)
+        if self._settings and any(self._persistent.values()):
+            text = json.dumps(self._settings, sort_keys=True).encode()
+            out[prefix + SETTINGS_KEY] = torch.frombuffer(bytearray(text), dtype=torch.uint8).clone()
+        return out
+
+    def _load_from_state_dict(
+        self,
+        state_dict: dict[str, Any],
+        prefix: str,
+        local_metadata: dict[str, Any],
+        strict: bool,
+        missing_keys: list[str],
+        unexpected_keys: list[str],
+        error_msgs: list[str],
+    ) -> None:
+        saved = state_dict.pop(prefix + SETTINGS_KEY, None)
+        if isinstance(saved, Tensor):
+            self._check_settings(json.loads(bytes(saved.cpu().tolist()).decode()), "load_state_dict")
+        else:
+            self._check_settings_code(state_dict.get(prefix + "settings_code"), "load_state_dict")
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )
