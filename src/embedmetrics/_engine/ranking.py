@@ -330,18 +330,26 @@ def evaluate(
 # Each maps RankedRows to a (G, len(ks)) tensor of per-query values in the stats dtype.
 
 
+def _row(values: Sequence[float], dtype: torch.dtype, device: torch.device) -> Tensor:
+    """``(1, len(values))`` tensor of Python numbers, filled on ``device`` (no host-to-device copy).
+
+    ``torch.tensor(values, device=device)`` would copy from host memory, which synchronises with a
+    CUDA device; ``update`` of 2-D input must not.
+    """
+    return torch.stack([torch.full((), v, dtype=dtype, device=device) for v in values]).unsqueeze(0)
+
+
 def _ks(ks: Ks, st: RankedRows) -> Tensor:
     """Cut-offs as a ``(1, nk)`` float row; ``None`` (all ranked documents) is ``inf``."""
     vals = [float("inf") if k is None else float(k) for k in ks]
-    return torch.tensor(vals, dtype=st.fdt, device=st.gain.device).unsqueeze(0)
+    return _row(vals, st.fdt, st.gain.device)
 
 
 def _last_column(ks: Ks, st: RankedRows) -> Tensor:
     """``(G, nk)`` column ``min(k, L) − 1`` where a running sum along the row is read for cut-off ``k``."""
     L = st.columns
     cols = [L - 1 if k is None else min(int(k), L) - 1 for k in ks]
-    idx = torch.tensor(cols, dtype=torch.int64, device=st.gain.device)
-    return idx.unsqueeze(0).expand(st.gain.shape[0], len(cols))
+    return _row(cols, torch.int64, st.gain.device).expand(st.gain.shape[0], len(cols))
 
 
 def _cutoff_block(st: RankedRows, k: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
