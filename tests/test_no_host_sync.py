@@ -83,7 +83,10 @@ _RETRIEVAL: dict[str, Callable[[], Metric]] = {
     "RetrievalRPrecision": lambda: em.RetrievalRPrecision(validate_args=False),
 }
 _OTHERS: dict[str, tuple[Callable[[], Metric], Callable[[], tuple[Tensor, ...]]]] = {
-    "ContrastiveAccuracy": (lambda: em.ContrastiveAccuracy(validate_args=False), lambda: (_meta((6, 4)),) * 2),
+    "ContrastiveAccuracy": (
+        lambda: em.ContrastiveAccuracy(validate_args=False),
+        lambda: (_meta((6, 4)),) * 2,
+    ),
     "Uniformity": (lambda: em.Uniformity(validate_args=False), lambda: (_meta((6, 4)),)),
     "Alignment": (lambda: em.Alignment(validate_args=False), lambda: (_meta((6, 4)),) * 2),
     "EmbeddingAccuracy": (

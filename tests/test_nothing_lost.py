@@ -17,7 +17,6 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from torch import Tensor
 from torchmetrics import Metric
 
 import embedmetrics as em
