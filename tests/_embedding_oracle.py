@@ -91,3 +91,15 @@ def alignment(z1: np.ndarray, z2: np.ndarray, normalize: bool = True, alpha: flo
 
 def ks_list(topk: int | Sequence[int]) -> list[int]:
     return [topk] if isinstance(topk, int) else list(topk)
+
+
+def contrastive_accuracy_from_similarity(sim: np.ndarray, k: int, ties: str = "average") -> float:
+    """Both directions of contrastive accuracy from a full similarity matrix (positives on the diagonal)."""
+    return float((_direction_hits(sim, k, ties).mean() + _direction_hits(sim.T, k, ties).mean()) / 2)
+
+
+def expanded_similarity(base: np.ndarray, groups: np.ndarray, normalize: bool = True) -> np.ndarray:
+    """``S[i, j] = base[groups[i]] . base[groups[j]]``: each distinct pair computed once, then expanded,
+    so identical rows have identical similarities by construction."""
+    b = normalize_rows(base) if normalize else np.asarray(base, np.float64)
+    return (b @ b.T)[np.ix_(groups, groups)]

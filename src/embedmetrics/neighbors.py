@@ -81,12 +81,18 @@ def _unique_ids(labels: Tensor) -> Tensor:
 
 
 def _average(values: Tensor, labels: Tensor, avg_of_avgs: bool) -> float:
-    """Mean of per-query ``values``, or the mean over classes of per-class means."""
+    """Mean of per-query ``values``, or the mean over classes of per-class means.
+
+    The values are summed in ascending order, so the result does not depend on the order of the
+    queries (a float sum does): any row permutation gives the same bits.
+    """
     if values.numel() == 0:
         return math.nan
+    order = values.argsort(stable=True)
+    values = values[order]
     if not avg_of_avgs:
         return float(values.mean().item())
-    ids = _unique_ids(labels)
+    ids = _unique_ids(labels)[order]
     n = int(ids.max().item()) + 1
     sums = torch.zeros(n, dtype=values.dtype, device=values.device).index_add_(0, ids, values)
     sizes = torch.bincount(ids, minlength=n).to(values.dtype)
