@@ -681,3 +681,80 @@ def test_default_example_in_a_real_process(tmp_path: Path) -> None:
     assert hit == sorted(hit)
     rows = table_rows(done.stdout)
     assert len(rows) == sum(len(document[f]) for f in ("embeddings", "views", "trec"))
+
+
+# ----------------------------------------------------------------------------- bad input: one line, early
+RUN_3 = "q1 Q0 d1 1 0.9 t\nq1 Q0 d2 2 0.5 t\nq1 Q0 d3 3 0.1 t\nq2 Q0 d1 1 0.3 t\n"
+QRELS_3 = "q1 0 d2 1\nq2 0 d1 1\nq2 0 d4 1\n"
+
+
+def test_huge_k_with_plots_caps_the_curve_at_the_run_depth(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from embedmetrics._report import evaluate
+
+    seen: list[int] = []
+    real = evaluate.evaluate_trec
+
+    def spy(data, ks, ties, curve_k=0):  # type: ignore[no-untyped-def]
+        seen.append(curve_k)
+        return real(data, ks, ties, curve_k)
+
+    monkeypatch.setattr(evaluate, "evaluate_trec", spy)
+    run, qrels = write(tmp_path / "run.txt", RUN_3), write(tmp_path / "qrels.txt", QRELS_3)
+    status, out, err = call(
+        capsys, "--run", run, "--qrels", qrels, "--k", "100000000", "--plot", str(tmp_path)
+    )
+    assert status == 0, err
+    assert seen == [3]  # the deepest ranking of the run has 3 documents
+    rows = dict(table_rows(out))
+    assert float(rows["hit_rate@100000000"]) == 1.0  # the cut-off itself is still reported
+    assert float(rows["recall@100000000"]) == pytest.approx(0.75, abs=1e-4)
+
+
+def test_qrels_relevance_beyond_int64_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    run = write(tmp_path / "run.txt", RUN_3)
+    qrels = write(tmp_path / "qrels.txt", "q1 0 d2 1\nq2 0 d1 99999999999999999999999\n")
+    status, _, err = call(capsys, "--run", run, "--qrels", qrels)
+    assert_one_line_error(status, err, "qrels.txt:2: relevance '99999999999999999999999' is out of range")
+
+
+def test_pickled_objects_in_a_pt_file_are_one_line(tmp_path: Path) -> None:
+    import pickle
+
+    path = tmp_path / "objects.pt"
+    path.write_bytes(pickle.dumps({"a": [1, "x"], "b": object.__name__}, protocol=4))
+    done = run_cli("--view1", str(path), "--view2", str(path))  # a real process: warnings reach stderr
+    assert_one_line_error(done.returncode, done.stderr, "objects.pt: cannot read it as .pt: it holds pickled")
+
+
+def test_unwritable_json_path_fails_before_any_work(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from embedmetrics._report import command
+
+    def no_work(args):  # type: ignore[no-untyped-def]
+        raise AssertionError("the inputs were loaded before the JSON path was checked")
+
+    monkeypatch.setattr(command, "load_inputs", no_work)
+    missing = str(tmp_path / "no" / "such" / "dir" / "out.json")
+    status, _, err = call(capsys, "--json", missing)
+    assert_one_line_error(status, err, "cannot write the JSON file: no directory")
+    status, _, err = call(capsys, "--json", str(tmp_path))
+    assert_one_line_error(status, err, "cannot write the JSON file: it is a directory")
+
+
+def test_collapsed_views_score_the_same_in_float32_and_float64(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    z = np.repeat(np.random.default_rng(0).standard_normal((1, 16)), 50, axis=0)
+    values = []
+    for dtype in (np.float32, np.float64):
+        path = tmp_path / f"z_{np.dtype(dtype).name}.npy"
+        np.save(path, z.astype(dtype))
+        status, out, err = call(capsys, "--view1", str(path), "--view2", str(path), "--json", "-")
+        assert status == 0, err
+        values.append(json.loads(out)["views"])
+    for value in values:  # float64 used to give 0.0 (kernel-dependent ties), float32 0.02
+        assert value["contrastive_accuracy@1"] == pytest.approx(0.02, abs=1e-8)
+        assert value["uniformity"] == 0.0

@@ -436,6 +436,8 @@ class AccuracyCalculator:
             "query_labels": ql,
             "reference_labels": rl,
             "embeddings_come_from_same_source": same_source,
+            # NaN or infinite embeddings have no neighbours: the built-in metrics are NaN then
+            "embeddings_are_finite": bool(torch.isfinite(q).all()) and bool(torch.isfinite(r).all()),
         }
         if any(m in self.requires_knn() for m in metrics):
             kwargs.update(self._knn_kwargs(q, r, ql, rl, self_index, metrics, shard))
@@ -490,20 +492,26 @@ class AccuracyCalculator:
         keys = labels.tolist()
         return {(tuple(key) if isinstance(key, list) else key): int(c) for key, c in zip(keys, cnt.tolist())}
 
-    def _knn_metric(self, stat: str, knn_stats: KnnResult, query_labels: Tensor, mask: Tensor) -> float:
-        if not bool(mask.any()) or stat not in knn_stats.stats:
+    def _knn_metric(
+        self, stat: str, knn_stats: KnnResult, query_labels: Tensor, mask: Tensor, finite: bool = True
+    ) -> float:
+        if not finite or not bool(mask.any()) or stat not in knn_stats.stats:
             return math.nan
         return _average(knn_stats.stats[stat][mask], query_labels[mask], self.avg_of_avgs)
 
     # ----------------------------------------------------------------- clustering
     def get_cluster_labels(self, query: Tensor, query_labels: Tensor, **kwargs: Any) -> Tensor:
         """k-means cluster id of each query (as many clusters as distinct query labels)."""
+        if not kwargs.get("embeddings_are_finite", True):  # no clustering of NaN: one cluster each
+            return torch.arange(query.shape[0], device=query.device)
         n_clusters = int(_unique_ids(query_labels).max().item()) + 1
         return kmeans(query, n_clusters, seed=self.kmeans_seed, block_bytes=self.block_bytes)
 
     # ----------------------------------------------------------------- built-in metrics
     def calculate_NMI(self, query_labels: Tensor, cluster_labels: Tensor, **kwargs: Any) -> float:
         """Normalized mutual information (arithmetic mean) of the k-means clusters and the query labels."""
+        if not kwargs.get("embeddings_are_finite", True):
+            return math.nan
         with warnings.catch_warnings():  # torch's note on sparse invariant checks, from torchmetrics
             warnings.simplefilter("ignore", UserWarning)
             return float(normalized_mutual_info_score(cluster_labels, _unique_ids(query_labels)).item())
@@ -515,37 +523,74 @@ class AccuracyCalculator:
         scikit-learn's), computed by a vectorised implementation: torchmetrics' expected-mutual-
         information loop takes minutes at 20,000 points and 100 clusters.
         """
+        if not kwargs.get("embeddings_are_finite", True):
+            return math.nan
         return float(adjusted_mutual_info(cluster_labels, _unique_ids(query_labels)).item())
 
     def calculate_precision_at_1(
-        self, query_labels: Tensor, not_lone_query_mask: Tensor, knn_stats: KnnResult, **kwargs: Any
+        self,
+        query_labels: Tensor,
+        not_lone_query_mask: Tensor,
+        knn_stats: KnnResult,
+        embeddings_are_finite: bool = True,
+        **kwargs: Any,
     ) -> float:
         """Precision of the nearest neighbour."""
-        return self._knn_metric("precision_at_1", knn_stats, query_labels, not_lone_query_mask)
+        return self._knn_metric(
+            "precision_at_1", knn_stats, query_labels, not_lone_query_mask, embeddings_are_finite
+        )
 
     def calculate_r_precision(
-        self, query_labels: Tensor, not_lone_query_mask: Tensor, knn_stats: KnnResult, **kwargs: Any
+        self,
+        query_labels: Tensor,
+        not_lone_query_mask: Tensor,
+        knn_stats: KnnResult,
+        embeddings_are_finite: bool = True,
+        **kwargs: Any,
     ) -> float:
         """R-precision."""
-        return self._knn_metric("r_precision", knn_stats, query_labels, not_lone_query_mask)
+        return self._knn_metric(
+            "r_precision", knn_stats, query_labels, not_lone_query_mask, embeddings_are_finite
+        )
 
     def calculate_mean_average_precision_at_r(
-        self, query_labels: Tensor, not_lone_query_mask: Tensor, knn_stats: KnnResult, **kwargs: Any
+        self,
+        query_labels: Tensor,
+        not_lone_query_mask: Tensor,
+        knn_stats: KnnResult,
+        embeddings_are_finite: bool = True,
+        **kwargs: Any,
     ) -> float:
         """MAP@R."""
-        return self._knn_metric("map_at_r", knn_stats, query_labels, not_lone_query_mask)
+        return self._knn_metric(
+            "map_at_r", knn_stats, query_labels, not_lone_query_mask, embeddings_are_finite
+        )
 
     def calculate_mean_average_precision(
-        self, query_labels: Tensor, not_lone_query_mask: Tensor, knn_stats: KnnResult, **kwargs: Any
+        self,
+        query_labels: Tensor,
+        not_lone_query_mask: Tensor,
+        knn_stats: KnnResult,
+        embeddings_are_finite: bool = True,
+        **kwargs: Any,
     ) -> float:
         """Mean average precision over the ``k`` neighbours (denominator ``R``)."""
-        return self._knn_metric("average_precision", knn_stats, query_labels, not_lone_query_mask)
+        return self._knn_metric(
+            "average_precision", knn_stats, query_labels, not_lone_query_mask, embeddings_are_finite
+        )
 
     def calculate_mean_reciprocal_rank(
-        self, query_labels: Tensor, not_lone_query_mask: Tensor, knn_stats: KnnResult, **kwargs: Any
+        self,
+        query_labels: Tensor,
+        not_lone_query_mask: Tensor,
+        knn_stats: KnnResult,
+        embeddings_are_finite: bool = True,
+        **kwargs: Any,
     ) -> float:
         """Mean reciprocal rank of the first relevant neighbour within ``k``."""
-        return self._knn_metric("reciprocal_rank", knn_stats, query_labels, not_lone_query_mask)
+        return self._knn_metric(
+            "reciprocal_rank", knn_stats, query_labels, not_lone_query_mask, embeddings_are_finite
+        )
 
 
 _ROLES = ("both", "query", "reference")

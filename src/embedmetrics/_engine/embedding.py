@@ -251,14 +251,17 @@ def contrastive_accuracy(
         # sharded: each rank computes its own diagonal tiles, not all of them (one all-reduce of n values)
         diag = contrastive_diagonal(q, r, block_bytes=block_bytes, shard=shard)
         partial = contrastive_partial(q, r, block_bytes=block_bytes, shard=shard, diag=diag)
-        return contrastive_finalize(all_reduce_sum(partial, shard), ks, ties).to(dtype)
-    pairs = PositivePairs.of(d1.index(), d2.index(), r.shape[0])
-    partial = weighted_contrastive_partial(
-        q, r, pairs, d1.weights(dtype), d2.weights(dtype), block_bytes=block_bytes, shard=shard
-    )
-    n = z1.shape[0]
-    stats = all_reduce_sum(partial, shard)
-    return contrastive_finalize(stats, ks, ties, n=n, weights=pairs.weights).to(dtype)
+        value = contrastive_finalize(all_reduce_sum(partial, shard), ks, ties)
+    else:
+        pairs = PositivePairs.of(d1.index(), d2.index(), r.shape[0])
+        partial = weighted_contrastive_partial(
+            q, r, pairs, d1.weights(dtype), d2.weights(dtype), block_bytes=block_bytes, shard=shard
+        )
+        stats = all_reduce_sum(partial, shard)
+        value = contrastive_finalize(stats, ks, ties, n=z1.shape[0], weights=pairs.weights)
+    # sign(NaN) is 0: a NaN row would look tied with everything. Non-finite input gives NaN instead.
+    finite = torch.isfinite(d1.rows).all() & torch.isfinite(d2.rows).all()
+    return torch.where(finite, value, math.nan).to(dtype)
 
 
 @dataclass

@@ -6,6 +6,8 @@ Every failure is a :class:`ReportInputError` whose message names the file and wh
 from __future__ import annotations
 
 import os
+import pickle
+import warnings
 import zipfile
 from typing import Any
 
@@ -31,6 +33,20 @@ def _pick(container: dict[str, Any], path: str, key: str | None, option: str) ->
     )
 
 
+def _torch_load(path: str) -> Any:
+    """``torch.load(weights_only=True)`` without torch's warnings; a file that is not made of tensors
+    (any other pickled object) is bad input with a one-line reason."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return torch.load(path, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError:
+            raise ReportInputError(
+                f"{path}: cannot read it as .pt: it holds pickled objects other than tensors, arrays and "
+                "dicts of them (saved with pickle, or torch.save of other objects)."
+            ) from None
+
+
 def load_array(path: str, *, key: str | None = None, option: str = "--key") -> np.ndarray:
     """Read one array from ``path`` (``.npy``, ``.npz`` with ``key``, ``.pt``/``.pth``) as NumPy.
 
@@ -53,7 +69,7 @@ def load_array(path: str, *, key: str | None = None, option: str = "--key") -> n
             with np.load(path, allow_pickle=False) as npz:
                 obj = np.asarray(_pick({name: npz[name] for name in npz.files}, path, key, option))
         else:
-            obj = torch.load(path, map_location="cpu", weights_only=True)
+            obj = _torch_load(path)
             if isinstance(obj, dict):
                 obj = _pick({str(k): v for k, v in obj.items()}, path, key, option)
     except ReportInputError:

@@ -208,7 +208,10 @@ def _trec_family(inputs: Inputs, ks: list[int], ties: str, plot_dir: str | None,
     assert inputs.trec is not None
     run, qrels = inputs.trec
     data = build_tensors(run, qrels, trec_eval_ties=ties == "trec_eval")
-    curve_k = max(CURVE_MIN_K, *ks) if plot_dir is not None else 0
+    # the curve goes to the largest k, but never past the deepest ranking of the run (k beyond it
+    # repeats the last value): --k 100000000 must not evaluate 1e8 cut-offs
+    depth = int(torch.bincount(data.indexes[data.retrieved]).max()) if bool(data.retrieved.any()) else 1
+    curve_k = min(max(CURVE_MIN_K, *ks), depth) if plot_dir is not None else 0
     try:
         trec = evaluate.evaluate_trec(data, ks, "average" if ties == "trec_eval" else ties, curve_k)
     except (ValueError, TypeError) as err:
@@ -246,6 +249,8 @@ def run_report(args: argparse.Namespace, ks: list[int]) -> int:
 
 def _run_report(args: argparse.Namespace, ks: list[int]) -> int:
     check_arguments(args)
+    if args.json not in (None, "-"):
+        output.check_writable(args.json)  # before the work, not after it
     if args.plot is not None:
         plots._pyplot()  # fail early (exit 2) when matplotlib is missing
         try:

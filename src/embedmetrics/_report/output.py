@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from typing import Any
 
 from embedmetrics._report.errors import ReportInputError
@@ -49,6 +50,19 @@ def to_json(results: dict[str, dict[str, float]], info: dict[str, Any]) -> str:
     document: dict[str, Any] = {f: results[f] for f in FAMILIES if f in results}
     document["info"] = info
     return json.dumps(_clean(document), indent=2, allow_nan=False)
+
+
+def check_writable(path: str) -> None:
+    """Fail early (bad input, exit status 2) when the JSON file could not be written."""
+    target = os.path.abspath(path)
+    parent = os.path.dirname(target)
+    if os.path.isdir(target):
+        raise ReportInputError(f"{path}: cannot write the JSON file: it is a directory.")
+    if not os.path.isdir(parent):
+        raise ReportInputError(f"{path}: cannot write the JSON file: no directory {parent}.")
+    writable = os.access(target, os.W_OK) if os.path.exists(target) else os.access(parent, os.W_OK | os.X_OK)
+    if not writable:
+        raise ReportInputError(f"{path}: cannot write the JSON file: permission denied.")
 
 
 def write_json(path: str, text: str) -> None:

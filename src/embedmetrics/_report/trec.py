@@ -180,6 +180,10 @@ def read_qrels(path: str) -> Qrels:
             rel = int(fields[3])
         except ValueError:
             raise ReportInputError(f"{path}:{number}: relevance {fields[3]!r} is not an integer.") from None
+        if not -(2**63) <= rel < 2**63:
+            raise ReportInputError(
+                f"{path}:{number}: relevance {fields[3]!r} is out of range (a 64-bit integer is expected)."
+            )
         qids.append(queries.setdefault(fields[0], len(queries)))
         docnos.append(docs.setdefault(fields[2], len(docs)))
         rels.append(rel)
