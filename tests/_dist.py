@@ -1,8 +1,9 @@
 """Run a function in a real ``torch.distributed`` (gloo) process group, one OS process per rank.
 
 The parent starts ``world_size`` fresh Python processes (``python _dist.py --worker ...``); each
-joins a gloo group on ``127.0.0.1`` with a free port chosen by the parent, limits itself to one
-thread, loads the target function's module *by file path* (so it works whatever pytest's import
+joins a gloo group through a file rendezvous in the run's temporary directory (no TCP port is
+chosen in advance, so two runs can never race for one; gloo's own connections use ports the OS
+assigns, on the loopback interface), limits itself to one thread, loads the target function's module *by file path* (so it works whatever pytest's import
 mode) and calls ``target(rank, world_size, **kwargs)``. Return values come back through
 ``torch.save`` files; they must be picklable (tensors, dicts, lists, numbers).
 
@@ -19,7 +20,6 @@ import datetime
 import importlib.util
 import inspect
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,14 +36,6 @@ COLLECTIVE_TIMEOUT_S = 60.0
 
 class DistributedRunError(AssertionError):
     """A distributed run failed, timed out, or a rank died."""
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _src_root() -> str:
@@ -75,14 +67,12 @@ def run_distributed(
     file = inspect.getsourcefile(target)
     if file is None or target.__qualname__ != target.__name__:
         raise ValueError(f"`target` must be a module-level function, got {target!r}.")
-    port = free_port()
     with tempfile.TemporaryDirectory(prefix="embedmetrics-dist-") as tmp:
         tmpdir = Path(tmp)
         torch.save(kwargs or {}, tmpdir / "kwargs.pt")
         env = dict(os.environ)
         env.update(
-            MASTER_ADDR="127.0.0.1",
-            MASTER_PORT=str(port),
+            GLOO_SOCKET_IFNAME="lo",
             WORLD_SIZE=str(world_size),
             OMP_NUM_THREADS="1",
             MKL_NUM_THREADS="1",
@@ -160,6 +150,7 @@ def _worker(file: str, name: str, rank: int, world: int, collective_timeout: flo
     kwargs = torch.load(Path(tmpdir) / "kwargs.pt", weights_only=False)
     dist.init_process_group(
         "gloo",
+        init_method=(Path(tmpdir) / "rendezvous").resolve().as_uri(),
         rank=rank,
         world_size=world,
         timeout=datetime.timedelta(seconds=collective_timeout),

@@ -75,9 +75,9 @@ def test_contrastive_output_types_and_devices():
 
 
 def test_contrastive_seed_example():
-    torch.manual_seed(0)
-    z1 = torch.randn(8, 128)
-    z2 = z1 + 0.1 * torch.randn(8, 128)
+    g = torch.Generator().manual_seed(0)
+    z1 = torch.randn(8, 128, generator=g)
+    z2 = z1 + 0.1 * torch.randn(8, 128, generator=g)
     assert torch.equal(contrastive_accuracy_score(z1, z2, topk=1), torch.tensor(1.0))
 
 
@@ -126,7 +126,7 @@ def test_contrastive_average_is_expected_hit_over_tie_orders(n, d, k, data):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("n", [1, 2, 7, 50])
 def test_contrastive_collapsed_embeddings_score_k_over_n(dtype, n):
-    z = torch.randn(1, 16).repeat(n, 1).to(dtype)
+    z = torch.randn(1, 16, generator=torch.Generator().manual_seed(n)).repeat(n, 1).to(dtype)
     ks = (1, 2, 5, 60)
     out = contrastive_accuracy_score(z, z.clone(), topk=ks)
     expected = torch.tensor([min(k, n) / n for k in ks], dtype=out.dtype)
@@ -195,8 +195,7 @@ def test_uniformity_output_types():
 
 def test_uniformity_seed_definition_float32():
     """The paper's code: pdist(z).pow(2).mul(-t).exp().mean().log() on normalised rows."""
-    torch.manual_seed(0)
-    z = torch.randn(64, 16)
+    z = torch.randn(64, 16, generator=torch.Generator().manual_seed(0))
     naive = torch.pdist(torch.nn.functional.normalize(z), p=2).pow(2).mul(-2.0).exp().mean().log()
     torch.testing.assert_close(uniformity_score(z), naive, rtol=1e-5, atol=1e-5)
 

@@ -4,6 +4,7 @@ log epoch values equal to the values computed offline, in one process and with `
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,15 @@ from embedmetrics.integrations.lightning import EmbeddingMetricsCallback, flatte
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _lightning_helpers as h
+from _seeding import seeded
+
+
+@pytest.fixture(autouse=True)
+def _seeded_global_generators() -> Iterator[None]:
+    # model initialisation and Lightning itself draw from the global generators
+    with seeded(0):
+        yield
+
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:.*does not have many workers.*",

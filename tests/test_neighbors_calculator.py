@@ -326,7 +326,7 @@ def test_default_metrics_and_include_exclude():
 
 
 def test_bad_input_errors():
-    x = torch.randn(5, 3)
+    x = torch.randn(5, 3, generator=torch.Generator().manual_seed(0))
     y = torch.arange(5)
     with pytest.raises(ValueError, match=r"include.*unknown.*precision_at_3"):
         AccuracyCalculator(include=("precision_at_3",))

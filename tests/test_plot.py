@@ -13,11 +13,11 @@ import embedmetrics as em
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-torch.manual_seed(0)
-_PREDS, _TARGET = torch.rand(60), torch.rand(60) < 0.3
+_G = torch.Generator().manual_seed(0)
+_PREDS, _TARGET = torch.rand(60, generator=_G), torch.rand(60, generator=_G) < 0.3
 _INDEXES = torch.arange(6).repeat_interleave(10)
-_Z1 = torch.randn(30, 8)
-_Z2 = _Z1 + 0.3 * torch.randn(30, 8)
+_Z1 = torch.randn(30, 8, generator=_G)
+_Z2 = _Z1 + 0.3 * torch.randn(30, 8, generator=_G)
 _LABELS = torch.arange(30) % 3
 
 

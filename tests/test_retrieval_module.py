@@ -26,6 +26,9 @@ CLASSES = {
 }
 STATES = ("preds", "target", "indexes", "row_values", "row_status")
 
+#: Every draw of this file (parameter lists included) comes from this seeded generator.
+_G = torch.Generator().manual_seed(1234)
+
 
 def _flat(seed, n=120, queries=15):
     g = torch.Generator().manual_seed(seed)
@@ -111,7 +114,7 @@ def test_queries_spanning_updates_are_grouped():
 
 def test_state_is_o_queries_for_2d_input():
     m = em.RetrievalNormalizedDCG(k=(1, 5))
-    m.update(torch.rand(50, 40), torch.randint(0, 3, (50, 40)))
+    m.update(torch.rand(50, 40, generator=_G), torch.randint(0, 3, (50, 40), generator=_G))
     assert m.preds == []
     assert m.row_values[0].shape == (50, 2)
     assert m.row_status[0].shape == (50,)
@@ -171,9 +174,17 @@ def test_state_dict_and_collection():
 
 BAD_UPDATES = [
     # (args, kwargs, error type, text that must appear)
-    ((torch.rand(4), torch.ones(3, dtype=torch.long), torch.zeros(4, dtype=torch.long)), TypeError, None),
-    ((torch.rand(4), torch.tensor([0, 2, 1, 0]), torch.zeros(4, dtype=torch.long)), ValueError, "2"),
-    ((torch.rand(4), torch.tensor([0, 1, 1, 0]), torch.zeros(4)), TypeError, "float32"),
+    (
+        (torch.rand(4, generator=_G), torch.ones(3, dtype=torch.long), torch.zeros(4, dtype=torch.long)),
+        TypeError,
+        None,
+    ),
+    (
+        (torch.rand(4, generator=_G), torch.tensor([0, 2, 1, 0]), torch.zeros(4, dtype=torch.long)),
+        ValueError,
+        "2",
+    ),
+    ((torch.rand(4, generator=_G), torch.tensor([0, 1, 1, 0]), torch.zeros(4)), TypeError, "float32"),
     (
         (
             torch.tensor([0.1, float("nan"), 0.2, 0.3]),
@@ -183,17 +194,33 @@ BAD_UPDATES = [
         ValueError,
         "NaN",
     ),
-    ((torch.rand(0), torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long)), ValueError, "(0,)"),
     (
-        (torch.randint(0, 5, (4,)), torch.tensor([0, 1, 1, 0]), torch.zeros(4, dtype=torch.long)),
+        (torch.rand(0, generator=_G), torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long)),
+        ValueError,
+        "(0,)",
+    ),
+    (
+        (
+            torch.randint(0, 5, (4,), generator=_G),
+            torch.tensor([0, 1, 1, 0]),
+            torch.zeros(4, dtype=torch.long),
+        ),
         TypeError,
         "int64",
     ),
-    ((torch.rand(4), torch.tensor([0, 1, 1, 0]), torch.zeros(3, dtype=torch.long)), ValueError, "(3,)"),
-    ((torch.rand(2, 2, 2), torch.ones(2, 2, 2, dtype=torch.long), None), ValueError, "(2, 2, 2)"),
+    (
+        (torch.rand(4, generator=_G), torch.tensor([0, 1, 1, 0]), torch.zeros(3, dtype=torch.long)),
+        ValueError,
+        "(3,)",
+    ),
+    (
+        (torch.rand(2, 2, 2, generator=_G), torch.ones(2, 2, 2, dtype=torch.long), None),
+        ValueError,
+        "(2, 2, 2)",
+    ),
 ]
 BAD_UPDATES[0] = (
-    (torch.rand(4), torch.ones(3, dtype=torch.long), torch.zeros(4, dtype=torch.long)),
+    (torch.rand(4, generator=_G), torch.ones(3, dtype=torch.long), torch.zeros(4, dtype=torch.long)),
     ValueError,
     "(3,)",
 )
@@ -229,23 +256,28 @@ def test_bad_options(kwargs, err, text):
         em.RetrievalHitRate(**kwargs)
     assert text in str(info.value)
     with pytest.raises(err):
-        F.retrieval_hit_rate(torch.rand(3), torch.tensor([0, 1, 0]), **kwargs)
+        F.retrieval_hit_rate(torch.rand(3, generator=_G), torch.tensor([0, 1, 0]), **kwargs)
 
 
 def test_graded_target_checks():
     with pytest.raises(ValueError, match="-1"):
-        F.retrieval_normalized_dcg(torch.rand(3), torch.tensor([0, 2, -1]))
+        F.retrieval_normalized_dcg(torch.rand(3, generator=_G), torch.tensor([0, 2, -1]))
     with pytest.raises(TypeError, match="adaptive_k"):
         em.RetrievalPrecision(adaptive_k=1)
     # ignored values are not checked
-    assert F.retrieval_hit_rate(torch.rand(3), torch.tensor([0, 1, -100]), ignore_index=-100).item() == 1.0
+    assert (
+        F.retrieval_hit_rate(
+            torch.rand(3, generator=_G), torch.tensor([0, 1, -100]), ignore_index=-100
+        ).item()
+        == 1.0
+    )
 
 
 def test_validate_args_false_skips_value_checks_only():
     m = em.RetrievalHitRate(validate_args=False)
-    m.update(torch.rand(3), torch.tensor([0, 1, 0]), torch.zeros(3, dtype=torch.long))
+    m.update(torch.rand(3, generator=_G), torch.tensor([0, 1, 0]), torch.zeros(3, dtype=torch.long))
     with pytest.raises(ValueError, match="shape"):
-        m.update(torch.rand(3), torch.tensor([0, 1]), torch.zeros(3, dtype=torch.long))
+        m.update(torch.rand(3, generator=_G), torch.tensor([0, 1]), torch.zeros(3, dtype=torch.long))
 
 
 def _snapshot(m):

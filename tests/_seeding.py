@@ -1,0 +1,26 @@
+"""Seeding for test code that must draw from the global generators (model init, Lightning, docs)."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+
+
+@contextlib.contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """Run code that draws from the global generators (model init, a documentation page, a Trainer)
+    with all three seeded to ``seed``, and put their previous states back afterwards."""
+    np_state, py_state = np.random.get_state(), random.getstate()  # noqa: NPY002
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        np.random.seed(seed)  # noqa: NPY002
+        random.seed(seed)
+        try:
+            yield
+        finally:
+            np.random.set_state(np_state)  # noqa: NPY002
+            random.setstate(py_state)
