@@ -4,7 +4,8 @@ The parent starts ``world_size`` fresh Python processes (``python _dist.py --wor
 joins a gloo group through a file rendezvous in the run's temporary directory (no TCP port is
 chosen in advance, so two runs can never race for one; gloo's own connections use ports the OS
 assigns, on the loopback interface), limits itself to one thread, loads the target function's
-module *by file path* (so it works whatever pytest's import mode) and calls ``target(rank, world_size, **kwargs)``. Return values come back through
+module *by file path* (so it works whatever pytest's import mode) and calls
+``target(rank, world_size, **kwargs)``. Return values come back through
 ``torch.save`` files; they must be picklable (tensors, dicts, lists, numbers).
 
 Nothing can hang: the group is created with a collective timeout, and the parent kills every
