@@ -271,7 +271,7 @@ def test_embeddings_that_require_grad_are_detached() -> None:
     metric = em.EmbeddingAccuracy(include=("precision_at_1", "r_precision"))
     value = metric(emb, labels)
     assert not value["precision_at_1"].requires_grad
-    assert not metric.both_embeddings.requires_grad
+    assert not any(t.requires_grad for t in metric.both_embeddings)
     calc = AccuracyCalculator(include=("precision_at_1",))
     out = calc.get_accuracy(emb, emb, labels, labels, True)
     assert out == calc.get_accuracy(emb.detach(), emb.detach(), labels, labels, True)

@@ -34,7 +34,7 @@ class _Parser(argparse.ArgumentParser):
 def parse_ks(text: str) -> list[int]:
     """``"1,5,10"`` -> ``[1, 5, 10]`` (sorted, without repeats); anything else is a usage error.
 
-    Example:
+    Examples:
         >>> parse_ks("10,1,5,5")
         [1, 5, 10]
     """

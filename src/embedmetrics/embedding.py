@@ -144,7 +144,7 @@ class ContrastiveAccuracy(_StoredEmbeddingMetric):
         validate_args: reject NaN and infinite embeddings in ``update`` (``ValueError``; a host sync).
         kwargs: passed to :class:`torchmetrics.Metric`.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from embedmetrics import ContrastiveAccuracy
         >>> metric = ContrastiveAccuracy(topk=(1, 2))
@@ -222,7 +222,7 @@ class Uniformity(_StoredEmbeddingMetric):
     ``compute`` with fewer than two rows (no pair) returns NaN, so that ``forward`` on a batch of a
     single row still accumulates it; the functional raises ``ValueError`` instead.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from embedmetrics import Uniformity
         >>> metric = Uniformity()
@@ -284,7 +284,7 @@ class Alignment(_EmbeddingMetric):
         validate_args: reject NaN and infinite embeddings in ``update`` (``ValueError``; a host sync).
         kwargs: passed to :class:`torchmetrics.Metric`.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from embedmetrics import Alignment
         >>> metric = Alignment()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from embedmetrics._engine.checks import check_bool, check_choice
-from embedmetrics.functional.losses import _REDUCTIONS, LabelLike, _check_margin, contrastive_loss
+from embedmetrics._engine.losses import LabelLike, check_options
+from embedmetrics.functional.losses import contrastive_loss
 
 __all__ = ["ContrastiveLoss"]
 
@@ -30,7 +30,7 @@ class ContrastiveLoss(nn.Module):
     Raises:
         ValueError: If ``margin`` is negative or not finite, or ``reduction`` is unknown.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from embedmetrics import ContrastiveLoss
         >>> loss_fn = ContrastiveLoss(margin=2.0)
@@ -47,10 +47,9 @@ class ContrastiveLoss(nn.Module):
 
     def __init__(self, margin: float = 1.0, reduction: str = "mean", validate_args: bool = True) -> None:
         super().__init__()
-        check_choice("reduction", reduction, _REDUCTIONS)
-        self.margin = _check_margin(margin)
+        self.margin = check_options(margin, reduction, validate_args)
         self.reduction = reduction
-        self.validate_args = check_bool("validate_args", validate_args)
+        self.validate_args = bool(validate_args)
 
     def forward(self, output1: Tensor, output2: Tensor, similarity_label: LabelLike) -> Tensor:
         """Loss of the pairs ``(output1[i], output2[i])`` with labels ``similarity_label[i]``.

@@ -56,6 +56,13 @@ _KNN_STATS = {
 _DISTANCES = ("euclidean", "cosine")
 
 
+def _concat(state: list[Tensor] | Tensor) -> Optional[Tensor]:
+    """A list state concatenated (or the tensor it became after a sync); ``None`` if empty."""
+    if isinstance(state, list):
+        return torch.cat(state) if state else None
+    return state if state.numel() else None
+
+
 def _check_labels(name: str, labels: Tensor, n_rows: int, rows_name: str) -> None:
     if labels.ndim not in (1, 2):
         raise ValueError(
@@ -116,7 +123,7 @@ def precision_at_k(
         avg_of_avgs: average per query label first, then over labels.
         label_comparison_fn: relevance of (query label, neighbour label); default equality.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from embedmetrics.neighbors import precision_at_k
         >>> knn_labels = torch.tensor([[0, 1], [1, 1]])
@@ -186,7 +193,7 @@ class AccuracyCalculator:
         ValueError: for an unknown metric name, or ``label_comparison_fn`` with NMI/AMI included.
         TypeError: for an argument of the wrong type.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from embedmetrics import AccuracyCalculator
         >>> x = torch.tensor([[0.0], [0.1], [5.0], [5.2], [5.3]])
@@ -623,7 +630,7 @@ class EmbeddingAccuracy(BaseMetric):
         validate_args: reject NaN and infinite embeddings in ``update`` (``ValueError``; a host sync).
         kwargs: torchmetrics ``Metric`` keyword arguments.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from embedmetrics import EmbeddingAccuracy
         >>> metric = EmbeddingAccuracy(include=("precision_at_1", "r_precision"))
@@ -660,10 +667,9 @@ class EmbeddingAccuracy(BaseMetric):
         self.calculator = calculator or AccuracyCalculator(
             include, exclude, avg_of_avgs, k, label_comparison_fn, distance=distance, ties=ties
         )
-        for role in _ROLES:
-            self.add_state(f"{role}_embeddings", default=torch.zeros(0), dist_reduce_fx="cat")
-            self.add_state(f"{role}_labels", default=torch.zeros(0, dtype=torch.int64), dist_reduce_fx="cat")
-            self.add_state(f"{role}_rows", default=torch.zeros((), dtype=torch.int64), dist_reduce_fx="sum")
+        for role in _ROLES:  # row stores: batches are appended, concatenated once in compute
+            self.add_state(f"{role}_embeddings", default=[], dist_reduce_fx="cat")
+            self.add_state(f"{role}_labels", default=[], dist_reduce_fx="cat")
         self._dim: Optional[int] = None
         self._label_width: Optional[int] = None
 
@@ -704,13 +710,8 @@ class EmbeddingAccuracy(BaseMetric):
         self._check_batch(embeddings, labels, role)
         width = 1 if labels.ndim == 1 else labels.shape[1]
         self._dim, self._label_width = embeddings.shape[1], width
-        emb_state = getattr(self, f"{role}_embeddings")
-        setattr(
-            self, f"{role}_embeddings", torch.cat([emb_state, embeddings.reshape(-1).to(emb_state.dtype)])
-        )
-        lab_state = getattr(self, f"{role}_labels")
-        setattr(self, f"{role}_labels", torch.cat([lab_state, labels.reshape(-1).to(torch.int64)]))
-        setattr(self, f"{role}_rows", getattr(self, f"{role}_rows") + embeddings.shape[0])
+        getattr(self, f"{role}_embeddings").append(embeddings.to(self.dtype))
+        getattr(self, f"{role}_labels").append(labels.to(torch.int64))
 
     def reset(self) -> None:
         """Clear the accumulated rows."""
@@ -718,18 +719,21 @@ class EmbeddingAccuracy(BaseMetric):
         self._dim = None
         self._label_width = None
 
-    def _role_tensors(self) -> dict[str, tuple[Tensor, Tensor]]:
-        rows = {role: int(getattr(self, f"{role}_rows")) for role in _ROLES}
-        total = sum(rows.values())
-        numel = sum(getattr(self, f"{role}_embeddings").numel() for role in _ROLES)
-        lab_numel = sum(getattr(self, f"{role}_labels").numel() for role in _ROLES)
-        dim = numel // max(total, 1)
-        width = lab_numel // max(total, 1)
+    def _role_tensors(self) -> Optional[dict[str, tuple[Tensor, Tensor]]]:
+        """The rows and labels of every role (an empty role as ``(0, d)`` rows), or ``None`` when no
+        row was stored at all."""
+        stored = {
+            role: (_concat(getattr(self, f"{role}_embeddings")), _concat(getattr(self, f"{role}_labels")))
+            for role in _ROLES
+        }
+        shapes = [(e, lab) for e, lab in stored.values() if e is not None and lab is not None and e.shape[0]]
+        if not shapes:
+            return None
+        emb0, lab0 = shapes[0]
         out = {}
-        for role in _ROLES:
-            emb = getattr(self, f"{role}_embeddings").reshape(rows[role], dim)
-            lab = getattr(self, f"{role}_labels")
-            lab = lab.reshape(rows[role], width) if width > 1 else lab.reshape(rows[role])
+        for role, (emb, lab) in stored.items():
+            if emb is None or lab is None or emb.shape[0] == 0:
+                emb, lab = emb0[:0], lab0[:0]
             out[role] = (emb, lab)
         return out
 
@@ -738,6 +742,8 @@ class EmbeddingAccuracy(BaseMetric):
         calc = self.calculator
         metrics = calc.get_curr_metrics()
         parts = self._role_tensors()
+        if parts is None:
+            return {m: torch.tensor(math.nan) for m in metrics}
         (be, bl), (qe, ql), (re_, rl) = parts["both"], parts["query"], parts["reference"]
         q, qlab = torch.cat([be, qe]), torch.cat([bl, ql])
         r, rlab = torch.cat([be, re_]), torch.cat([bl, rl])
@@ -761,7 +767,7 @@ class EmbeddingAccuracy(BaseMetric):
     def plot(self, val: Any = None, ax: Any = None) -> Any:
         """Plot the metric values (a dict of scalars, or a sequence of such dicts).
 
-        Example:
+        Examples:
             >>> import torch
             >>> from embedmetrics import EmbeddingAccuracy
             >>> metric = EmbeddingAccuracy(include=("precision_at_1",))

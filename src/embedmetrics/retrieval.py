@@ -1,4 +1,4 @@
-"""Module retrieval metrics (``torchmetrics.Metric`` subclasses) over the grouped-ranking engine.
+"""Module retrieval metrics (``torchmetrics.Metric`` subclasses): thin faces over the retrieval engine.
 
 ``update`` accepts two kinds of input, which may be mixed in one metric:
 
@@ -9,37 +9,34 @@
   is a complete query, ranked at once in ``update``; only its per-query value is stored, so the
   state is ``O(queries)``.
 
-``compute`` calls the same private functions as the functional twins in
-:mod:`embedmetrics.functional.retrieval`.
+Each metric is declared once in :mod:`embedmetrics._engine.retrieval` (closed form, options,
+docstring); the classes here only name it. ``update`` and ``compute`` run the engine functions the
+functional twins run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Optional, Union
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Optional, Union
 
 import torch
 from torch import Tensor
 from torchmetrics.utilities.data import dim_zero_cat
 
 from embedmetrics._engine.base import BaseMetric
-from embedmetrics._engine.checks import check_bool
-from embedmetrics._engine.ranking import Aggregation
-from embedmetrics._plotting import plot_metric
-from embedmetrics.functional.retrieval import (
-    SPECS,
-    KArg,
-    _check_inputs,
-    _check_options,
-    _finish,
-    _out_dtype,
-    _query_values,
+from embedmetrics._engine.checks import (
+    check_bool,
+    check_retrieval_inputs,
+    check_retrieval_options,
 )
+from embedmetrics._engine.retrieval import RetrievalDeclaration, documented, finish, out_dtype, query_values
+from embedmetrics._plotting import plot_metric
 
 __all__ = [
     "RetrievalHitRate",
     "RetrievalMAP",
     "RetrievalMRR",
+    "RetrievalMetric",
     "RetrievalNormalizedDCG",
     "RetrievalPrecision",
     "RetrievalRPrecision",
@@ -54,8 +51,11 @@ def _cat(state: Union[list[Tensor], Tensor]) -> Optional[Tensor]:
     return state if state.numel() else None
 
 
-class _RetrievalMetric(BaseMetric):
-    """Shared base: option checks, the two kinds of state, ``compute`` through the shared engine."""
+class RetrievalMetric(BaseMetric):
+    """Base of the retrieval metrics: option checks, the two kinds of state, ``compute`` by the engine.
+
+    Subclasses name their declaration (``declaration``); see :class:`RetrievalHitRate` for the arguments.
+    """
 
     is_differentiable: bool = False
     higher_is_better: bool = True
@@ -63,7 +63,7 @@ class _RetrievalMetric(BaseMetric):
     plot_lower_bound: float = 0.0
     plot_upper_bound: float = 1.0
 
-    _metric_name: str = ""
+    declaration: ClassVar[RetrievalDeclaration]
     preds: list[Tensor]
     target: list[Tensor]
     indexes: list[Tensor]
@@ -74,17 +74,17 @@ class _RetrievalMetric(BaseMetric):
         self,
         empty_target_action: str = "neg",
         ignore_index: int | None = None,
-        k: KArg = None,
-        aggregation: Aggregation = "mean",
+        k: int | Sequence[int] | None = None,
+        aggregation: str | Callable[..., Tensor] = "mean",
         *,
-        top_k: KArg = None,
+        top_k: int | Sequence[int] | None = None,
         ties: str = "average",
-        adaptive_k: bool = False,
         validate_args: bool = True,
         **kwargs: Any,
     ) -> None:
+        adaptive_k = kwargs.pop("adaptive_k", False) if self.declaration.name == "precision" else False
         super().__init__(**kwargs)
-        self._ks, self._single = _check_options(
+        self._ks, self._single = check_retrieval_options(
             k, top_k, ties, empty_target_action, ignore_index, aggregation
         )
         check_bool("adaptive_k", adaptive_k)
@@ -97,12 +97,15 @@ class _RetrievalMetric(BaseMetric):
         self.ties = ties
         self.adaptive_k = adaptive_k
         self.validate_args = validate_args
-        self._spec = SPECS[self._metric_name]
         for name in ("preds", "target", "indexes", "row_values", "row_status"):
             self.add_state(name, default=[], dist_reduce_fx="cat")
         # 2-D input stores per-query values at these settings: never share a compute group across them
         self.add_settings_state(
-            metric=self._metric_name, ks=self._ks, ties=ties, ignore_index=ignore_index, adaptive_k=adaptive_k
+            metric=self.declaration.name,
+            ks=self._ks,
+            ties=ties,
+            ignore_index=ignore_index,
+            adaptive_k=adaptive_k,
         )
 
     def update(self, preds: Tensor, target: Tensor, indexes: Tensor | None = None) -> None:
@@ -114,8 +117,9 @@ class _RetrievalMetric(BaseMetric):
             indexes: query id of every document, or ``None`` for 2-D ``(queries, documents)`` input
                 (1-D: a single query).
         """
-        _check_inputs(
-            self._spec,
+        check_retrieval_inputs(
+            self.declaration.name,
+            self.declaration.binary,
             preds,
             target,
             indexes,
@@ -123,8 +127,8 @@ class _RetrievalMetric(BaseMetric):
             validate_args=self.validate_args,
         )
         if indexes is None:
-            values, status = _query_values(
-                self._spec,
+            values, status = query_values(
+                self.declaration,
                 preds,
                 target,
                 None,
@@ -133,7 +137,7 @@ class _RetrievalMetric(BaseMetric):
                 ignore_index=self.ignore_index,
                 adaptive_k=self.adaptive_k,
             )
-            self.row_values.append(values.to(_out_dtype(preds)))
+            self.row_values.append(values.to(out_dtype(preds)))
             self.row_status.append(status)
         else:
             self.preds.append(preds.reshape(-1))
@@ -153,8 +157,8 @@ class _RetrievalMetric(BaseMetric):
             dtype = row_values.dtype
         preds, target, indexes = _cat(self.preds), _cat(self.target), _cat(self.indexes)
         if preds is not None and target is not None and indexes is not None:
-            v, s = _query_values(
-                self._spec,
+            v, s = query_values(
+                self.declaration,
                 preds,
                 target,
                 indexes,
@@ -163,8 +167,8 @@ class _RetrievalMetric(BaseMetric):
                 ignore_index=self.ignore_index,
                 adaptive_k=self.adaptive_k,
             )
-            out_dtype = _out_dtype(preds)
-            dtype = torch.float64 if torch.float64 in (dtype, out_dtype) else out_dtype
+            flat_dtype = out_dtype(preds)
+            dtype = torch.float64 if torch.float64 in (dtype, flat_dtype) else flat_dtype
             values.append(v)
             status.append(s)
         if not values:
@@ -173,7 +177,7 @@ class _RetrievalMetric(BaseMetric):
         else:
             all_values = torch.cat([v.to(torch.float64) for v in values])
             all_status = torch.cat(status)
-        return _finish(
+        return finish(
             all_values,
             all_status,
             empty_target_action=self.empty_target_action,
@@ -195,146 +199,27 @@ class _RetrievalMetric(BaseMetric):
         return plot_metric(self, val, ax, self._ks)
 
 
-class RetrievalHitRate(_RetrievalMetric):
-    """Hit rate at ``k``: 1 if a relevant document is among the top ``k`` of a query, averaged.
+@documented("hit_rate", "module")
+class RetrievalHitRate(RetrievalMetric):
+    pass
 
-    Args:
-        empty_target_action: a query with no relevant document counts as 0 (``'neg'``), 1
-            (``'pos'``), is left out (``'skip'``; 0 if all are) or makes ``compute`` raise (``'error'``).
-        ignore_index: documents whose target equals this value are removed.
-        k: cut-off: ``None`` (all documents), an int, or a sequence of ints (one value per k).
-        aggregation: ``'mean'``, ``'median'``, ``'min'``, ``'max'``, a callable ``f(values, dim)`` or
-            ``'none'`` (per-query values: 2-D rows in update order, then indexed queries by index).
-        top_k: alias of ``k`` (torchmetrics 1.x name).
-        ties: ``'average'`` (expected value over a random order of tied scores), ``'pessimistic'`` or
-            ``'optimistic'``.
-        validate_args: check values in ``update`` (needs a host sync); shapes/dtypes are always checked.
-        kwargs: passed to ``torchmetrics.Metric``.
 
-    Example:
-        >>> from torch import tensor
-        >>> from embedmetrics import RetrievalHitRate
-        >>> indexes = tensor([0, 0, 0, 1, 1, 1, 1])
-        >>> preds = tensor([0.2, 0.3, 0.5, 0.1, 0.3, 0.5, 0.2])
-        >>> target = tensor([True, False, False, False, True, False, True])
-        >>> hr2 = RetrievalHitRate(k=2)
-        >>> hr2(preds, target, indexes=indexes)
-        tensor(0.5000)
-        >>> RetrievalHitRate(k=(1, 2, 3))(preds, target, indexes=indexes)
-        tensor([0.0000, 0.5000, 1.0000])
-    """
+@documented("reciprocal_rank", "module")
+class RetrievalMRR(RetrievalMetric):
+    pass
 
-    _metric_name = "hit_rate"
 
+@documented("precision", "module")
+class RetrievalPrecision(RetrievalMetric):
     def __init__(
         self,
         empty_target_action: str = "neg",
         ignore_index: int | None = None,
-        k: KArg = None,
-        aggregation: Aggregation = "mean",
-        *,
-        top_k: KArg = None,
-        ties: str = "average",
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(
-            empty_target_action,
-            ignore_index,
-            k,
-            aggregation,
-            top_k=top_k,
-            ties=ties,
-            validate_args=validate_args,
-            **kwargs,
-        )
-
-
-class RetrievalMRR(_RetrievalMetric):
-    """Mean reciprocal rank of the first relevant document (ranks ``> k`` count as 0).
-
-    Args:
-        empty_target_action: ``'neg'`` (default), ``'pos'``, ``'skip'`` or ``'error'`` for queries
-            with no relevant document.
-        ignore_index: documents whose target equals this value are removed.
-        k: cut-off: ``None`` (all), an int, or a sequence of ints.
-        aggregation: ``'mean'``, ``'median'``, ``'min'``, ``'max'``, a callable or ``'none'``.
-        top_k: alias of ``k``.
-        ties: ``'average'``, ``'pessimistic'`` or ``'optimistic'``.
-        validate_args: check values in ``update``.
-        kwargs: passed to ``torchmetrics.Metric``.
-
-    Example:
-        >>> from torch import tensor
-        >>> from embedmetrics import RetrievalMRR
-        >>> indexes = tensor([0, 0, 0, 1, 1, 1, 1])
-        >>> preds = tensor([0.2, 0.3, 0.5, 0.1, 0.3, 0.5, 0.2])
-        >>> target = tensor([False, False, True, False, True, False, True])
-        >>> RetrievalMRR()(preds, target, indexes=indexes)
-        tensor(0.7500)
-    """
-
-    _metric_name = "reciprocal_rank"
-
-    def __init__(
-        self,
-        empty_target_action: str = "neg",
-        ignore_index: int | None = None,
-        k: KArg = None,
-        aggregation: Aggregation = "mean",
-        *,
-        top_k: KArg = None,
-        ties: str = "average",
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(
-            empty_target_action,
-            ignore_index,
-            k,
-            aggregation,
-            top_k=top_k,
-            ties=ties,
-            validate_args=validate_args,
-            **kwargs,
-        )
-
-
-class RetrievalPrecision(_RetrievalMetric):
-    """Precision at ``k``: relevant documents in the top ``k`` over ``k``, averaged over queries.
-
-    Args:
-        empty_target_action: ``'neg'`` (default), ``'pos'``, ``'skip'`` or ``'error'``.
-        ignore_index: documents whose target equals this value are removed.
-        k: cut-off (``None``: all documents of the query); an int or a sequence of ints.
-        adaptive_k: divide by ``min(k, documents of the query)`` instead of ``k``.
-        aggregation: ``'mean'``, ``'median'``, ``'min'``, ``'max'``, a callable or ``'none'``.
-        top_k: alias of ``k``.
-        ties: ``'average'``, ``'pessimistic'`` or ``'optimistic'``.
-        validate_args: check values in ``update``.
-        kwargs: passed to ``torchmetrics.Metric``.
-
-    Example:
-        >>> from torch import tensor
-        >>> from embedmetrics import RetrievalPrecision
-        >>> indexes = tensor([0, 0, 0, 1, 1, 1, 1])
-        >>> preds = tensor([0.2, 0.3, 0.5, 0.1, 0.3, 0.5, 0.2])
-        >>> target = tensor([False, False, True, False, True, False, True])
-        >>> RetrievalPrecision(k=2)(preds, target, indexes=indexes)
-        tensor(0.5000)
-    """
-
-    _metric_name = "precision"
-
-    def __init__(
-        self,
-        empty_target_action: str = "neg",
-        ignore_index: int | None = None,
-        k: KArg = None,
+        k: int | Sequence[int] | None = None,
         adaptive_k: bool = False,
-        aggregation: Aggregation = "mean",
+        aggregation: str | Callable[..., Tensor] = "mean",
         *,
-        top_k: KArg = None,
+        top_k: int | Sequence[int] | None = None,
         ties: str = "average",
         validate_args: bool = True,
         **kwargs: Any,
@@ -346,187 +231,34 @@ class RetrievalPrecision(_RetrievalMetric):
             aggregation,
             top_k=top_k,
             ties=ties,
+            validate_args=validate_args,
             adaptive_k=adaptive_k,
-            validate_args=validate_args,
             **kwargs,
         )
 
 
-class RetrievalRecall(_RetrievalMetric):
-    """Recall at ``k``: relevant documents in the top ``k`` over all relevant, averaged over queries.
+@documented("recall", "module")
+class RetrievalRecall(RetrievalMetric):
+    pass
 
-    Args:
-        empty_target_action: ``'neg'`` (default), ``'pos'``, ``'skip'`` or ``'error'``.
-        ignore_index: documents whose target equals this value are removed.
-        k: cut-off: ``None`` (all), an int, or a sequence of ints.
-        aggregation: ``'mean'``, ``'median'``, ``'min'``, ``'max'``, a callable or ``'none'``.
-        top_k: alias of ``k``.
-        ties: ``'average'``, ``'pessimistic'`` or ``'optimistic'``.
-        validate_args: check values in ``update``.
-        kwargs: passed to ``torchmetrics.Metric``.
 
-    Example:
-        >>> from torch import tensor
-        >>> from embedmetrics import RetrievalRecall
-        >>> indexes = tensor([0, 0, 0, 1, 1, 1, 1])
-        >>> preds = tensor([0.2, 0.3, 0.5, 0.1, 0.3, 0.5, 0.2])
-        >>> target = tensor([False, False, True, False, True, False, True])
-        >>> RetrievalRecall(k=2)(preds, target, indexes=indexes)
-        tensor(0.7500)
-    """
+@documented("normalized_dcg", "module")
+class RetrievalNormalizedDCG(RetrievalMetric):
+    pass
 
-    _metric_name = "recall"
 
+@documented("average_precision", "module")
+class RetrievalMAP(RetrievalMetric):
+    pass
+
+
+@documented("r_precision", "module")
+class RetrievalRPrecision(RetrievalMetric):
     def __init__(
         self,
         empty_target_action: str = "neg",
         ignore_index: int | None = None,
-        k: KArg = None,
-        aggregation: Aggregation = "mean",
-        *,
-        top_k: KArg = None,
-        ties: str = "average",
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(
-            empty_target_action,
-            ignore_index,
-            k,
-            aggregation,
-            top_k=top_k,
-            ties=ties,
-            validate_args=validate_args,
-            **kwargs,
-        )
-
-
-class RetrievalNormalizedDCG(_RetrievalMetric):
-    """Normalised DCG at ``k`` with graded relevance (gain = the grade), averaged over queries.
-
-    Args:
-        empty_target_action: ``'neg'`` (default), ``'pos'``, ``'skip'`` or ``'error'``.
-        ignore_index: documents whose target equals this value are removed.
-        k: cut-off: ``None`` (all), an int, or a sequence of ints.
-        aggregation: ``'mean'``, ``'median'``, ``'min'``, ``'max'``, a callable or ``'none'``.
-        top_k: alias of ``k``.
-        ties: ``'average'``, ``'pessimistic'`` or ``'optimistic'``.
-        validate_args: check values in ``update``.
-        kwargs: passed to ``torchmetrics.Metric``.
-
-    Example:
-        >>> from torch import tensor
-        >>> from embedmetrics import RetrievalNormalizedDCG
-        >>> indexes = tensor([0, 0, 0, 1, 1, 1, 1])
-        >>> preds = tensor([0.2, 0.3, 0.5, 0.1, 0.3, 0.5, 0.2])
-        >>> target = tensor([0, 1, 0, 0, 1, 0, 2])
-        >>> RetrievalNormalizedDCG()(preds, target, indexes=indexes)
-        tensor(0.6254)
-    """
-
-    _metric_name = "normalized_dcg"
-
-    def __init__(
-        self,
-        empty_target_action: str = "neg",
-        ignore_index: int | None = None,
-        k: KArg = None,
-        aggregation: Aggregation = "mean",
-        *,
-        top_k: KArg = None,
-        ties: str = "average",
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(
-            empty_target_action,
-            ignore_index,
-            k,
-            aggregation,
-            top_k=top_k,
-            ties=ties,
-            validate_args=validate_args,
-            **kwargs,
-        )
-
-
-class RetrievalMAP(_RetrievalMetric):
-    """Mean average precision; AP@k divides by all relevant documents ``R`` (trec_eval, ranx).
-
-    Args:
-        empty_target_action: ``'neg'`` (default), ``'pos'``, ``'skip'`` or ``'error'``.
-        ignore_index: documents whose target equals this value are removed.
-        k: cut-off: ``None`` (all), an int, or a sequence of ints.
-        aggregation: ``'mean'``, ``'median'``, ``'min'``, ``'max'``, a callable or ``'none'``.
-        top_k: alias of ``k``.
-        ties: ``'average'``, ``'pessimistic'`` or ``'optimistic'``.
-        validate_args: check values in ``update``.
-        kwargs: passed to ``torchmetrics.Metric``.
-
-    Example:
-        >>> from torch import tensor
-        >>> from embedmetrics import RetrievalMAP
-        >>> indexes = tensor([0, 0, 0, 1, 1, 1, 1])
-        >>> preds = tensor([0.2, 0.3, 0.5, 0.1, 0.3, 0.5, 0.2])
-        >>> target = tensor([False, False, True, False, True, False, True])
-        >>> RetrievalMAP()(preds, target, indexes=indexes)
-        tensor(0.7917)
-    """
-
-    _metric_name = "average_precision"
-
-    def __init__(
-        self,
-        empty_target_action: str = "neg",
-        ignore_index: int | None = None,
-        k: KArg = None,
-        aggregation: Aggregation = "mean",
-        *,
-        top_k: KArg = None,
-        ties: str = "average",
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(
-            empty_target_action,
-            ignore_index,
-            k,
-            aggregation,
-            top_k=top_k,
-            ties=ties,
-            validate_args=validate_args,
-            **kwargs,
-        )
-
-
-class RetrievalRPrecision(_RetrievalMetric):
-    """R-precision: relevant documents in the top ``R`` over ``R``, averaged over queries.
-
-    Args:
-        empty_target_action: ``'neg'`` (default), ``'pos'``, ``'skip'`` or ``'error'``.
-        ignore_index: documents whose target equals this value are removed.
-        aggregation: ``'mean'``, ``'median'``, ``'min'``, ``'max'``, a callable or ``'none'``.
-        ties: ``'average'``, ``'pessimistic'`` or ``'optimistic'``.
-        validate_args: check values in ``update``.
-        kwargs: passed to ``torchmetrics.Metric``.
-
-    Example:
-        >>> from torch import tensor
-        >>> from embedmetrics import RetrievalRPrecision
-        >>> indexes = tensor([0, 0, 0, 1, 1, 1, 1])
-        >>> preds = tensor([0.2, 0.3, 0.5, 0.1, 0.3, 0.5, 0.2])
-        >>> target = tensor([False, False, True, False, True, False, True])
-        >>> RetrievalRPrecision()(preds, target, indexes=indexes)
-        tensor(0.7500)
-    """
-
-    _metric_name = "r_precision"
-
-    def __init__(
-        self,
-        empty_target_action: str = "neg",
-        ignore_index: int | None = None,
-        aggregation: Aggregation = "mean",
+        aggregation: str | Callable[..., Tensor] = "mean",
         *,
         ties: str = "average",
         validate_args: bool = True,

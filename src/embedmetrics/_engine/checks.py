@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import numpy as np
 import torch
@@ -183,3 +183,144 @@ def check_paired_embeddings(names: tuple[str, str], a: Tensor, b: Tensor, *, val
     if check_bool("validate_args", validate_args):
         check_finite(names[0], a)
         check_finite(names[1], b)
+
+
+# --------------------------------------------------------------------------- retrieval
+
+KArg = Union[int, Sequence[int], None]
+Aggregation = Union[str, Callable[..., Tensor]]
+EMPTY_TARGET_ACTIONS = ("neg", "pos", "skip", "error")
+AGGREGATIONS = ("mean", "median", "min", "max", "none")
+
+
+def check_retrieval_options(
+    k: KArg,
+    top_k: KArg,
+    ties: str,
+    empty_target_action: str,
+    ignore_index: int | None,
+    aggregation: Aggregation,
+) -> tuple[tuple[Optional[int], ...], bool]:
+    """Validate the options of every retrieval metric; return the cut-offs and whether ``k`` was scalar."""
+    if top_k is not None:
+        if k is not None and k != top_k:
+            raise ValueError(f"Arguments `k` and its alias `top_k` disagree: k={k!r}, top_k={top_k!r}.")
+        k = top_k
+    ks, single = normalize_ks("k", k)
+    check_choice("ties", ties, TIES)
+    check_choice("empty_target_action", empty_target_action, EMPTY_TARGET_ACTIONS)
+    if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, int)):
+        raise TypeError(f"Argument `ignore_index` must be an int or None, got {ignore_index!r}.")
+    if not (callable(aggregation) or (isinstance(aggregation, str) and aggregation in AGGREGATIONS)):
+        raise ValueError(
+            f"Argument `aggregation` must be one of {AGGREGATIONS} or a callable, got {aggregation!r}."
+        )
+    return ks, single
+
+
+def check_retrieval_inputs(
+    name: str,
+    binary: bool,
+    preds: Any,
+    target: Any,
+    indexes: Any,
+    *,
+    ignore_index: int | None,
+    retrieved: Any = None,
+    num_relevant: Any = None,
+    validate_args: bool = True,
+) -> None:
+    """Retrieval inputs of metric ``name``: type and shape checks (always, no host sync); value checks
+    when ``validate_args`` (a host sync). ``binary``: the target must be 0/1 (else graded, ``>= 0``)."""
+    for name, value in (("preds", preds), ("target", target)):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"Argument `{name}` must be a torch.Tensor, got {type(value).__name__}.")
+    if not preds.is_floating_point():
+        raise TypeError(f"Argument `preds` must be a floating-point tensor, got dtype {preds.dtype}.")
+    if target.is_complex() or not (
+        target.dtype == torch.bool or is_integer(target) or target.is_floating_point()
+    ):
+        raise TypeError(
+            f"Argument `target` must be a bool, integer or float tensor, got dtype {target.dtype}."
+        )
+    if preds.shape != target.shape:
+        raise ValueError(
+            f"Arguments `preds` and `target` must have the same shape, got {tuple(preds.shape)} "
+            f"and {tuple(target.shape)}."
+        )
+    if indexes is None:
+        if preds.ndim not in (1, 2):
+            raise ValueError(
+                "Without `indexes`, `preds` must be 1-D (one query) or 2-D (queries, documents), "
+                f"got shape {tuple(preds.shape)}."
+            )
+    else:
+        if not isinstance(indexes, Tensor):
+            raise TypeError(
+                f"Argument `indexes` must be a torch.Tensor or None, got {type(indexes).__name__}."
+            )
+        if not is_integer(indexes):
+            raise TypeError(f"Argument `indexes` must be an integer tensor, got dtype {indexes.dtype}.")
+        if indexes.shape != preds.shape:
+            raise ValueError(
+                f"Argument `indexes` must have the shape of `preds` {tuple(preds.shape)}, "
+                f"got {tuple(indexes.shape)}."
+            )
+    if preds.numel() == 0:
+        raise ValueError(f"Arguments `preds` and `target` must not be empty, got shape {tuple(preds.shape)}.")
+    if retrieved is not None:
+        if not isinstance(retrieved, Tensor) or retrieved.dtype != torch.bool:
+            got = retrieved.dtype if isinstance(retrieved, Tensor) else type(retrieved).__name__
+            raise TypeError(f"Argument `retrieved` must be a bool tensor, got {got}.")
+        if retrieved.shape != preds.shape:
+            raise ValueError(
+                f"Argument `retrieved` must have the shape of `preds` {tuple(preds.shape)}, "
+                f"got {tuple(retrieved.shape)}."
+            )
+    if num_relevant is not None:
+        if not isinstance(num_relevant, Tensor) or not is_integer(num_relevant):
+            got = num_relevant.dtype if isinstance(num_relevant, Tensor) else type(num_relevant).__name__
+            raise TypeError(f"Argument `num_relevant` must be an integer tensor, got {got}.")
+        if indexes is None:
+            queries = preds.shape[0] if preds.ndim == 2 else 1
+            if num_relevant.numel() != queries or num_relevant.ndim > 1:
+                raise ValueError(
+                    f"Argument `num_relevant` must have one entry per query ({queries}), "
+                    f"got shape {tuple(num_relevant.shape)}."
+                )
+    if not validate_args:
+        return
+    if bool(torch.isnan(preds).any()):
+        raise ValueError("Argument `preds` must not contain NaN, got a tensor with NaN values.")
+    if ignore_index is None:
+        counted = target
+    else:
+        counted = torch.where(target == ignore_index, torch.zeros((), dtype=target.dtype), target)
+    if counted.dtype == torch.bool:
+        pass  # always binary and non-negative
+    elif binary:
+        lo, hi = torch.aminmax(counted)
+        bad_value = bool(lo < 0) or bool(hi > 1)
+        if not bad_value and counted.is_floating_point():
+            bad_value = bool(((counted != 0) & (counted != 1)).any())
+        if bad_value:
+            bad = (counted != 0) & (counted != 1)
+            raise ValueError(
+                f"Argument `target` must be binary (bool or 0/1) for `{name}`, "
+                f"got the value {counted[bad].reshape(-1)[0].item()!r}."
+            )
+    else:
+        lo, hi = torch.aminmax(counted)
+        if bool(lo < 0) or not bool(torch.isfinite(hi.double())):
+            bad = ~torch.isfinite(counted.double()) | (counted < 0)
+            raise ValueError(
+                f"Argument `target` must hold finite relevance grades >= 0 for `{name}`, "
+                f"got the value {counted[bad].reshape(-1)[0].item()!r}."
+            )
+    if num_relevant is not None and bool((num_relevant < 0).any()):
+        raise ValueError(f"Argument `num_relevant` must be >= 0, got {num_relevant.tolist()!r}.")
+
+
+def is_integer(x: Tensor) -> bool:
+    """An integer (not bool, not floating, not complex) tensor."""
+    return not x.is_floating_point() and not x.is_complex() and x.dtype != torch.bool

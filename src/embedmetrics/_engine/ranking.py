@@ -33,16 +33,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Callable, Optional, Union
+from typing import Callable, Optional
 
 import torch
 from torch import Tensor
+
+from embedmetrics._engine.checks import Aggregation
 
 #: Queries of a result: ranked normally / no relevant document / no judged document at all.
 STATUS_OK, STATUS_EMPTY, STATUS_ABSENT = 0, 1, 2
 
 Ks = Sequence[Optional[int]]
-Aggregation = Union[str, Callable[..., Tensor]]
 
 
 def stats_dtype(device: torch.device) -> torch.dtype:

@@ -86,7 +86,7 @@ def contrastive_accuracy_score(
         ValueError: if the shapes differ, are not 2-D or have no rows, ``topk < 1``, an option is
             invalid, or (``validate_args``) an embedding is NaN or infinite.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from embedmetrics.functional import contrastive_accuracy_score
         >>> z1 = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
@@ -145,7 +145,7 @@ def uniformity_score(
         ValueError: if ``z`` is not 2-D or has fewer than 2 rows (there is no pair), ``t`` is
             negative or not finite, or (``validate_args``) an embedding is NaN or infinite.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from embedmetrics.functional import uniformity_score
         >>> z = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]])
@@ -201,7 +201,7 @@ def alignment_score(
         ValueError: if the shapes differ, are not 2-D or have no rows, ``alpha <= 0``, or
             (``validate_args``) an embedding is NaN or infinite.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from embedmetrics.functional import alignment_score
         >>> z1 = torch.tensor([[1.0, 0.0], [0.0, 1.0]])

@@ -69,7 +69,7 @@ def flatten_value(name: str, value: Any, metric: Metric | None = None) -> dict[s
     value per ``k`` (e.g. ``ContrastiveAccuracy(topk=(1, 5))``) gives ``name@k`` when the metric has a
     matching ``topk``/``top_k``/``k`` attribute, else ``name/i``.
 
-    Example:
+    Examples:
         >>> import torch
         >>> flatten_value("acc", {"precision_at_1": torch.tensor(0.5), "r_precision": 0.25})
         {'acc/precision_at_1': tensor(0.5000), 'acc/r_precision': tensor(0.2500)}
@@ -115,7 +115,7 @@ class EmbeddingMetricsCallback(Callback):
     The metric states are saved with the callback in Lightning checkpoints (gathered from every
     rank) and restored on rank 0 only, so a run resumed mid-epoch continues with the same data.
 
-    Example:
+    Examples:
         >>> from torchmetrics.aggregation import MeanMetric
         >>> cb = EmbeddingMetricsCallback({"loss": MeanMetric()}, {"loss": {"value": "loss"}})
         >>> sorted(cb.metrics("validate"))
