@@ -445,7 +445,7 @@ def module_docstring(metric: RetrievalDeclaration) -> str:
         "``update(preds, target, indexes)`` takes flat input (queries may span batches and processes:",
         "``indexes`` must then be globally unique) or 2-D ``(queries, documents)`` input without",
         "``indexes`` (each row one query, ranked at once: the state is one value per query). The",
-        f"functional twin is :func:`~embedmetrics.functional.{metric.functional}`.",
+        f"functional twin is [`{metric.functional}`][embedmetrics.functional.{metric.functional}].",
         "",
         _args(entries),
         "",
