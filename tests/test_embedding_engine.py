@@ -52,9 +52,12 @@ def test_sharded_uniformity_equals_unsharded(world, block_bytes):
 
 
 def test_upper_block_ranges_cover_each_row_once():
+    from embedmetrics._engine.scan import plan_blocks
+
+    whole = plan_blocks(50, 1, 4, strided=True)[1]  # 4 rows per block, dealt round-robin when sharded
     for world in (1, 2, 3, 7):
-        rows = sorted(r for k in range(world) for r in engine.upper_block_ranges(50, 4, (k, world)))
-        assert rows == engine.upper_block_ranges(50, 4)
+        rows = sorted(r for k in range(world) for r in plan_blocks(50, 1, 4, (k, world), strided=True)[1])
+        assert rows == whole
 
 
 def test_rank_with_no_blocks_contributes_zeros():

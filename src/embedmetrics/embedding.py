@@ -29,7 +29,7 @@ from embedmetrics._engine.checks import (
     check_finite,
     check_same_shape,
 )
-from embedmetrics._engine.embedding import EMBEDDING_BLOCK_BYTES, TopK
+from embedmetrics._engine.embedding import TopK
 from embedmetrics._engine.scan import metric_shard
 from embedmetrics._plotting import plot_metric
 
@@ -96,7 +96,7 @@ class _StoredEmbeddingMetric(_EmbeddingMetric):
 
     dim: Tensor
 
-    def __init__(self, block_bytes: int = EMBEDDING_BLOCK_BYTES, **kwargs: Any) -> None:
+    def __init__(self, block_bytes: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.block_bytes = check_block_bytes(block_bytes)
         for name in self._views:
@@ -140,7 +140,8 @@ class ContrastiveAccuracy(_StoredEmbeddingMetric):
         normalize: L2-normalise rows first (cosine similarity).
         ties: ``"average"``, ``"pessimistic"`` or ``"optimistic"``.
         eps: lower bound of the norm in the normalisation.
-        block_bytes: memory budget of one similarity block, in bytes.
+        block_bytes: memory budget of one similarity block, in bytes; ``None`` chooses it for the
+            device where ``compute`` runs (32 MiB on the CPU; on CUDA up to 4 GiB).
         validate_args: reject NaN and infinite embeddings in ``update`` (``ValueError``; a host sync).
         kwargs: passed to :class:`torchmetrics.Metric`.
 
@@ -170,7 +171,7 @@ class ContrastiveAccuracy(_StoredEmbeddingMetric):
         ties: str = "average",
         eps: float = 1e-12,
         *,
-        block_bytes: int = EMBEDDING_BLOCK_BYTES,
+        block_bytes: int | None = None,
         validate_args: bool = True,
         **kwargs: Any,
     ) -> None:
@@ -215,7 +216,8 @@ class Uniformity(_StoredEmbeddingMetric):
         t: temperature of the Gaussian potential, finite and ``>= 0``.
         normalize: L2-normalise rows first.
         eps: lower bound of the norm in the normalisation.
-        block_bytes: memory budget of one similarity block, in bytes.
+        block_bytes: memory budget of one similarity block, in bytes; ``None`` chooses it for the
+            device where ``compute`` runs (32 MiB on the CPU; on CUDA up to 4 GiB).
         validate_args: reject NaN and infinite embeddings in ``update`` (``ValueError``; a host sync).
         kwargs: passed to :class:`torchmetrics.Metric`.
 
@@ -245,7 +247,7 @@ class Uniformity(_StoredEmbeddingMetric):
         normalize: bool = True,
         eps: float = 1e-12,
         *,
-        block_bytes: int = EMBEDDING_BLOCK_BYTES,
+        block_bytes: int | None = None,
         validate_args: bool = True,
         **kwargs: Any,
     ) -> None:

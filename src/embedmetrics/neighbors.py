@@ -33,7 +33,6 @@ from embedmetrics._engine.checks import (
 )
 from embedmetrics._engine.clustering import adjusted_mutual_info, kmeans
 from embedmetrics._engine.knn import (
-    KNN_BLOCK_BYTES,
     KnnResult,
     LabelComparison,
     knn_scan,
@@ -183,9 +182,10 @@ class AccuracyCalculator:
             uniformly random order, default), ``"pessimistic"`` (irrelevant first) or
             ``"optimistic"`` (relevant first).
         kmeans_seed: seed of the k-means initialisation.
-        block_bytes: memory budget of one block of the kNN scan (default 256 MiB: few large blocks
-            keep the fixed per-block overhead low; the scan's candidate filter adds typically half
-            a block of temporaries).
+        block_bytes: memory budget of one block of the kNN scan; ``None`` chooses it for the device
+            (256 MiB on the CPU: few large blocks keep the fixed per-block overhead low; on CUDA a
+            quarter of the free memory, at most 4 GiB). The candidate filter adds typically half a
+            block of temporaries.
         validate_args: reject NaN and infinite embeddings in :meth:`get_accuracy` (``ValueError``;
             reads the data). With ``False`` they are not checked and the values are meaningless.
 
@@ -216,7 +216,7 @@ class AccuracyCalculator:
         distance: str = "euclidean",
         ties: str = "average",
         kmeans_seed: int = 0,
-        block_bytes: int = KNN_BLOCK_BYTES,
+        block_bytes: int | None = None,
         validate_args: bool = True,
     ) -> None:
         all_metrics = self._available_metrics()

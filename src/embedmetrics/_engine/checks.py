@@ -52,9 +52,10 @@ def check_positive_int(name: str, value: Any) -> int:
     return int(value)
 
 
-def check_block_bytes(value: Any) -> int:
-    """The memory budget of one block of a scan: a positive ``int`` number of bytes."""
-    return check_positive_int("block_bytes", value)
+def check_block_bytes(value: Any) -> Optional[int]:
+    """The memory budget of one block of a scan: a positive ``int`` number of bytes, or ``None``
+    (chosen for the device when the scan runs)."""
+    return None if value is None else check_positive_int("block_bytes", value)
 
 
 def check_number(name: str, value: Any, *, positive: bool = False, finite: bool = True) -> float:

@@ -16,7 +16,7 @@ import math
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.scan import DEFAULT_BLOCK_BYTES, block_ranges, block_rows, compute_dtype
+from embedmetrics._engine.scan import DEFAULT_BLOCK_BYTES, block_budget, compute_dtype, plan_blocks
 
 
 def _sq_dists(x: Tensor, x_sq: Tensor, centers: Tensor) -> Tensor:
@@ -25,10 +25,9 @@ def _sq_dists(x: Tensor, x_sq: Tensor, centers: Tensor) -> Tensor:
 
 
 def _assign(x: Tensor, x_sq: Tensor, centers: Tensor, block_bytes: int) -> tuple[Tensor, Tensor]:
-    rows = block_rows(centers.shape[0], block_bytes=block_bytes, itemsize=x.element_size())
     labels = torch.empty(x.shape[0], dtype=torch.int64, device=x.device)
     best = torch.empty(x.shape[0], dtype=x.dtype, device=x.device)
-    for start, stop in block_ranges(x.shape[0], rows):
+    for start, stop in plan_blocks(x.shape[0], centers.shape[0] * x.element_size(), block_bytes)[1]:
         d = _sq_dists(x[start:stop], x_sq[start:stop], centers)
         best[start:stop], labels[start:stop] = d.min(dim=1)
     return labels, best
@@ -55,10 +54,11 @@ def kmeans(
     seed: int = 0,
     max_iter: int = 100,
     tol: float = 1e-6,
-    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    block_bytes: int | None = None,
 ) -> Tensor:
     """Cluster the rows of ``x`` into ``n_clusters`` clusters; returns ``(n,)`` int64 cluster ids."""
     x = x.to(compute_dtype(x))
+    block_bytes = block_budget(block_bytes, x.device, DEFAULT_BLOCK_BYTES)
     n = x.shape[0]
     n_clusters = max(1, min(n_clusters, n))
     gen = torch.Generator().manual_seed(seed)  # CPU: the same draws whatever the device

@@ -41,11 +41,11 @@ from embedmetrics._engine.checks import TIES, check_bool, check_choice, check_nu
 from embedmetrics._engine.distinct import canonical, distinct_rows
 from embedmetrics._engine.scan import (
     all_reduce_sum,
+    block_budget,
     block_ranges,
-    block_rows,
     compute_dtype,
     l2_normalize,
-    rows_for_shard,
+    plan_blocks,
     shard_blocks,
 )
 
@@ -100,6 +100,10 @@ def prepare(z: Tensor, *, normalize: bool, eps: float, dtype: torch.dtype) -> Te
 # ----------------------------------------------------------------------------- contrastive accuracy
 
 
+def _plan(n: int, rows: int, shard: tuple[int, int] | None) -> list[tuple[int, int]]:
+    return shard_blocks(block_ranges(n, rows), shard)
+
+
 def _diagonal(z1: Tensor, z2: Tensor, rows: int, shard: tuple[int, int] | None = None) -> Tensor:
     """``s_ii`` from the ``B x B`` diagonal tile of each block (same GEMM shapes).
 
@@ -107,7 +111,7 @@ def _diagonal(z1: Tensor, z2: Tensor, rows: int, shard: tuple[int, int] | None =
     summing the results of all ranks (:func:`contrastive_diagonal`) gives the whole diagonal.
     """
     out = torch.zeros(z1.shape[0], dtype=z1.dtype, device=z1.device)
-    for start, stop in shard_blocks(block_ranges(z1.shape[0], rows), shard):
+    for start, stop in _plan(z1.shape[0], rows, shard):
         out[start:stop] = (z1[start:stop] @ z2[start:stop].T).diagonal()
     return out
 
@@ -117,8 +121,7 @@ def contrastive_diagonal(
 ) -> Tensor:
     """The whole diagonal ``s_ii``: each rank computes only its own blocks' tiles and one all-reduce
     assembles them (a collective when sharded: every rank of the group must call it)."""
-    rows = block_rows(z1.shape[0], block_bytes=block_bytes, itemsize=z1.element_size())
-    rows = rows_for_shard(z1.shape[0], rows, shard)
+    rows, _ = plan_blocks(z1.shape[0], z1.shape[0] * z1.element_size(), block_bytes, shard)
     return all_reduce_sum(_diagonal(z1, z2, rows, shard), shard)
 
 
@@ -157,10 +160,9 @@ def contrastive_partial(
     ``z1`` and ``z2`` are prepared (:func:`prepare`) ``(n, d)`` tensors of the same dtype.
     """
     n = z1.shape[0]
-    rows = rows_for_shard(n, block_rows(n, block_bytes=block_bytes, itemsize=z1.element_size()), shard)
+    rows, ranges = plan_blocks(n, n * z1.element_size(), block_bytes, shard)
     diag = _diagonal(z1, z2, rows) if diag is None else diag
     out = torch.zeros(4, n, dtype=torch.float64, device=z1.device)
-    ranges = shard_blocks(block_ranges(n, rows), shard)
     if not ranges:
         return out
     rows = max(stop - start for start, stop in ranges)
@@ -233,16 +235,18 @@ def contrastive_accuracy(
     eps: float,
     ks: Sequence[int],
     ties: str,
-    block_bytes: int = EMBEDDING_BLOCK_BYTES,
+    block_bytes: int | None = None,
     shard: tuple[int, int] | None = None,
 ) -> Tensor:
     """Contrastive top-k accuracy for every ``k`` in ``ks``, shape ``(len(ks),)``, accumulation dtype.
 
     Identical rows get identical similarities (see :mod:`embedmetrics._engine.distinct`): with no
     repeated row in either view the plain blocked scan runs; otherwise every distinct pair of rows is
-    computed once (:func:`weighted_contrastive_partial`).
+    computed once (:func:`weighted_contrastive_partial`). ``block_bytes=None``: chosen for the
+    device (:func:`~embedmetrics._engine.scan.block_budget`).
     """
     dtype = compute_dtype(z1, z2)
+    block_bytes = block_budget(block_bytes, z1.device, EMBEDDING_BLOCK_BYTES)
     d1 = distinct_rows(canonical(z1.detach().to(dtype)))
     d2 = distinct_rows(canonical(z2.detach().to(dtype)))
     q = prepare(d1.rows, normalize=normalize, eps=eps, dtype=dtype)
@@ -324,15 +328,13 @@ def weighted_contrastive_partial(
     rows and the partials add up.
     """
     n_u1, n_u2, n_p = q.shape[0], r.shape[0], pairs.u.shape[0]
-    rows = rows_for_shard(
-        n_u1, block_rows(max(n_u2, n_p), block_bytes=block_bytes, itemsize=q.element_size()), shard
-    )
+    rows, ranges = plan_blocks(n_u1, max(n_u2, n_p) * q.element_size(), block_bytes, shard)
     pos = _pair_similarities(q, r, pairs, rows)
     out = torch.zeros(4, n_p, dtype=torch.float64, device=q.device)
     exact = q.dtype == torch.float64 or max(int(c1.sum()), int(c2.sum())) < _EXACT_F32
     pair_start = torch.searchsorted(pairs.u, torch.arange(n_u1 + 1, device=q.device))
     r_t = r.T
-    for start, stop in shard_blocks(block_ranges(n_u1, rows), shard):
+    for start, stop in ranges:
         sim = q[start:stop] @ r_t
         ps, pe = int(pair_start[start]), int(pair_start[stop])
         sim[pairs.u[ps:pe] - start, pairs.v[ps:pe]] = pos[ps:pe]
@@ -348,18 +350,6 @@ def weighted_contrastive_partial(
 
 
 # ----------------------------------------------------------------------------- uniformity
-
-
-def upper_block_ranges(n: int, rows: int, shard: tuple[int, int] | None = None) -> list[tuple[int, int]]:
-    """Row blocks of the upper triangle (block ``[s, e)`` pairs with columns ``[s, n)``) of one shard.
-
-    Blocks shrink towards the end, so ranks take every ``world``-th block (strided) rather than a
-    contiguous run: that balances the work of a triangle.
-    """
-    ranges = block_ranges(n, rows)
-    if shard is not None and shard[1] > 1:
-        ranges = ranges[shard[0] :: shard[1]]
-    return ranges
 
 
 def uniformity_partial(
@@ -380,13 +370,13 @@ def uniformity_partial(
     n = z.shape[0]
     tsq = (z * z).sum(1).mul_(t)
     out = torch.zeros(n, dtype=z.dtype, device=z.device)
-    # not capped per shard (rows_for_shard): the triangle's blocks are dealt round-robin, and a
-    # different row partition would change the summation order of the sharded result
-    rows = min(n, block_rows(n, block_bytes=block_bytes, itemsize=z.element_size()))
+    # strided: the triangle's blocks are dealt round-robin, not capped per shard (a different row
+    # partition would change the summation order of the sharded result)
+    rows, ranges = plan_blocks(n, n * z.element_size(), block_bytes, shard, strided=True)
     buf = torch.empty(rows * n, dtype=z.dtype, device=z.device)
     ones = torch.ones(n, dtype=z.dtype, device=z.device)
     lower_full = torch.ones(rows, rows, dtype=torch.bool, device=z.device).tril_()
-    for start, stop in upper_block_ranges(n, rows, shard):
+    for start, stop in ranges:
         b, m = stop - start, n - start
         # -t d^2 = 2t s_ij - t sq_j - t sq_i, clamped at 0 (d^2 >= 0)
         pot = torch.addmm(
@@ -427,7 +417,7 @@ def uniformity(
     normalize: bool,
     t: float,
     eps: float,
-    block_bytes: int = EMBEDDING_BLOCK_BYTES,
+    block_bytes: int | None = None,
     shard: tuple[int, int] | None = None,
 ) -> Tensor:
     """Uniformity (0-dim, accumulation dtype) of ``n >= 2`` rows; not differentiable (in-place scan).
@@ -436,6 +426,7 @@ def uniformity(
     computed once and weighted, and pairs of identical rows count at distance exactly 0.
     """
     dtype = compute_dtype(z)
+    block_bytes = block_budget(block_bytes, z.device, EMBEDDING_BLOCK_BYTES)
     distinct = distinct_rows(canonical(z.detach().to(dtype)))
     x = prepare(distinct.rows, normalize=normalize, eps=eps, dtype=dtype)
     x = x - x.mean(0)  # distances are translation invariant; centring shrinks the rounding error

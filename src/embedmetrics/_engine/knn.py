@@ -30,12 +30,10 @@ from embedmetrics._engine import tie_stats
 from embedmetrics._engine.distinct import canonical, distinct_rows
 from embedmetrics._engine.scan import (
     all_reduce_sum,
-    block_ranges,
-    block_rows,
+    block_budget,
     compute_dtype,
     l2_normalize,
-    rows_for_shard,
-    shard_blocks,
+    plan_blocks,
 )
 
 LabelComparison = Callable[[Tensor, Tensor], Tensor]
@@ -140,7 +138,7 @@ def knn_scan(
     label_comparison_fn: Optional[LabelComparison] = None,
     return_neighbors: bool = False,
     stats: Sequence[str] = STAT_NAMES,
-    block_bytes: int = KNN_BLOCK_BYTES,
+    block_bytes: int | None = None,
     shard: Optional[tuple[int, int]] = None,
 ) -> KnnResult:
     """Exact kNN of every query among the references and the per-query label statistics.
@@ -159,7 +157,7 @@ def knn_scan(
         label_comparison_fn: relevance of a (query label, reference label) pair; ``None``: equality.
         return_neighbors: also return the neighbour indices and distances (``(n_q, k)``).
         stats: which per-query statistics to compute (a subset of :data:`STAT_NAMES`).
-        block_bytes: memory budget of one similarity block.
+        block_bytes: memory budget of one similarity block (``None``: chosen for the device).
         shard: ``(rank, world)``: scan only this rank's share of the query blocks.
 
     Returns:
@@ -189,10 +187,11 @@ def knn_scan(
     out = {n: torch.zeros(n_q, dtype=torch.float64, device=dev) for n in STAT_NAMES if n in stats}
     indices = torch.zeros(n_q, k, dtype=torch.int64, device=dev) if return_neighbors else None
     distances = torch.zeros(n_q, k, dtype=dtype, device=dev) if return_neighbors else None
-    rows = rows_for_shard(n_q, block_rows(n_cols, block_bytes=block_bytes, itemsize=q.element_size()), shard)
+    budget = block_budget(block_bytes, dev, KNN_BLOCK_BYTES)
+    rows, ranges = plan_blocks(n_q, n_cols * q.element_size(), budget, shard)
     buffer = torch.empty(min(rows, n_q), n_cols, dtype=dtype, device=dev)
     cmp_fn = label_comparison_fn
-    for start, stop in shard_blocks(block_ranges(n_q, rows), shard):
+    for start, stop in ranges:
         nb = stop - start
         # ranking key, ascending = nearer: ||r||² − 2 q·r (Euclidean) or −cos
         if distinct.inverse is None:

@@ -24,7 +24,7 @@ from embedmetrics._engine.checks import (
     check_paired_embeddings,
     to_tensors,
 )
-from embedmetrics._engine.embedding import EMBEDDING_BLOCK_BYTES, TopK, check_contrastive_options
+from embedmetrics._engine.embedding import TopK, check_contrastive_options
 
 __all__ = ["alignment_score", "contrastive_accuracy_score", "uniformity_score"]
 
@@ -47,7 +47,7 @@ def contrastive_accuracy_score(
     eps: float = 1e-12,
     ties: str = "average",
     *,
-    block_bytes: int = EMBEDDING_BLOCK_BYTES,
+    block_bytes: int | None = None,
     validate_args: bool = True,
 ) -> Any:
     r"""Top-k contrastive accuracy between two views, both directions averaged.
@@ -72,7 +72,8 @@ def contrastive_accuracy_score(
             ``(1, 5, 10)``, all computed from the same pass.
         eps: lower bound of the norm in the normalisation (avoids division by zero).
         ties: ``"average"``, ``"pessimistic"`` or ``"optimistic"``.
-        block_bytes: memory budget of one similarity block, in bytes.
+        block_bytes: memory budget of one similarity block, in bytes; ``None`` chooses it for the
+            device (32 MiB on the CPU; on CUDA a quarter of the free memory, at most 4 GiB).
         validate_args: reject NaN and infinite embeddings (``ValueError``); this reads the data (a host
             sync). With ``False`` such inputs give NaN.
 
@@ -114,7 +115,7 @@ def uniformity_score(
     t: float = 2.0,
     eps: float = 1e-12,
     *,
-    block_bytes: int = EMBEDDING_BLOCK_BYTES,
+    block_bytes: int | None = None,
     validate_args: bool = True,
 ) -> Any:
     r"""Uniformity of an embedding (Wang & Isola, ICML 2020); lower is more uniform.
@@ -131,7 +132,8 @@ def uniformity_score(
         normalize: L2-normalise each row first (points on the unit hypersphere).
         t: temperature of the Gaussian potential (``t = 2`` in the paper), finite and ``>= 0``.
         eps: lower bound of the norm in the normalisation (avoids division by zero).
-        block_bytes: memory budget of one similarity block, in bytes.
+        block_bytes: memory budget of one similarity block, in bytes; ``None`` chooses it for the
+            device (32 MiB on the CPU; on CUDA a quarter of the free memory, at most 4 GiB).
         validate_args: reject NaN and infinite embeddings (``ValueError``); this reads the data (a host
             sync). With ``False`` such inputs give NaN.
 
