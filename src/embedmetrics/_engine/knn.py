@@ -349,7 +349,7 @@ def _position_terms(
         ps = tie_stats.position_stats(vals[tied_rows], rel[tied_rows], last_t, last_r, ties)
         exp_rel[tied_rows] = tie_stats.expected_relevance(ps)
         if prec is not None:
-            prec[tied_rows] = tie_stats.precision_terms(ps)
+            prec[tied_rows] = tie_stats.position_precision_terms(ps)
         if rr is not None:
             rr[tied_rows] = tie_stats.reciprocal_rank_terms(ps)
     return exp_rel, prec, rr

@@ -38,6 +38,7 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor
 
+from embedmetrics._engine import tie_stats
 from embedmetrics._engine.checks import Aggregation
 
 #: Queries of a result: ranked normally / no relevant document / no judged document at all.
@@ -411,8 +412,7 @@ def reciprocal_rank(st: RankedRows, ks: Ks) -> Tensor:
     """Over the first block with ``r > 0``: ``Σ_{x ≤ t−r, a+x<k} C(t−x−1, r−1)/C(t, r) / (a+x+1)``.
 
     That block holds the first relevant item ``f`` (a binary search in the running count of relevant
-    items). The weights ``w(x) = C(t−x−1, r−1)/C(t, r)`` follow from ``w(0) = r/t`` and
-    ``w(x)/w(x−1) = (t−x−r+1)/(t−x)``: a running product along the row.
+    items); the probabilities come from :func:`~embedmetrics._engine.tie_stats.first_relevant`.
     """
     fdt, G, m = st.fdt, st.gain.shape[0], st.gain.shape[1]
     f = torch.searchsorted(st.crel, torch.ones(G, 1, dtype=fdt, device=st.gain.device)) - 1
@@ -421,10 +421,7 @@ def reciprocal_rank(st: RankedRows, ks: Ks) -> Tensor:
     r = st.crel.gather(1, e_i) - st.crel.gather(1, a_i)
     t, a = (e_i - a_i).to(fdt), a_i.to(fdt)
     p = torch.arange(st.columns, dtype=fdt, device=st.gain.device)
-    x = p - a  # (G, L)
-    step = torch.where(x == 0, r / t, (t - x - r + 1) / (t - x).clamp_min(1))
-    w = torch.cumprod(torch.where(x >= 0, step, 1.0), 1)
-    term = torch.where(found & (x >= 0) & (x <= t - r), w / (p + 1), 0.0)
+    term = torch.where(found, tie_stats.first_relevant(t, r, p - a) / (p + 1), 0.0)
     return term.cumsum(1).gather(1, _last_column(ks, st))
 
 
@@ -448,10 +445,12 @@ def r_precision(st: RankedRows) -> Tensor:
 
 
 def average_precision(st: RankedRows, ks: Ks) -> Tensor:
-    """``Σ_{p<k} (r/t)·(c + 1 + x·(r−1)/(t−1)) / (p+1)``, divided by ``R``."""
+    """``Σ_{p<k} (r/t)·(c + 1 + x·(r−1)/(t−1)) / (p+1)``, divided by ``R``.
+
+    The summands are :func:`~embedmetrics._engine.tie_stats.precision_terms`, shared with the kNN scan.
+    """
     p, ranked, t, r, c, x = _items(st)
-    others = torch.where(t > 1, x * (r - 1) / (t - 1).clamp_min(1), 0.0)
-    term = torch.where(ranked & (r > 0), r / t * (c + 1 + others) / (p + 1), 0.0)
+    term = torch.where(ranked & (r > 0), tie_stats.precision_terms(t, r, c, x, p), 0.0)
     total = term.cumsum(1).gather(1, _last_column(ks, st))
     return _safe_div(total, st.R.to(st.fdt).unsqueeze(1))
 

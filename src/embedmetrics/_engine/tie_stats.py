@@ -1,4 +1,9 @@
-"""Tie-aware rank statistics of a sorted top-K neighbour list (the kNN metrics' closed forms).
+"""The tie statistics: expected per-position terms under a random order of tied items (one place).
+
+:func:`relevance`, :func:`precision_terms` and :func:`first_relevant` are the closed forms every
+rank-based metric is built from; the grouped-ranking engine (:mod:`embedmetrics._engine.ranking`)
+and the kNN scan (:mod:`embedmetrics._engine.knn`) both call them. :func:`position_stats` derives
+the block statistics of a sorted top-K neighbour list, whose last block may continue past K.
 
 A query's neighbours, sorted by distance, form *tie blocks*: runs of equal distance occupying
 positions ``[a, a + t)`` (0-based). For the item at position ``p = a + x`` of a block with ``r``
@@ -73,29 +78,64 @@ def position_stats(
     return PositionStats(ones, eff_f, eff_f.cumsum(dim=1) - eff_f, torch.zeros_like(eff_f))
 
 
-def expected_relevance(s: PositionStats) -> Tensor:
-    """``(rows, K)``: probability that the item at each position is relevant."""
-    return s.r / s.t
+def relevance(t: Tensor, r: Tensor) -> Tensor:
+    """P(the item at a position is relevant): ``r / t`` of its block."""
+    return r / t
 
 
-def precision_terms(s: PositionStats) -> Tensor:
-    """``(rows, K)``: expected ``rel(p) · precision@(p+1)`` (the summands of average precision)."""
-    k = s.t.shape[1]
-    p1 = torch.arange(1, k + 1, device=s.t.device, dtype=torch.float64)
-    pair = torch.where(s.t > 1, s.x * (s.r - 1) / (s.t - 1).clamp_min(1), torch.zeros_like(s.t))
-    return (s.r / s.t) * (s.c + 1 + pair) / p1
+def precision_terms(t: Tensor, r: Tensor, c: Tensor, x: Tensor, p: Tensor) -> Tensor:
+    """Expected ``rel(p) · precision@(p+1)``, the summands of average precision (0-based ``p``).
+
+    ``(r/t)·(c + 1 + x·(r−1)/(t−1)) / (p+1)``: given that the item at offset ``x`` of its block is
+    relevant, each of the ``x`` items above it in the block is relevant with probability
+    ``(r−1)/(t−1)`` (no such term when ``t = 1``). Every argument broadcasts.
+    """
+    pair = torch.where(t > 1, x * (r - 1) / (t - 1).clamp_min(1), torch.zeros_like(t))
+    return (r / t) * (c + 1 + pair) / (p + 1)
 
 
 def _log_comb(n: Tensor, k: Tensor) -> Tensor:
     return torch.lgamma(n + 1) - torch.lgamma(k + 1) - torch.lgamma(n - k + 1)
 
 
+def first_relevant(t: Tensor, r: Tensor, x: Tensor) -> Tensor:
+    """P(the first relevant item of a block of ``t`` items, ``r`` relevant, is at offset ``x``).
+
+    ``C(t − x − 1, r − 1) / C(t, r)`` for ``0 <= x <= t − r`` and ``r > 0``, else 0. A block without a
+    mix (``t == r``, every untied item included) has it at offset 0 for sure; only mixed blocks take
+    ``lgamma`` (so blocks of millions of items stay accurate), and only at their own positions.
+    Every argument broadcasts.
+    """
+    log_block = _log_comb(t, r.clamp(min=0).minimum(t))  # per block: before broadcasting to positions
+    t, r, x, log_block = torch.broadcast_tensors(t, r, x, log_block)
+    ok = (r > 0) & (x >= 0) & (x <= t - r)
+    out = torch.where(ok & (x == 0) & (t == r), 1.0, 0.0).to(t.dtype)
+    mixed = (ok & (t > r)).nonzero(as_tuple=True)
+    if mixed[0].numel() > 0:
+        tm, rm, xm = t[mixed], r[mixed], x[mixed]
+        log_c = torch.lgamma(tm - xm) - torch.lgamma(rm) - torch.lgamma(tm - xm - rm + 1)
+        out[mixed] = torch.exp(log_c - log_block[mixed])
+    return out
+
+
+def _positions(s: PositionStats) -> Tensor:
+    return torch.arange(s.t.shape[1], device=s.t.device, dtype=torch.float64)
+
+
+def expected_relevance(s: PositionStats) -> Tensor:
+    """``(rows, K)``: probability that the item at each position is relevant."""
+    return relevance(s.t, s.r)
+
+
+def position_precision_terms(s: PositionStats) -> Tensor:
+    """``(rows, K)``: the summands of average precision at every position (:func:`precision_terms`)."""
+    return precision_terms(s.t, s.r, s.c, s.x, _positions(s))
+
+
 def reciprocal_rank_terms(s: PositionStats) -> Tensor:
-    """``(rows, K)``: P(first relevant item at p) / (p + 1); their row sum is the expected reciprocal rank."""
-    k = s.t.shape[1]
-    p1 = torch.arange(1, k + 1, device=s.t.device, dtype=torch.float64)
-    ok = (s.c == 0) & (s.r > 0) & (s.x <= s.t - s.r)
-    n = (s.t - s.x - 1).clamp_min(0)
-    kk = (s.r - 1).clamp_min(0)
-    log_p = _log_comb(n, kk.clamp(max=n)) - _log_comb(s.t, s.r.clamp(max=s.t))
-    return torch.where(ok, torch.exp(log_p), torch.zeros_like(log_p)) / p1
+    """``(rows, K)``: P(first relevant item at p) / (p + 1); their row sum is the expected reciprocal rank.
+
+    The first relevant item lies in the first block with a relevant item (``c = 0``, ``r > 0``).
+    """
+    first = torch.where(s.c == 0, first_relevant(s.t, s.r, s.x), torch.zeros_like(s.t))
+    return first / (_positions(s) + 1)
