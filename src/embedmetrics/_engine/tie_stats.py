@@ -107,7 +107,8 @@ def first_relevant(t: Tensor, r: Tensor, x: Tensor) -> Tensor:
     Every argument broadcasts.
     """
     log_block = _log_comb(t, r.clamp(min=0).minimum(t))  # per block: before broadcasting to positions
-    t, r, x, log_block = torch.broadcast_tensors(t, r, x, log_block)
+    shape = torch.broadcast_shapes(t.shape, r.shape, x.shape)
+    t, r, x, log_block = (v.expand(shape) for v in (t, r, x, log_block))
     ok = (r > 0) & (x >= 0) & (x <= t - r)
     out = torch.where(ok & (x == 0) & (t == r), 1.0, 0.0).to(t.dtype)
     mixed = (ok & (t > r)).nonzero(as_tuple=True)
