@@ -107,7 +107,7 @@ def first_relevant(t: Tensor, r: Tensor, x: Tensor) -> Tensor:
     Every argument broadcasts.
     """
     log_block = _log_comb(t, r.clamp(min=0).minimum(t))  # per block: before broadcasting to positions
-    shape = torch.broadcast_shapes(t.shape, r.shape, x.shape)
+    shape = torch.broadcast_shapes(t.shape, r.shape, x.shape)  # type: ignore[no-untyped-call]
     t, r, x, log_block = (v.expand(shape) for v in (t, r, x, log_block))
     ok = (r > 0) & (x >= 0) & (x <= t - r)
     out = torch.where(ok & (x == 0) & (t == r), 1.0, 0.0).to(t.dtype)
