@@ -185,23 +185,26 @@ def test_sharded_scan_partials_sum_to_unsharded(world, same_source):
     assert int(touched.sum(0).max()) <= 1
 
 
-def test_calculator_compute_with_combined_shards_equals_unsharded():
+def test_calculator_compute_with_combined_shards_equals_unsharded(monkeypatch: pytest.MonkeyPatch):
+    from embedmetrics._engine import neighbors as engine
+
     x, y = _data(n=45, seed=8, ties=True)
     calc = AccuracyCalculator(include=KNN, block_bytes=4 * 45 * 4)
     ref = calc.get_accuracy(x, x, y, y, True)
     world = 3
     partials = []
+    real_scan = engine.knn_scan
 
-    class ShardedCalc(AccuracyCalculator):
-        def _scan(self, *args, **kwargs):  # type: ignore[override]
-            head, wanted = args[:-2], args[-1]
-            parts = [super(ShardedCalc, self)._scan(*head, (rank, world), wanted) for rank in range(world)]
-            partials.append(parts)
-            first = parts[0]
-            first.stats = {n: sum(p.stats[n] for p in parts) for n in first.stats}
-            return first
+    def sharded_scan(*args, **kwargs):  # every rank's share, summed: what the all-reduce does
+        kwargs.pop("shard", None)
+        parts = [real_scan(*args, shard=(rank, world), **kwargs) for rank in range(world)]
+        partials.append(parts)
+        first = parts[0]
+        first.stats = {n: sum(p.stats[n] for p in parts) for n in first.stats}
+        return first
 
-    got = ShardedCalc(include=KNN, block_bytes=4 * 45 * 4).get_accuracy(x, x, y, y, True)
+    monkeypatch.setattr(engine, "knn_scan", sharded_scan)
+    got = AccuracyCalculator(include=KNN, block_bytes=4 * 45 * 4).get_accuracy(x, x, y, y, True)
     assert len(partials) == 1
     for m in KNN:
         assert got[m] == pytest.approx(ref[m], abs=1e-12)

@@ -29,14 +29,19 @@ from embedmetrics._engine.checks import (
     check_choice,
     check_embeddings,
     check_finite,
+    check_labels,
+    check_neighbor_inputs,
     check_positive_int,
 )
 from embedmetrics._engine.clustering import adjusted_mutual_info, kmeans
-from embedmetrics._engine.knn import (
-    KnnResult,
-    LabelComparison,
-    knn_scan,
-    relevant_counts,
+from embedmetrics._engine.knn import KnnResult, LabelComparison, default_label_comparison
+from embedmetrics._engine.neighbors import (
+    KNN_STATS,
+    average,
+    finite,
+    neighbor_statistics,
+    self_index_of,
+    unique_ids,
 )
 from embedmetrics._engine.scan import metric_shard
 
@@ -44,14 +49,6 @@ __all__ = ["AccuracyCalculator", "EmbeddingAccuracy", "precision_at_k"]
 
 #: Metrics computed only when asked for by name (``include``).
 OPT_IN_METRICS = ("mean_average_precision", "mean_reciprocal_rank")
-#: Built-in kNN metrics and the per-query statistic of the scan behind each.
-_KNN_STATS = {
-    "precision_at_1": "precision_at_1",
-    "r_precision": "r_precision",
-    "mean_average_precision_at_r": "map_at_r",
-    "mean_average_precision": "average_precision",
-    "mean_reciprocal_rank": "reciprocal_rank",
-}
 _DISTANCES = ("euclidean", "cosine")
 
 
@@ -60,49 +57,6 @@ def _concat(state: list[Tensor] | Tensor) -> Optional[Tensor]:
     if isinstance(state, list):
         return torch.cat(state) if state else None
     return state if state.numel() else None
-
-
-def _check_labels(name: str, labels: Tensor, n_rows: int, rows_name: str) -> None:
-    if labels.ndim not in (1, 2):
-        raise ValueError(
-            f"Argument `{name}` must be 1-D (n,) or 2-D (n, w) labels, got shape {tuple(labels.shape)}."
-        )
-    if labels.shape[0] != n_rows:
-        raise ValueError(
-            f"Argument `{name}` must have one label per row of `{rows_name}` ({n_rows} rows), "
-            f"got shape {tuple(labels.shape)}."
-        )
-    if labels.is_complex():
-        raise TypeError(f"Argument `{name}` must hold real numbers, got dtype {labels.dtype}.")
-
-
-def _unique_ids(labels: Tensor) -> Tensor:
-    """Dense ids of 1-D labels or of the rows of 2-D labels."""
-    inverse: Tensor
-    if labels.ndim == 1:
-        inverse = torch.unique(labels, return_inverse=True)[1]
-    else:
-        inverse = torch.unique(labels, dim=0, return_inverse=True)[1]
-    return inverse
-
-
-def _average(values: Tensor, labels: Tensor, avg_of_avgs: bool) -> float:
-    """Mean of per-query ``values``, or the mean over classes of per-class means.
-
-    The values are summed in ascending order, so the result does not depend on the order of the
-    queries (a float sum does): any row permutation gives the same bits.
-    """
-    if values.numel() == 0:
-        return math.nan
-    order = values.argsort(stable=True)
-    values = values[order]
-    if not avg_of_avgs:
-        return float(values.mean().item())
-    ids = _unique_ids(labels)[order]
-    n = int(ids.max().item()) + 1
-    sums = torch.zeros(n, dtype=values.dtype, device=values.device).index_add_(0, ids, values)
-    sizes = torch.bincount(ids, minlength=n).to(values.dtype)
-    return float((sums / sizes).mean().item())
 
 
 def precision_at_k(
@@ -135,15 +89,10 @@ def precision_at_k(
             f"Argument `k` must be at most the number of neighbours {knn_labels.shape[1]}, got {k}."
         )
     q = query_labels if query_labels.ndim == knn_labels.ndim else query_labels[:, None]
-    same = (label_comparison_fn or _default_cmp)(q, knn_labels[:, :k])
+    same = (label_comparison_fn or default_label_comparison)(q, knn_labels[:, :k])
     values = same.to(torch.float64).sum(dim=1) / k
     flat = q[:, 0] if q.ndim == knn_labels.ndim else q
-    return _average(values, flat, avg_of_avgs)
-
-
-def _default_cmp(x: Tensor, y: Tensor) -> Tensor:
-    eq = x == y
-    return eq.all(dim=-1) if eq.ndim > 2 else eq
+    return average(values, flat, avg_of_avgs)
 
 
 class AccuracyCalculator:
@@ -274,7 +223,7 @@ class AccuracyCalculator:
 
     def requires_knn(self) -> list[str]:
         """Metrics that need the nearest neighbours (extend in a subclass)."""
-        return list(_KNN_STATS)
+        return list(KNN_STATS)
 
     # ----------------------------------------------------------------- public entry point
     def get_accuracy(
@@ -315,16 +264,16 @@ class AccuracyCalculator:
                 (query, reference, query_labels, reference_labels),
             )
         )
-        self._validate(q, r, ql, rl)
+        check_neighbor_inputs(q, r, ql, rl)
         same_source = check_bool("embeddings_come_from_same_source", embeddings_come_from_same_source)
         if self.validate_args:
             check_finite("query", q)
             check_finite("reference", r)
         ql, rl = ql.to(q.device), rl.to(q.device)
         self_index = (
-            self._self_index(q, r, ql, rl, query is reference) if embeddings_come_from_same_source else None
+            self_index_of(q, r, ql, rl, query is reference) if embeddings_come_from_same_source else None
         )
-        return self._compute(q, r, ql, rl, self_index, same_source, metrics)
+        return self.evaluate(q, r, ql, rl, self_index=self_index, metrics=metrics, same_source=same_source)
 
     def _select(self, include: Sequence[str], exclude: Sequence[str]) -> list[str]:
         self._check_names("include", include, self.original_metrics)
@@ -332,110 +281,38 @@ class AccuracyCalculator:
         chosen = list(include) if include else self.original_metrics
         return [m for m in chosen if m not in exclude]
 
-    @staticmethod
-    def _validate(q: Tensor, r: Tensor, ql: Tensor, rl: Tensor) -> None:
-        check_embeddings("query", q)
-        check_embeddings("reference", r)
-        if q.shape[1] != r.shape[1]:
-            raise ValueError(
-                f"Arguments `query` and `reference` must have the same number of features, "
-                f"got {q.shape[1]} and {r.shape[1]}."
-            )
-        _check_labels("query_labels", ql, q.shape[0], "query")
-        _check_labels("reference_labels", rl, r.shape[0], "reference")
-        if ql.ndim != rl.ndim or (ql.ndim == 2 and ql.shape[1] != rl.shape[1]):
-            raise ValueError(
-                "Arguments `query_labels` and `reference_labels` must have the same label shape, "
-                f"got {tuple(ql.shape)} and {tuple(rl.shape)}."
-            )
-
-    @staticmethod
-    def _self_index(q: Tensor, r: Tensor, ql: Tensor, rl: Tensor, identical: bool) -> Tensor:
-        """Reference index of each query row (same-source case)."""
-        n_q = q.shape[0]
-        if n_q > r.shape[0]:
-            raise ValueError(
-                "Argument `embeddings_come_from_same_source` is True but `query` has more rows "
-                f"({n_q}) than `reference` ({r.shape[0]})."
-            )
-        arange = torch.arange(n_q, device=q.device)
-        if identical or (torch.equal(q, r[:n_q]) and torch.equal(ql, rl[:n_q])):
-            return arange
-        # Match each query row to an identical reference row with the same label.
-        key = torch.cat([r, q]).to(torch.float64)
-        lab = torch.cat([rl, ql]).to(torch.float64).reshape(key.shape[0], -1)
-        _, inv = torch.unique(torch.cat([key, lab], dim=1), dim=0, return_inverse=True)
-        n_r = r.shape[0]
-        first = torch.full((int(inv.max().item()) + 1,), n_r, dtype=torch.int64, device=q.device)
-        first.scatter_reduce_(0, inv[:n_r], torch.arange(n_r, device=q.device), reduce="amin")
-        found = first[inv[n_r:]]
-        missing = (found == n_r).nonzero().flatten()
-        if missing.numel() > 0:
-            raise ValueError(
-                "Argument `embeddings_come_from_same_source` is True but query row "
-                f"{int(missing[0])} is not a row of `reference` with the same label."
-            )
-        return found
-
     # ----------------------------------------------------------------- the shared compute path
-    def _resolve_k(self, counts: Tensor, n_visible: int) -> int:
-        if self.k is not None:
-            return min(int(self.k), n_visible)
-        most = int(counts.max().item()) if counts.numel() else 0
-        return min(max(most, 1), n_visible)
-
     def _needs_neighbor_lists(self, metrics: Sequence[str]) -> bool:
         base = AccuracyCalculator
         for m in metrics:
             if m not in self.requires_knn():
                 continue
             own = getattr(type(self), self.function_keyword + m, None)
-            if m not in _KNN_STATS or own is not getattr(base, self.function_keyword + m):
+            if m not in KNN_STATS or own is not getattr(base, self.function_keyword + m):
                 return True
         return False
 
-    def _scan(
+    def evaluate(
         self,
-        q: Tensor,
-        r: Tensor,
-        ql: Tensor,
-        rl: Tensor,
-        self_index: Optional[Tensor],
-        counts: Tensor,
-        k: int,
-        return_neighbors: bool,
-        shard: Optional[tuple[int, int]],
-        stats: Sequence[str] = tuple(_KNN_STATS.values()),
-    ) -> KnnResult:
-        return knn_scan(
-            q,
-            r,
-            ql,
-            rl,
-            k=k,
-            counts=counts,
-            self_index=self_index,
-            distance=self.distance,
-            ties=self.ties,
-            label_comparison_fn=self.label_comparison_fn,
-            return_neighbors=return_neighbors,
-            stats=stats,
-            block_bytes=self.block_bytes,
-            shard=shard,
-        )
-
-    def _compute(
-        self,
-        q: Tensor,
-        r: Tensor,
-        ql: Tensor,
-        rl: Tensor,
-        self_index: Optional[Tensor],
-        same_source: bool,
-        metrics: Sequence[str],
+        query: Tensor,
+        reference: Tensor,
+        query_labels: Tensor,
+        reference_labels: Tensor,
+        *,
+        self_index: Optional[Tensor] = None,
+        metrics: Optional[Sequence[str]] = None,
+        same_source: Optional[bool] = None,
         shard: Optional[tuple[int, int]] = None,
     ) -> dict[str, Any]:
-        """The one code path of :meth:`get_accuracy` and :meth:`EmbeddingAccuracy.compute`."""
+        """The calculator's metrics on validated tensors, with the query rows' own reference rows given.
+
+        The one code path of :meth:`get_accuracy` and :class:`EmbeddingAccuracy`: ``self_index[i]`` is
+        the reference row of query ``i`` (``-1``: none), never its own neighbour; ``metrics`` defaults to
+        :meth:`get_curr_metrics`; ``shard`` scans only this rank's share of the queries.
+        """
+        q, r, ql, rl = query, reference, query_labels, reference_labels
+        metrics = self.get_curr_metrics() if metrics is None else list(metrics)
+        same_source = self_index is not None if same_source is None else same_source
         self._check_clustering_with_custom_labels(metrics)
         kwargs: dict[str, Any] = {
             "query": q,
@@ -444,7 +321,7 @@ class AccuracyCalculator:
             "reference_labels": rl,
             "embeddings_come_from_same_source": same_source,
             # NaN or infinite embeddings have no neighbours: the built-in metrics are NaN then
-            "embeddings_are_finite": bool(torch.isfinite(q).all()) and bool(torch.isfinite(r).all()),
+            "embeddings_are_finite": finite(q, r),
         }
         if any(m in self.requires_knn() for m in metrics):
             kwargs.update(self._knn_kwargs(q, r, ql, rl, self_index, metrics, shard))
@@ -462,20 +339,25 @@ class AccuracyCalculator:
         metrics: Sequence[str],
         shard: Optional[tuple[int, int]],
     ) -> dict[str, Any]:
-        fn = self.label_comparison_fn
-        counts, uq, matches = relevant_counts(ql, rl, self_index, fn)
-        not_lone = counts > 0
-        n_visible = r.shape[0] - (1 if self_index is not None and bool((self_index >= 0).any()) else 0)
-        k = self._resolve_k(counts, n_visible)
         need_lists = self._needs_neighbor_lists(metrics)
-        if k >= 1:
-            wanted = tuple(_KNN_STATS[m] for m in metrics if m in _KNN_STATS)
-            result = self._scan(q, r, ql, rl, self_index, counts, k, need_lists, shard, wanted).all_reduce(
-                shard
-            )
-        else:  # no reference a query could see: every query is lone
-            z = torch.zeros(q.shape[0], 0, device=q.device)
-            result = KnnResult({}, z.long(), z, 0)
+        wanted = tuple(KNN_STATS[m] for m in metrics if m in KNN_STATS)
+        found = neighbor_statistics(
+            q,
+            r,
+            ql,
+            rl,
+            self_index=self_index,
+            k=self.k if isinstance(self.k, int) else None,
+            stats=wanted,
+            distance=self.distance,
+            ties=self.ties,
+            label_comparison_fn=self.label_comparison_fn,
+            return_neighbors=need_lists,
+            block_bytes=self.block_bytes,
+            shard=shard,
+        )
+        result, not_lone = found.result, found.not_lone
+        uq, matches = found.unique_query_labels, found.matches
         knn_labels = rl[result.indices] if result.indices is not None else None
         lone = ql[~not_lone]
         lone_labels = torch.unique(lone, dim=0) if lone.ndim > 1 else torch.unique(lone)
@@ -504,14 +386,14 @@ class AccuracyCalculator:
     ) -> float:
         if not finite or not bool(mask.any()) or stat not in knn_stats.stats:
             return math.nan
-        return _average(knn_stats.stats[stat][mask], query_labels[mask], self.avg_of_avgs)
+        return average(knn_stats.stats[stat][mask], query_labels[mask], self.avg_of_avgs)
 
     # ----------------------------------------------------------------- clustering
     def get_cluster_labels(self, query: Tensor, query_labels: Tensor, **kwargs: Any) -> Tensor:
         """k-means cluster id of each query (as many clusters as distinct query labels)."""
         if not kwargs.get("embeddings_are_finite", True):  # no clustering of NaN: one cluster each
             return torch.arange(query.shape[0], device=query.device)
-        n_clusters = int(_unique_ids(query_labels).max().item()) + 1
+        n_clusters = int(unique_ids(query_labels).max().item()) + 1
         return kmeans(query, n_clusters, seed=self.kmeans_seed, block_bytes=self.block_bytes)
 
     # ----------------------------------------------------------------- built-in metrics
@@ -521,7 +403,7 @@ class AccuracyCalculator:
             return math.nan
         with warnings.catch_warnings():  # torch's note on sparse invariant checks, from torchmetrics
             warnings.simplefilter("ignore", UserWarning)
-            return float(normalized_mutual_info_score(cluster_labels, _unique_ids(query_labels)).item())
+            return float(normalized_mutual_info_score(cluster_labels, unique_ids(query_labels)).item())
 
     def calculate_AMI(self, query_labels: Tensor, cluster_labels: Tensor, **kwargs: Any) -> float:
         """Adjusted mutual information of the k-means clusters and the query labels.
@@ -532,7 +414,7 @@ class AccuracyCalculator:
         """
         if not kwargs.get("embeddings_are_finite", True):
             return math.nan
-        return float(adjusted_mutual_info(cluster_labels, _unique_ids(query_labels)).item())
+        return float(adjusted_mutual_info(cluster_labels, unique_ids(query_labels)).item())
 
     def calculate_precision_at_1(
         self,
@@ -682,7 +564,7 @@ class EmbeddingAccuracy(BaseMetric):
                 f"got {type(embeddings).__name__} and {type(labels).__name__}."
             )
         check_embeddings("embeddings", embeddings, allow_empty=True)
-        _check_labels("labels", labels, embeddings.shape[0], "embeddings")
+        check_labels("labels", labels, embeddings.shape[0], "embeddings")
         if labels.is_floating_point() or labels.is_complex():
             raise TypeError(f"Argument `labels` must be an integer tensor, got dtype {labels.dtype}.")
         width = 1 if labels.ndim == 1 else labels.shape[1]
@@ -759,8 +641,15 @@ class EmbeddingAccuracy(BaseMetric):
             )
         if r.shape[0] == 0:
             r, rlab = q[:0], qlab[:0]
-        values = calc._compute(
-            q, r, qlab, rlab, self_index, be.shape[0] > 0, metrics, shard=metric_shard(self)
+        values = calc.evaluate(
+            q,
+            r,
+            qlab,
+            rlab,
+            self_index=self_index,
+            metrics=metrics,
+            same_source=be.shape[0] > 0,
+            shard=metric_shard(self),
         )
         return {m: v if isinstance(v, Tensor) else torch.tensor(float(v)) for m, v in values.items()}
 

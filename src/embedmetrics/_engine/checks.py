@@ -325,3 +325,39 @@ def check_retrieval_inputs(
 def is_integer(x: Tensor) -> bool:
     """An integer (not bool, not floating, not complex) tensor."""
     return not x.is_floating_point() and not x.is_complex() and x.dtype != torch.bool
+
+
+# --------------------------------------------------------------------------- neighbours
+
+
+def check_labels(name: str, labels: Tensor, n_rows: int, rows_name: str) -> None:
+    """Labels of ``n_rows`` rows: 1-D ``(n,)`` or 2-D ``(n, w)``, real numbers."""
+    if labels.ndim not in (1, 2):
+        raise ValueError(
+            f"Argument `{name}` must be 1-D (n,) or 2-D (n, w) labels, got shape {tuple(labels.shape)}."
+        )
+    if labels.shape[0] != n_rows:
+        raise ValueError(
+            f"Argument `{name}` must have one label per row of `{rows_name}` ({n_rows} rows), "
+            f"got shape {tuple(labels.shape)}."
+        )
+    if labels.is_complex():
+        raise TypeError(f"Argument `{name}` must hold real numbers, got dtype {labels.dtype}.")
+
+
+def check_neighbor_inputs(q: Tensor, r: Tensor, ql: Tensor, rl: Tensor) -> None:
+    """Query and reference embeddings with their labels, as the kNN metrics take them."""
+    check_embeddings("query", q)
+    check_embeddings("reference", r)
+    if q.shape[1] != r.shape[1]:
+        raise ValueError(
+            f"Arguments `query` and `reference` must have the same number of features, "
+            f"got {q.shape[1]} and {r.shape[1]}."
+        )
+    check_labels("query_labels", ql, q.shape[0], "query")
+    check_labels("reference_labels", rl, r.shape[0], "reference")
+    if ql.ndim != rl.ndim or (ql.ndim == 2 and ql.shape[1] != rl.shape[1]):
+        raise ValueError(
+            "Arguments `query_labels` and `reference_labels` must have the same label shape, "
+            f"got {tuple(ql.shape)} and {tuple(rl.shape)}."
+        )

@@ -7,7 +7,7 @@ whatever the plots need; the retrieval family calls each functional once, with a
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,54 +114,41 @@ def evaluate_embeddings(
     precision_at_1 per class.
 
     Two scans keep memory bounded: the calculator's default metrics (``k`` = the largest class, no
-    neighbour lists kept), then a ``k = max(ks)`` scan whose neighbour lists give precision@k (the
-    seed's custom-metric recipe, :func:`embedmetrics.neighbors.precision_at_k`) and whose per-query
-    precision_at_1 statistic gives the per-class bars.
+    neighbour lists kept), then a ``k = max(ks)`` scan whose neighbour lists give precision@k
+    (:func:`embedmetrics.neighbors.precision_at_k`) and whose per-query precision_at_1 statistic gives
+    the per-class bars.
     """
     from embedmetrics import AccuracyCalculator
+    from embedmetrics._engine.neighbors import neighbor_statistics
     from embedmetrics.neighbors import precision_at_k
 
     base = AccuracyCalculator().get_accuracy(query, reference, query_labels, reference_labels, same_source)
     metrics = {key: float(base[key]) for key in DEFAULT_EMBEDDING_KEYS}
 
     klist = list(ks)
-    names = [f"precision_at_{k}_of_report" for k in klist]
-    per_query: dict[str, Tensor] = {}
-
-    def _precision(k: int) -> Callable[..., float]:
-        def calculate(
-            self: object,
-            knn_labels: Tensor,
-            query_labels: Tensor,
-            not_lone_query_mask: Tensor,
-            **kwargs: object,
-        ) -> float:
-            mask = not_lone_query_mask
-            if not bool(mask.any()):
-                return math.nan
-            return float(precision_at_k(knn_labels[mask], query_labels[mask][:, None], k))
-
-        return calculate
-
-    def _capture(
-        self: object, query_labels: Tensor, not_lone_query_mask: Tensor, knn_stats: Any, **kwargs: object
-    ) -> float:
-        # knn_stats: the scan's per-query statistics, which embedmetrics' calculator passes to every
-        # calculate_* method (tie-averaged, so the per-class means average to precision_at_1 exactly)
-        per_query["precision_at_1"] = knn_stats.stats["precision_at_1"][not_lone_query_mask]
-        per_query["labels"] = query_labels[not_lone_query_mask]
-        return math.nan
-
-    methods: dict[str, Any] = {f"calculate_{n}": _precision(k) for k, n in zip(klist, names)}
-    methods["calculate_per_class_of_report"] = _capture
-    extra = [*names, "per_class_of_report"]
-    methods["requires_knn"] = lambda self: [*AccuracyCalculator.requires_knn(self), *extra]
-    calculator_type = type("_ReportCalculator", (AccuracyCalculator,), methods)
-    # precision_at_1 is included so that the scan computes its per-query statistic for _capture
-    calculator = calculator_type(include=(*extra, "precision_at_1"), k=max(klist))
-    raw = calculator.get_accuracy(query, reference, query_labels, reference_labels, same_source)
-    metrics.update({f"precision@{k}": float(raw[n]) for k, n in zip(klist, names)})
-
+    found = neighbor_statistics(
+        query,
+        reference,
+        query_labels,
+        reference_labels,
+        self_index=torch.arange(query.shape[0]) if same_source else None,
+        k=max(klist),
+        stats=("precision_at_1",),
+        return_neighbors=True,
+    )
+    mask = found.not_lone
+    indices = found.result.indices
+    for k in klist:
+        if not bool(mask.any()) or indices is None:
+            metrics[f"precision@{k}"] = math.nan
+            continue
+        knn_labels = reference_labels[indices[mask]]
+        metrics[f"precision@{k}"] = float(precision_at_k(knn_labels, query_labels[mask][:, None], k))
+    # the scan's tie-averaged per-query precision_at_1: the per-class means average to it exactly
+    per_query = {
+        "precision_at_1": found.result.stats["precision_at_1"][mask],
+        "labels": query_labels[mask],
+    }
     labels = per_query["labels"].reshape(-1).cpu()
     values = per_query["precision_at_1"].cpu().double()
     counts = torch.bincount(labels, minlength=n_classes).numpy()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from embedmetrics.functional.embedding import alignment_score, contrastive_accuracy_score, uniformity_score
 from embedmetrics.functional.losses import contrastive_loss
+from embedmetrics.functional.neighbors import embedding_accuracy
 from embedmetrics.functional.retrieval import (
     retrieval_average_precision,
     retrieval_hit_rate,
@@ -16,6 +17,7 @@ from embedmetrics.functional.retrieval import (
 
 __all__: list[str] = []
 __all__ += ["contrastive_loss"]
+__all__ += ["embedding_accuracy"]
 __all__ += [
     "retrieval_average_precision",
     "retrieval_hit_rate",

@@ -1,0 +1,153 @@
+"""Functional kNN metrics of metric learning: the twin of :class:`~embedmetrics.EmbeddingAccuracy`.
+
+One call on the whole data, on the same engine as :class:`~embedmetrics.AccuracyCalculator`
+(:mod:`embedmetrics._engine.neighbors`): an exact blocked kNN scan with exact ties, no faiss, no
+1023 cap. ``per_query=True`` returns the value of every query instead of the average.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, Optional
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from embedmetrics._engine.checks import (
+    TIES,
+    check_block_bytes,
+    check_bool,
+    check_choice,
+    check_finite,
+    check_neighbor_inputs,
+    check_positive_int,
+    to_tensors,
+)
+from embedmetrics._engine.neighbors import KNN_STATS, average, finite, neighbor_statistics
+
+__all__ = ["embedding_accuracy"]
+
+DEFAULT_METRICS = ("precision_at_1", "r_precision", "mean_average_precision_at_r")
+
+
+def _check_metrics(include: Any) -> tuple[str, ...]:
+    if isinstance(include, str) or not isinstance(include, (tuple, list)) or not include:
+        raise TypeError(
+            f"Argument `include` must be a non-empty tuple or list of metric names, got {include!r}."
+        )
+    unknown = [m for m in include if m not in KNN_STATS]
+    if unknown:
+        raise ValueError(f"Argument `include` names unknown metrics {unknown}; known: {sorted(KNN_STATS)}.")
+    return tuple(include)
+
+
+def embedding_accuracy(
+    query: Any,
+    query_labels: Any,
+    reference: Any = None,
+    reference_labels: Any = None,
+    *,
+    include: Sequence[str] = DEFAULT_METRICS,
+    k: Optional[int] = None,
+    distance: str = "euclidean",
+    ties: str = "average",
+    label_comparison_fn: Optional[Callable[[Tensor, Tensor], Tensor]] = None,
+    avg_of_avgs: bool = False,
+    per_query: bool = False,
+    block_bytes: Optional[int] = None,
+    validate_args: bool = True,
+) -> dict[str, Any]:
+    """kNN label metrics of embeddings: precision@1, R-precision, MAP@R (and MAP, MRR on request).
+
+    Each query's nearest references are found exactly; a reference is relevant when its label equals
+    the query's (or ``label_comparison_fn`` says so). Without ``reference``, the queries are their own
+    references and each query's own row is never its neighbour (an identical copy of it still is).
+    Queries with no relevant reference ("lone") are left out of the averages (NaN per query).
+
+    Args:
+        query: ``(n_q, d)`` embeddings, tensor or NumPy array.
+        query_labels: ``(n_q,)`` labels (``(n_q, w)`` with a ``label_comparison_fn``).
+        reference: ``(n_r, d)`` embeddings the neighbours come from; ``None``: the queries themselves.
+        reference_labels: their labels (required with ``reference``).
+        include: metric names among ``"precision_at_1"``, ``"r_precision"``,
+            ``"mean_average_precision_at_r"``, ``"mean_average_precision"``, ``"mean_reciprocal_rank"``.
+        k: neighbours to retrieve; ``None``: the largest number of relevant references of a query (exact
+            R-precision and MAP@R).
+        distance: ``"euclidean"`` or ``"cosine"`` (``1 - cos``).
+        ties: neighbours at equal distance: ``"average"`` (expected value under a random order),
+            ``"pessimistic"`` or ``"optimistic"``.
+        label_comparison_fn: ``fn(x, y) -> bool tensor`` for broadcast label tensors.
+        avg_of_avgs: average per query label first, then over labels.
+        per_query: return each query's value (``(n_q,)``, NaN for lone queries) instead of the mean.
+        block_bytes: memory budget of one block of the scan; ``None`` chooses it for the device.
+        validate_args: reject NaN and infinite embeddings (``ValueError``; reads the data).
+
+    Returns:
+        ``{name: value}``: 0-dim tensors (or ``(n_q,)`` with ``per_query``) for torch input, NumPy
+        ``float64`` values (or arrays) for NumPy input.
+
+    Raises:
+        TypeError: inputs of the wrong kind (not tensors/arrays, non-floating embeddings, options).
+        ValueError: shapes that do not match, an unknown metric or option.
+
+    Examples:
+        >>> import torch
+        >>> from embedmetrics.functional import embedding_accuracy
+        >>> x = torch.tensor([[0.0], [0.1], [5.0], [5.2], [5.3]])
+        >>> y = torch.tensor([0, 0, 1, 1, 0])
+        >>> out = embedding_accuracy(x, y, include=("precision_at_1", "r_precision"))
+        >>> {name: round(float(value), 4) for name, value in out.items()}
+        {'precision_at_1': 0.6, 'r_precision': 0.4}
+        >>> embedding_accuracy(x, y, include=("precision_at_1",), per_query=True)["precision_at_1"]
+        tensor([1., 1., 1., 1., 0.], dtype=torch.float64)
+    """
+    metrics = _check_metrics(include)
+    same_source = reference is None
+    if same_source != (reference_labels is None):
+        raise TypeError("Arguments `reference` and `reference_labels` go together: give both or neither.")
+    names: tuple[str, ...] = ("query", "query_labels")
+    arrays = [query, query_labels]
+    if not same_source:
+        names, arrays = (*names, "reference", "reference_labels"), [*arrays, reference, reference_labels]
+    tensors, numpy = to_tensors(names, *arrays)
+    q, ql = tensors[0].detach(), tensors[1]
+    r, rl = (q, ql) if same_source else (tensors[2].detach(), tensors[3])
+    check_neighbor_inputs(q, r, ql, rl)
+    check_choice("distance", distance, ("euclidean", "cosine"))
+    check_choice("ties", ties, TIES)
+    if k is not None:
+        k = check_positive_int("k", k)
+    if label_comparison_fn is not None and not callable(label_comparison_fn):
+        raise TypeError(f"Argument `label_comparison_fn` must be callable, got {label_comparison_fn!r}.")
+    check_bool("avg_of_avgs", avg_of_avgs)
+    check_bool("per_query", per_query)
+    if check_bool("validate_args", validate_args):
+        check_finite("query", q)
+        check_finite("reference", r)
+    found = neighbor_statistics(
+        q,
+        r,
+        ql.to(q.device),
+        rl.to(q.device),
+        self_index=torch.arange(q.shape[0], device=q.device) if same_source else None,
+        k=k,
+        stats=tuple(KNN_STATS[m] for m in metrics),
+        distance=distance,
+        ties=ties,
+        label_comparison_fn=label_comparison_fn,
+        block_bytes=check_block_bytes(block_bytes),
+    )
+    usable = finite(q, r)
+    out: dict[str, Any] = {}
+    for m in metrics:
+        values = found.result.stats.get(KNN_STATS[m], torch.zeros(q.shape[0], dtype=torch.float64))
+        keep = found.not_lone.to(values.device)
+        if per_query:
+            value = torch.where(keep & usable, values, math.nan)
+        else:
+            mean = average(values[keep], ql.to(values.device)[keep], avg_of_avgs) if usable else math.nan
+            value = torch.tensor(mean, dtype=torch.float64, device=values.device)
+        out[m] = value.cpu().numpy() if numpy and per_query else (np.float64(value) if numpy else value)
+    return out
