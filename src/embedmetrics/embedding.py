@@ -6,8 +6,9 @@ the functional twins on the concatenation. After a distributed sync every rank h
 ``compute`` splits the scan's query blocks across the ranks and all-reduces the partial results:
 the O(n^2) work is shared, not repeated. ``Alignment`` keeps two sums (constant memory).
 
-Rows are stored flattened (1-D) with the feature dimension in a ``"max"``-reduced state, so a rank
-that saw no batch (torchmetrics then contributes an empty 1-D tensor) syncs with the others.
+Rows are stored flattened (1-D) with the feature dimension in a ``"max"``-reduced state. (A layout
+from before :class:`~embedmetrics._engine.sync.SyncSafeMetric`, which now syncs 2-D row stores such
+as :class:`~embedmetrics.EmbeddingAccuracy`'s too; kept so that saved states stay loadable.)
 """
 
 from __future__ import annotations

@@ -30,7 +30,9 @@ from embedmetrics._engine.checks import (
     check_embeddings,
     check_finite,
     check_labels,
+    check_metric_names,
     check_neighbor_inputs,
+    check_no_clustering_with_custom_labels,
     check_positive_int,
 )
 from embedmetrics._engine.clustering import adjusted_mutual_info, kmeans
@@ -169,8 +171,8 @@ class AccuracyCalculator:
         validate_args: bool = True,
     ) -> None:
         all_metrics = self._available_metrics()
-        self._check_names("include", include, all_metrics)
-        self._check_names("exclude", exclude, all_metrics)
+        check_metric_names("include", include, all_metrics)
+        check_metric_names("exclude", exclude, all_metrics)
         chosen = list(include) if include else [m for m in all_metrics if m not in OPT_IN_METRICS]
         self.original_metrics = [m for m in chosen if m not in exclude]
         if k is not None and k != "max_bin_count":
@@ -187,31 +189,16 @@ class AccuracyCalculator:
         if label_comparison_fn is not None and not callable(label_comparison_fn):
             raise TypeError(f"Argument `label_comparison_fn` must be callable, got {label_comparison_fn!r}.")
         self.label_comparison_fn = label_comparison_fn
-        self._check_clustering_with_custom_labels(self.original_metrics)
+        self._refuse_clustering_with_custom_labels(self.original_metrics)
 
     # ----------------------------------------------------------------- metric registry
     def _available_metrics(self) -> list[str]:
         key = self.function_keyword
         return [n[len(key) :] for n in dir(self) if n.startswith(key) and callable(getattr(self, n))]
 
-    @staticmethod
-    def _check_names(arg: str, names: Sequence[str], known: Sequence[str]) -> None:
-        if isinstance(names, str) or not isinstance(names, (tuple, list)):
-            raise TypeError(f"Argument `{arg}` must be a tuple or list of metric names, got {names!r}.")
-        unknown = [n for n in names if n not in known]
-        if unknown:
-            raise ValueError(
-                f"Argument `{arg}` names unknown metrics {unknown}; known metrics: {sorted(known)}."
-            )
-
-    def _check_clustering_with_custom_labels(self, metrics: Sequence[str]) -> None:
+    def _refuse_clustering_with_custom_labels(self, metrics: Sequence[str]) -> None:
         clustering = [m for m in metrics if m in self.requires_clustering()]
-        if self.label_comparison_fn is not None and clustering:
-            raise ValueError(
-                f"Argument `label_comparison_fn` cannot be used with clustering metrics {clustering}: "
-                f"exclude them, e.g. AccuracyCalculator(exclude={tuple(clustering)!r}, "
-                "label_comparison_fn=...)."
-            )
+        check_no_clustering_with_custom_labels(self.label_comparison_fn, clustering)
 
     def get_curr_metrics(self) -> list[str]:
         """Names of the metrics :meth:`get_accuracy` computes by default."""
@@ -276,8 +263,8 @@ class AccuracyCalculator:
         return self.evaluate(q, r, ql, rl, self_index=self_index, metrics=metrics, same_source=same_source)
 
     def _select(self, include: Sequence[str], exclude: Sequence[str]) -> list[str]:
-        self._check_names("include", include, self.original_metrics)
-        self._check_names("exclude", exclude, self.original_metrics)
+        check_metric_names("include", include, self.original_metrics)
+        check_metric_names("exclude", exclude, self.original_metrics)
         chosen = list(include) if include else self.original_metrics
         return [m for m in chosen if m not in exclude]
 
@@ -313,7 +300,7 @@ class AccuracyCalculator:
         q, r, ql, rl = query, reference, query_labels, reference_labels
         metrics = self.get_curr_metrics() if metrics is None else list(metrics)
         same_source = self_index is not None if same_source is None else same_source
-        self._check_clustering_with_custom_labels(metrics)
+        self._refuse_clustering_with_custom_labels(metrics)
         kwargs: dict[str, Any] = {
             "query": q,
             "reference": r,

@@ -31,6 +31,7 @@ import torch
 from torch import Tensor
 from torchmetrics import Metric
 
+from embedmetrics._engine.checks import check_same_settings
 from embedmetrics._engine.sync import SyncSafeMetric, settings_fingerprint
 
 #: ``state_dict`` key of the recorded settings (present only when states are persistent).
@@ -50,10 +51,6 @@ def describe_setting(value: Any) -> str:
 
 def _detach(value: Any) -> Any:
     return value.detach() if isinstance(value, Tensor) else value
-
-
-def _differing(ours: Mapping[str, str], theirs: Mapping[str, str]) -> list[str]:
-    return [name for name in sorted(set(ours) | set(theirs)) if ours.get(name) != theirs.get(name)]
 
 
 class BaseMetric(SyncSafeMetric):
@@ -122,20 +119,10 @@ class BaseMetric(SyncSafeMetric):
         _KNOWN_SETTINGS[float(code)] = dict(self._settings)
         self.add_state("settings_code", default=code, dist_reduce_fx="max")
 
-    def _check_settings(self, theirs: Mapping[str, str], action: str) -> None:
-        differ = _differing(self._settings, theirs)
-        if not differ:
-            return
-        detail = ", ".join(
-            f"`{n}`: {theirs.get(n, '(absent)')} (ours: {self._settings.get(n)})" for n in differ
-        )
-        raise ValueError(
-            f"{type(self).__name__}.{action}: the incoming state was computed with different settings "
-            f"({detail}); states of different settings cannot be mixed. Was it saved before a setting "
-            "such as `k` changed?"
-        )
+    def _refuse_other_settings(self, theirs: Mapping[str, str], action: str) -> None:
+        check_same_settings(type(self).__name__, self._settings, theirs, action)
 
-    def _check_settings_code(self, code: Any, action: str) -> None:
+    def _refuse_other_settings_code(self, code: Any, action: str) -> None:
         if not self._settings or not isinstance(code, Tensor):
             return
         theirs = float(code.reshape(-1)[0])
@@ -144,7 +131,7 @@ class BaseMetric(SyncSafeMetric):
             return
         known = _KNOWN_SETTINGS.get(theirs)
         if known is not None:
-            self._check_settings(known, action)
+            self._refuse_other_settings(known, action)
         raise ValueError(
             f"{type(self).__name__}.{action}: the incoming state was computed with different settings "
             f"than ours ({self._settings}); states of different settings cannot be mixed."
@@ -153,9 +140,9 @@ class BaseMetric(SyncSafeMetric):
     def merge_state(self, incoming_state: dict[str, Any] | Metric) -> None:
         """torchmetrics' ``merge_state``; a state computed with other settings raises ``ValueError``."""
         if isinstance(incoming_state, BaseMetric) and isinstance(incoming_state, type(self)):
-            self._check_settings(incoming_state._settings, "merge_state")
+            self._refuse_other_settings(incoming_state._settings, "merge_state")
         elif isinstance(incoming_state, dict):
-            self._check_settings_code(incoming_state.get("settings_code"), "merge_state")
+            self._refuse_other_settings_code(incoming_state.get("settings_code"), "merge_state")
         super().merge_state(incoming_state)
 
     def state_dict(  # type: ignore[override]
@@ -180,9 +167,9 @@ class BaseMetric(SyncSafeMetric):
     ) -> None:
         saved = state_dict.pop(prefix + SETTINGS_KEY, None)
         if isinstance(saved, Tensor):
-            self._check_settings(json.loads(bytes(saved.cpu().tolist()).decode()), "load_state_dict")
+            self._refuse_other_settings(json.loads(bytes(saved.cpu().tolist()).decode()), "load_state_dict")
         else:
-            self._check_settings_code(state_dict.get(prefix + "settings_code"), "load_state_dict")
+            self._refuse_other_settings_code(state_dict.get(prefix + "settings_code"), "load_state_dict")
         super()._load_from_state_dict(
             state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
         )

@@ -14,7 +14,7 @@ Checks of tensor *values* (NaN, ranges) read the data on the host; callers run t
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional, Union
 
 import numpy as np
@@ -361,3 +361,40 @@ def check_neighbor_inputs(q: Tensor, r: Tensor, ql: Tensor, rl: Tensor) -> None:
             "Arguments `query_labels` and `reference_labels` must have the same label shape, "
             f"got {tuple(ql.shape)} and {tuple(rl.shape)}."
         )
+
+
+def check_metric_names(
+    name: str, names: Any, known: Sequence[str], *, allow_empty: bool = True
+) -> tuple[str, ...]:
+    """A tuple or list of metric names, each one of ``known``."""
+    if isinstance(names, str) or not isinstance(names, (tuple, list)) or (not allow_empty and not names):
+        what = "a non-empty tuple or list" if not allow_empty else "a tuple or list"
+        raise TypeError(f"Argument `{name}` must be {what} of metric names, got {names!r}.")
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(
+            f"Argument `{name}` names unknown metrics {unknown}; known metrics: {sorted(known)}."
+        )
+    return tuple(names)
+
+
+def check_no_clustering_with_custom_labels(label_comparison_fn: Any, clustering: Sequence[str]) -> None:
+    """Clustering metrics compare cluster ids with labels by equality: not with a custom comparison."""
+    if label_comparison_fn is not None and clustering:
+        raise ValueError(
+            f"Argument `label_comparison_fn` cannot be used with clustering metrics {list(clustering)}: "
+            f"exclude them, e.g. AccuracyCalculator(exclude={tuple(clustering)!r}, "
+            "label_comparison_fn=...)."
+        )
+
+
+def check_same_settings(owner: str, ours: Mapping[str, str], theirs: Mapping[str, str], action: str) -> None:
+    """A state computed with other settings (``ValueError`` naming each differing setting)."""
+    differ = [n for n in sorted(set(ours) | set(theirs)) if ours.get(n) != theirs.get(n)]
+    if not differ:
+        return
+    detail = ", ".join(f"`{n}`: {theirs.get(n, '(absent)')} (ours: {ours.get(n)})" for n in differ)
+    raise ValueError(
+        f"{owner}.{action}: the incoming state was computed with different settings ({detail}); states "
+        "of different settings cannot be mixed. Was it saved before a setting such as `k` changed?"
+    )

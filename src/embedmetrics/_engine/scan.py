@@ -1,8 +1,10 @@
-"""The blocked similarity scan shared by the embedding and neighbour families.
+"""Blocks and shards of every scan: the one block planner, per-device budgets, sharding, all-reduce.
 
-Query rows are processed in blocks of ``B`` rows against all reference rows: one matrix product
-per block, from which each metric keeps only the reductions it needs. Nothing allocates an
-``n x n`` matrix: peak extra memory is ``O(B * n_ref)`` with ``B`` chosen from a byte budget.
+Every pairwise scan (contrastive accuracy, uniformity, the kNN scan, k-means assignment) processes
+query rows in blocks of ``B`` rows against all reference rows: one matrix product per block, from
+which each metric keeps only the reductions it needs. Nothing allocates an ``n x n`` matrix: peak
+extra memory is ``O(B * n_ref)``, with ``B`` from :func:`plan_blocks` and the byte budget from
+:func:`block_budget` (per device, unless ``block_bytes`` is given).
 
 Distributed: :func:`shard_blocks` gives each rank of an initialised process group a contiguous
 share of the blocks, and :func:`all_reduce_sum` combines the partial results, so the O(n^2) work

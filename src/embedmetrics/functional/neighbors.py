@@ -21,6 +21,7 @@ from embedmetrics._engine.checks import (
     check_bool,
     check_choice,
     check_finite,
+    check_metric_names,
     check_neighbor_inputs,
     check_positive_int,
     to_tensors,
@@ -30,17 +31,6 @@ from embedmetrics._engine.neighbors import KNN_STATS, average, finite, neighbor_
 __all__ = ["embedding_accuracy"]
 
 DEFAULT_METRICS = ("precision_at_1", "r_precision", "mean_average_precision_at_r")
-
-
-def _check_metrics(include: Any) -> tuple[str, ...]:
-    if isinstance(include, str) or not isinstance(include, (tuple, list)) or not include:
-        raise TypeError(
-            f"Argument `include` must be a non-empty tuple or list of metric names, got {include!r}."
-        )
-    unknown = [m for m in include if m not in KNN_STATS]
-    if unknown:
-        raise ValueError(f"Argument `include` names unknown metrics {unknown}; known: {sorted(KNN_STATS)}.")
-    return tuple(include)
 
 
 def embedding_accuracy(
@@ -103,7 +93,7 @@ def embedding_accuracy(
         >>> embedding_accuracy(x, y, include=("precision_at_1",), per_query=True)["precision_at_1"]
         tensor([1., 1., 1., 1., 0.], dtype=torch.float64)
     """
-    metrics = _check_metrics(include)
+    metrics = check_metric_names("include", include, tuple(KNN_STATS), allow_empty=False)
     same_source = reference is None
     if same_source != (reference_labels is None):
         raise TypeError("Arguments `reference` and `reference_labels` go together: give both or neither.")
