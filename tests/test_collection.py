@@ -63,6 +63,7 @@ def _all_metrics() -> dict[str, Callable[[], Metric]]:
         "ndcg": em.RetrievalNormalizedDCG,
         "map": em.RetrievalMAP,
         "rprec": em.RetrievalRPrecision,
+        "fo3": lambda: em.RetrievalFallOut(k=3),
         "ca1": lambda: em.ContrastiveAccuracy(topk=1),
         "ca5": lambda: em.ContrastiveAccuracy(topk=5),
         "unif2": em.Uniformity,

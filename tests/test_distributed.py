@@ -135,6 +135,7 @@ def _cases() -> dict[str, Case]:
         "RetrievalNormalizedDCG",
         "RetrievalMAP",
         "RetrievalRPrecision",
+        "RetrievalFallOut",
     ]
     for name in retrieval:
         if hasattr(em, name):

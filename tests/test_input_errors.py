@@ -106,6 +106,7 @@ VALIDATE_ARGS_ENTRY_POINTS: dict[str, Callable[[Any], Any]] = {
             "retrieval_r_precision",
             "retrieval_average_precision",
             "retrieval_normalized_dcg",
+            "retrieval_fall_out",
         )
     },
     **{
@@ -118,6 +119,7 @@ VALIDATE_ARGS_ENTRY_POINTS: dict[str, Callable[[Any], Any]] = {
             "RetrievalRPrecision",
             "RetrievalMAP",
             "RetrievalNormalizedDCG",
+            "RetrievalFallOut",
             "ContrastiveAccuracy",
             "Uniformity",
             "Alignment",

@@ -81,6 +81,7 @@ _RETRIEVAL: dict[str, Callable[[], Metric]] = {
     "RetrievalNormalizedDCG": lambda: em.RetrievalNormalizedDCG(validate_args=False, **_K),
     "RetrievalMAP": lambda: em.RetrievalMAP(validate_args=False, ignore_index=-1, **_K),
     "RetrievalRPrecision": lambda: em.RetrievalRPrecision(validate_args=False),
+    "RetrievalFallOut": lambda: em.RetrievalFallOut(validate_args=False, **_K),
 }
 _OTHERS: dict[str, tuple[Callable[[], Metric], Callable[[], tuple[Tensor, ...]]]] = {
     "ContrastiveAccuracy": (

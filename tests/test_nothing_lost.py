@@ -107,6 +107,10 @@ CASES: dict[str, tuple[Callable[[], Metric], list[Batch]]] = {
         _retrieval_pool(False),
     ),
     "RetrievalMAP": (lambda: em.RetrievalMAP(empty_target_action="error"), _retrieval_pool(True)),
+    "RetrievalFallOut": (
+        lambda: em.RetrievalFallOut(k=2, empty_target_action="error"),
+        _retrieval_pool(True),
+    ),
     "RetrievalRPrecision": (
         lambda: em.RetrievalRPrecision(empty_target_action="error"),
         _retrieval_pool(True),

@@ -39,6 +39,7 @@ CASES: dict[str, Callable[[], Any]] = {
     "RetrievalNormalizedDCG": lambda: _retrieval(em.RetrievalNormalizedDCG(k=3)),
     "RetrievalMAP": lambda: _retrieval(em.RetrievalMAP()),
     "RetrievalRPrecision": lambda: _retrieval(em.RetrievalRPrecision()),
+    "RetrievalFallOut": lambda: _retrieval(em.RetrievalFallOut(k=(1, 3))),
     "ContrastiveAccuracy": lambda: _views(em.ContrastiveAccuracy(topk=1)),
     "Alignment": lambda: _views(em.Alignment()),
     "Uniformity": lambda: _uniformity(),

@@ -23,6 +23,7 @@ CLASSES = {
     em.RetrievalNormalizedDCG: F.retrieval_normalized_dcg,
     em.RetrievalMAP: F.retrieval_average_precision,
     em.RetrievalRPrecision: F.retrieval_r_precision,
+    em.RetrievalFallOut: F.retrieval_fall_out,
 }
 STATES = ("preds", "target", "indexes", "row_values", "row_status")
 
@@ -41,6 +42,8 @@ def _flat(seed, n=120, queries=15):
 def _kw(cls, **kw):
     if cls is em.RetrievalRPrecision:
         kw.pop("k", None)
+    if cls is em.RetrievalFallOut:  # module default 'pos', functional default 'neg' (as torchmetrics)
+        kw.setdefault("empty_target_action", "pos")
     return kw
 
 

@@ -6,6 +6,7 @@ from embedmetrics.embedding import Alignment, ContrastiveAccuracy, Uniformity
 from embedmetrics.losses import ContrastiveLoss
 from embedmetrics.neighbors import AccuracyCalculator, EmbeddingAccuracy
 from embedmetrics.retrieval import (
+    RetrievalFallOut,
     RetrievalHitRate,
     RetrievalMAP,
     RetrievalMRR,
@@ -21,6 +22,7 @@ __all__: list[str] = ["__version__"]
 __all__ += ["ContrastiveLoss"]
 __all__ += ["AccuracyCalculator", "EmbeddingAccuracy"]
 __all__ += [
+    "RetrievalFallOut",
     "RetrievalHitRate",
     "RetrievalMAP",
     "RetrievalMRR",

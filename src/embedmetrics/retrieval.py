@@ -33,6 +33,7 @@ from embedmetrics._engine.retrieval import RetrievalDeclaration, documented, fin
 from embedmetrics._plotting import plot_metric
 
 __all__ = [
+    "RetrievalFallOut",
     "RetrievalHitRate",
     "RetrievalMAP",
     "RetrievalMRR",
@@ -184,6 +185,7 @@ class RetrievalMetric(BaseMetric):
             aggregation=self.aggregation,
             single=self._single,
             dtype=dtype,
+            needs=self.declaration.needs,
         )
 
     def plot(self, val: Tensor | Sequence[Tensor] | None = None, ax: Any = None) -> Any:
@@ -275,6 +277,34 @@ class RetrievalRPrecision(RetrievalMetric):
             ignore_index,
             None,
             aggregation,
+            ties=ties,
+            validate_args=validate_args,
+            **kwargs,
+        )
+
+
+@documented("fall_out", "module")
+class RetrievalFallOut(RetrievalMetric):
+    higher_is_better = False
+
+    def __init__(
+        self,
+        empty_target_action: str = "pos",
+        ignore_index: int | None = None,
+        k: int | Sequence[int] | None = None,
+        aggregation: str | Callable[..., Tensor] = "mean",
+        *,
+        top_k: int | Sequence[int] | None = None,
+        ties: str = "average",
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            empty_target_action,
+            ignore_index,
+            k,
+            aggregation,
+            top_k=top_k,
             ties=ties,
             validate_args=validate_args,
             **kwargs,

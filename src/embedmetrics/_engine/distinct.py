@@ -25,7 +25,7 @@ from torch import Tensor
 
 _INT_OF_SIZE = {2: torch.int16, 4: torch.int32, 8: torch.int64}
 #: Rows hashed per chunk (bounds the int64 temporaries to about this many bytes).
-_HASH_CHUNK_BYTES = 64 * 2**20
+_HASH_CHUNK_BYTES = 4 * 2**20
 _HASH_SEED = 0x5EED
 
 

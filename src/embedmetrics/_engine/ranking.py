@@ -148,6 +148,7 @@ def rank_rows(
     judged: Tensor | None = None,
     num_relevant: Tensor | None = None,
     ties: str = "average",
+    needs: str = "relevant",
 ) -> RankedRows:
     """Rank every row of ``(G, m)`` input at once (no host sync).
 
@@ -159,6 +160,8 @@ def rank_rows(
         judged: items that exist for the query (not ignored, not padding); ``None`` means all.
         num_relevant: per row, the total number of relevant documents (``>=`` those in ``gain``).
         ties: ``"average"``, ``"pessimistic"`` or ``"optimistic"``.
+        needs: what a query must have not to be "empty": a ``"relevant"`` document (most metrics) or
+            an ``"irrelevant"`` ranked document (fall-out).
     """
     if score.ndim != 2:
         raise ValueError(f"2-D scores expected, got shape {tuple(score.shape)}.")
@@ -178,11 +181,8 @@ def rank_rows(
         extra = num_relevant.to(device=device, dtype=torch.int64) - found
         R = found + extra
     present = torch.ones(G, dtype=torch.bool, device=device) if judged is None else judged.any(1)
-    status = torch.where(
-        present,
-        torch.where(R > 0, STATUS_OK, STATUS_EMPTY),
-        STATUS_ABSENT,
-    ).to(torch.int8)
+    has = R > 0 if needs == "relevant" else n > found
+    status = torch.where(present, torch.where(has, STATUS_OK, STATUS_EMPTY), STATUS_ABSENT).to(torch.int8)
     return RankedRows(
         gain=g,
         keys=keys,
@@ -271,6 +271,7 @@ def evaluate(
     judged: Tensor | None = None,
     num_relevant: Tensor | None = None,
     ties: str = "average",
+    needs: str = "relevant",
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Per-query ``metric`` values ``(G, nk)``, status ``(G,)`` and relevant documents given ``(G,)``.
 
@@ -286,6 +287,7 @@ def evaluate(
             judged=judged,
             num_relevant=num_relevant,
             ties=ties,
+            needs=needs,
         )
         return metric(st), st.status, st.found
     perm, starts, counts = _group_layout(indexes)
@@ -314,6 +316,7 @@ def evaluate(
             judged=judged_b,
             num_relevant=num_relevant if num_relevant is None or rows is None else num_relevant[rows],
             ties=ties,
+            needs=needs,
         )
         parts.append((rows, metric(st), st.status, st.found))
     if len(parts) == 1:
@@ -438,6 +441,14 @@ def recall(st: RankedRows, ks: Ks) -> Tensor:
     return _safe_div(_relevant_in_top(st, _ks(ks, st)), st.R.to(st.fdt).unsqueeze(1))
 
 
+def fall_out(st: RankedRows, ks: Ks) -> Tensor:
+    """Irrelevant documents in the top ``k`` over all irrelevant (ranked) documents ``n − found``."""
+    k = _ks(ks, st)
+    m = torch.minimum(k, st.n.to(st.fdt).unsqueeze(1))
+    irrelevant = (st.n - st.found).to(st.fdt).unsqueeze(1)
+    return _safe_div(m - _relevant_in_top(st, k), irrelevant)
+
+
 def r_precision(st: RankedRows) -> Tensor:
     """Relevant in the top ``R`` over ``R`` (one column); needs every column (``ks=(None,)``)."""
     R = st.R.to(st.fdt).unsqueeze(1)
@@ -508,7 +519,9 @@ def _extra_dcg(start: Tensor, count: Tensor, k: Tensor) -> Tensor:
 # --------------------------------------------------------------------------- reduction
 
 
-def resolve_empty(values: Tensor, status: Tensor, empty_target_action: str) -> Tensor:
+def resolve_empty(
+    values: Tensor, status: Tensor, empty_target_action: str, needs: str = "relevant"
+) -> Tensor:
     """Per-query values after dropping absent queries and applying ``empty_target_action``.
 
     Dynamic shape (host sync): ``compute`` / functional only.
@@ -518,7 +531,7 @@ def resolve_empty(values: Tensor, status: Tensor, empty_target_action: str) -> T
     if empty_target_action == "error":
         if bool(empty.any()):
             raise ValueError(
-                "A query has no relevant document and `empty_target_action` is 'error' "
+                f"A query has no {needs} document and `empty_target_action` is 'error' "
                 f"({int(empty.sum())} such queries)."
             )
     elif empty_target_action == "skip":

@@ -52,6 +52,9 @@ class RetrievalDeclaration:
     module_target: str = "[False, False, True, False, True, False, True]"
     module_value: str = "tensor(0.7500)"
     module_args: str = ""
+    needs: str = "relevant"  # a query without one is "empty" (empty_target_action)
+    higher_is_better: bool = True
+    module_empty_default: str = "neg"
 
     def __reduce__(self) -> tuple[Callable[[str], RetrievalDeclaration], tuple[str]]:
         # the closed forms are lambdas: pickle by name (ddp_spawn, DataLoader workers)
@@ -167,6 +170,23 @@ METRICS: dict[str, RetrievalDeclaration] = {
             module_value="tensor(0.7917)",
         ),
         RetrievalDeclaration(
+            "fall_out",
+            lambda st, ks, _: ranking.fall_out(st, ks),
+            "Fall-out at ``k``: irrelevant documents in the top ``k``, divided by all irrelevant documents.",
+            functional="retrieval_fall_out",
+            module="RetrievalFallOut",
+            details="Lower is better. A query with no irrelevant document is the empty case here.",
+            functional_example=(
+                ">>> retrieval_fall_out(tensor([0.2, 0.3, 0.5]), tensor([True, False, True]), k=2)\n"
+                "tensor(1.)"
+            ),
+            module_args="k=2",
+            module_value="tensor(0.5000)",
+            needs="irrelevant",
+            higher_is_better=False,
+            module_empty_default="pos",
+        ),
+        RetrievalDeclaration(
             "normalized_dcg",
             lambda st, ks, _: ranking.normalized_dcg(st, ks),
             (
@@ -231,6 +251,7 @@ def query_values(
         judged=judged,
         num_relevant=None if num_relevant is None else num_relevant.reshape(-1),
         ties=ties,
+        needs=metric.needs,
     )
     if validate_args and num_relevant is not None and bool((num_relevant.reshape(-1) < found).any()):
         raise ValueError(
@@ -253,9 +274,10 @@ def finish(
     aggregation: Aggregation,
     single: bool,
     dtype: torch.dtype,
+    needs: str = "relevant",
 ) -> Tensor:
     """Apply ``empty_target_action`` and the aggregation; squeeze the k dimension for a scalar ``k``."""
-    per_query = ranking.resolve_empty(values, status, empty_target_action)
+    per_query = ranking.resolve_empty(values, status, empty_target_action, needs)
     out = ranking.aggregate(per_query, aggregation).to(dtype)
     return out[..., 0] if single else out
 
@@ -313,6 +335,7 @@ def evaluate(
         aggregation=aggregation,
         single=single,
         dtype=out_dtype(preds),
+        needs=metric.needs,
     )
 
 
@@ -322,10 +345,15 @@ _TIES_DOC = (
     "``'average'`` (expected value over a uniformly random order of tied scores),\n"
     "    ``'pessimistic'`` (irrelevant first) or ``'optimistic'`` (relevant first)."
 )
-_EMPTY_DOC = (
-    "a query with no relevant document counts as 0 (``'neg'``), 1\n"
-    "    (``'pos'``), is left out (``'skip'``; 0 if all are) or raises (``'error'``)."
-)
+
+
+def _empty_doc(metric: RetrievalDeclaration, raises: str = "raises") -> str:
+    return (
+        f"a query with no {metric.needs} document counts as 0 (``'neg'``), 1\n"
+        f"    (``'pos'``), is left out (``'skip'``; 0 if all are) or {raises} (``'error'``)."
+    )
+
+
 _AGGREGATION_DOC = (
     "``'mean'``, ``'median'``, ``'min'``, ``'max'``, a callable ``f(values, dim)`` or\n"
     "    ``'none'`` for the per-query values"
@@ -365,7 +393,7 @@ def functional_docstring(metric: RetrievalDeclaration) -> str:
         entries.append(("adaptive_k", "divide by ``min(k, n)`` (``n`` ranked documents) instead of ``k``."))
     entries += [
         ("ties", _TIES_DOC),
-        ("empty_target_action", _EMPTY_DOC),
+        ("empty_target_action", _empty_doc(metric)),
         ("ignore_index", "documents whose target equals this value are removed."),
         (
             "aggregation",
@@ -416,7 +444,7 @@ def functional_docstring(metric: RetrievalDeclaration) -> str:
 
 def module_docstring(metric: RetrievalDeclaration) -> str:
     """The module metric's docstring, from the declaration."""
-    entries = [("empty_target_action", _EMPTY_DOC.replace("raises", "makes ``compute`` raise"))]
+    entries = [("empty_target_action", _empty_doc(metric, "makes ``compute`` raise"))]
     entries.append(("ignore_index", "documents whose target equals this value are removed."))
     if metric.cutoff:
         entries.append(("k", metric.k_doc))

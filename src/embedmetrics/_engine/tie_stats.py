@@ -94,29 +94,17 @@ def precision_terms(t: Tensor, r: Tensor, c: Tensor, x: Tensor, p: Tensor) -> Te
     return (r / t) * (c + 1 + pair) / (p + 1)
 
 
-def _log_comb(n: Tensor, k: Tensor) -> Tensor:
-    return torch.lgamma(n + 1) - torch.lgamma(k + 1) - torch.lgamma(n - k + 1)
-
-
 def first_relevant(t: Tensor, r: Tensor, x: Tensor) -> Tensor:
-    """P(the first relevant item of a block of ``t`` items, ``r`` relevant, is at offset ``x``).
+    """P(the first relevant item is at offset ``x`` of its block): ``C(t − x − 1, r − 1) / C(t, r)``.
 
-    ``C(t − x − 1, r − 1) / C(t, r)`` for ``0 <= x <= t − r`` and ``r > 0``, else 0. A block without a
-    mix (``t == r``, every untied item included) has it at offset 0 for sure; only mixed blocks take
-    ``lgamma`` (so blocks of millions of items stay accurate), and only at their own positions.
-    Every argument broadcasts.
+    ``t`` and ``r`` (``(rows, 1)``) describe, per row, the tie block holding the first relevant item;
+    ``x`` (``(rows, L)``) is each position's offset from that block's start, consecutive along the
+    row (negative before the block). Zero outside ``0 <= x <= t − r`` and when ``r = 0``. Computed as a
+    running product, ``w(0) = r/t`` and ``w(x)/w(x−1) = (t−x−r+1)/(t−x)``: elementwise, no host sync.
     """
-    log_block = _log_comb(t, r.clamp(min=0).minimum(t))  # per block: before broadcasting to positions
-    shape = torch.broadcast_shapes(t.shape, r.shape, x.shape)  # type: ignore[no-untyped-call]
-    t, r, x, log_block = (v.expand(shape) for v in (t, r, x, log_block))
-    ok = (r > 0) & (x >= 0) & (x <= t - r)
-    out = torch.where(ok & (x == 0) & (t == r), 1.0, 0.0).to(t.dtype)
-    mixed = (ok & (t > r)).nonzero(as_tuple=True)
-    if mixed[0].numel() > 0:
-        tm, rm, xm = t[mixed], r[mixed], x[mixed]
-        log_c = torch.lgamma(tm - xm) - torch.lgamma(rm) - torch.lgamma(tm - xm - rm + 1)
-        out[mixed] = torch.exp(log_c - log_block[mixed])
-    return out
+    step = torch.where(x == 0, r / t, (t - x - r + 1) / (t - x).clamp_min(1))
+    w = torch.cumprod(torch.where(x >= 0, step, 1.0), dim=-1)
+    return torch.where((r > 0) & (x >= 0) & (x <= t - r), w, 0.0)
 
 
 def _positions(s: PositionStats) -> Tensor:
@@ -138,5 +126,10 @@ def reciprocal_rank_terms(s: PositionStats) -> Tensor:
 
     The first relevant item lies in the first block with a relevant item (``c = 0``, ``r > 0``).
     """
-    first = torch.where(s.c == 0, first_relevant(s.t, s.r, s.x), torch.zeros_like(s.t))
-    return first / (_positions(s) + 1)
+    p = _positions(s)
+    in_first = (s.c == 0) & (s.r > 0)
+    at = in_first.to(torch.int64).argmax(dim=1, keepdim=True)  # a position of that block (0 if none)
+    found = in_first.any(dim=1, keepdim=True)
+    t, r = s.t.gather(1, at), torch.where(found, s.r.gather(1, at), 0.0)
+    start = (p - s.x).gather(1, at)
+    return first_relevant(t, r, p - start) / (p + 1)

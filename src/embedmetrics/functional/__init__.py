@@ -7,6 +7,7 @@ from embedmetrics.functional.losses import contrastive_loss
 from embedmetrics.functional.neighbors import embedding_accuracy
 from embedmetrics.functional.retrieval import (
     retrieval_average_precision,
+    retrieval_fall_out,
     retrieval_hit_rate,
     retrieval_normalized_dcg,
     retrieval_precision,
@@ -20,6 +21,7 @@ __all__ += ["contrastive_loss"]
 __all__ += ["embedding_accuracy"]
 __all__ += [
     "retrieval_average_precision",
+    "retrieval_fall_out",
     "retrieval_hit_rate",
     "retrieval_normalized_dcg",
     "retrieval_precision",

@@ -21,6 +21,7 @@ from embedmetrics._engine.retrieval import documented, evaluate
 
 __all__ = [
     "retrieval_average_precision",
+    "retrieval_fall_out",
     "retrieval_hit_rate",
     "retrieval_normalized_dcg",
     "retrieval_precision",
@@ -160,3 +161,22 @@ def retrieval_normalized_dcg(
     validate_args: bool = True,
 ) -> Tensor:
     return evaluate("normalized_dcg", **locals())
+
+
+@documented("fall_out", "functional")
+def retrieval_fall_out(
+    preds: Tensor,
+    target: Tensor,
+    k: int | Sequence[int] | None = None,
+    *,
+    indexes: Tensor | None = None,
+    top_k: int | Sequence[int] | None = None,
+    ties: str = "average",
+    empty_target_action: str = "neg",
+    ignore_index: int | None = None,
+    aggregation: str | Callable[..., Tensor] = "mean",
+    retrieved: Tensor | None = None,
+    num_relevant: Tensor | None = None,
+    validate_args: bool = True,
+) -> Tensor:
+    return evaluate("fall_out", **locals())
