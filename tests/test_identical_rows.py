@@ -178,13 +178,7 @@ def test_collapsed_embeddings_give_exact_knn_values(dtype: torch.dtype) -> None:
     z = torch.randn(1, 16, generator=torch.Generator().manual_seed(8)).repeat(100, 1).to(dtype)
     labels = torch.arange(100) % 5  # 20 per class: 19 relevant among the 99 tied neighbours
     calc = AccuracyCalculator(include=("precision_at_1", "r_precision", "mean_average_precision_at_r"))
-    results = set()
-    for block in BLOCKS:
-        for seed in range(2):
-            p = _perm(100, seed)
-            calc.block_bytes = block
-            out = calc.get_accuracy(z[p], z[p], labels[p], labels[p], True)
-            results.add(tuple(out.values()))
+    results = _calculator_values_over_blocks_and_orders(calc, z, labels)
     assert len(results) == 1, results
     p_at_1, r_prec, map_r = results.pop()
     assert p_at_1 == 19 / 99
@@ -196,6 +190,17 @@ def test_collapsed_embeddings_give_exact_knn_values(dtype: torch.dtype) -> None:
     metric = EmbeddingAccuracy(include=("precision_at_1",))
     metric.update(z, labels)
     assert float(metric.compute()["precision_at_1"]) == pytest.approx(19 / 99, abs=1e-7)
+
+
+def _calculator_values_over_blocks_and_orders(calc: AccuracyCalculator, z, labels) -> set[tuple]:
+    """The calculator's values for every block size and two row orders (one element if all agree)."""
+    results = set()
+    for block in BLOCKS:
+        for seed in range(2):
+            p = _perm(z.shape[0], seed)
+            calc.block_bytes = block
+            results.add(tuple(calc.get_accuracy(z[p], z[p], labels[p], labels[p], True).values()))
+    return results
 
 
 def _nearest_block_precision(dist: np.ndarray, labels: np.ndarray) -> float:
@@ -226,12 +231,6 @@ def test_duplicated_rows_knn_matches_the_oracle_for_any_order(dtype: torch.dtype
     calc = AccuracyCalculator(
         include=("precision_at_1", "r_precision", "mean_average_precision_at_r"), distance=distance
     )
-    results = set()
-    for block in BLOCKS:
-        for seed in range(2):
-            p = _perm(240, seed)
-            calc.block_bytes = block
-            out = calc.get_accuracy(z[p], z[p], labels[p], labels[p], True)
-            results.add(tuple(out.values()))
+    results = _calculator_values_over_blocks_and_orders(calc, z, labels)
     assert len(results) == 1, results
     assert next(iter(results))[0] == pytest.approx(expected, abs=1e-12)

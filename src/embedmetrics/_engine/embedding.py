@@ -125,23 +125,6 @@ def contrastive_diagonal(
     return all_reduce_sum(_diagonal(z1, z2, rows, shard), shard)
 
 
-def _sign_sums(diff: Tensor, ones: Tensor, rows: bool, exact: bool) -> tuple[Tensor, Tensor]:
-    """``(sum(sign(diff)), sum(|sign(diff)|))`` along rows or columns, in place on ``diff``, float64.
-
-    Sums of ``{-1, 0, 1}`` are exact integers in a matrix-vector product while they stay below
-    ``2**24`` (float32); beyond that (``exact=False``) they are summed in float64.
-    """
-    diff.sign_()
-    if not exact:
-        dim = 1 if rows else 0
-        signed = diff.sum(dim, dtype=torch.float64)
-        return signed, diff.abs_().sum(dim, dtype=torch.float64)
-    mat = diff if rows else diff.T
-    signed = torch.mv(mat, ones).to(torch.float64)
-    diff.abs_()
-    return signed, torch.mv(mat, ones).to(torch.float64)
-
-
 def contrastive_partial(
     z1: Tensor,
     z2: Tensor,
@@ -177,8 +160,8 @@ def contrastive_partial(
         sim = torch.mm(z1[start:stop], z2t, out=sim_buf[:b])
         sim.diagonal(offset=start).copy_(diag[start:stop])
         row_diff = torch.sub(sim, diag[start:stop, None], out=diff_buf[:b])
-        out[0, start:stop], out[1, start:stop] = _sign_sums(row_diff, ones[:n], True, exact_rows)
-        col_a, col_b = _sign_sums(sim.sub_(diag), ones[:b], False, exact_cols)
+        out[0, start:stop], out[1, start:stop] = _weighted_sign_sums(row_diff, ones[:n], 1, exact_rows)
+        col_a, col_b = _weighted_sign_sums(sim.sub_(diag), ones[:b], 0, exact_cols)
         out[2] += col_a
         out[3] += col_b
     return out
@@ -294,7 +277,11 @@ def _pair_similarities(q: Tensor, r: Tensor, pairs: PositivePairs, rows: int) ->
 
 
 def _weighted_sign_sums(diff: Tensor, weights: Tensor, dim: int, exact: bool) -> tuple[Tensor, Tensor]:
-    """``(sum(w * sign(diff)), sum(w * |sign(diff)|))`` along ``dim``, in place on ``diff``, float64."""
+    """``(sum(w * sign(diff)), sum(w * |sign(diff)|))`` along ``dim``, in place on ``diff``, float64.
+
+    Sums of ``{-1, 0, 1}`` times integer weights are exact in a matrix-vector product while they stay
+    below ``2**24`` (float32); beyond that (``exact=False``) they are summed in float64.
+    """
     diff.sign_()
     if not exact:
         shape = (1, -1) if dim == 1 else (-1, 1)
