@@ -28,6 +28,7 @@ from embedmetrics._engine.checks import (
     check_bool,
     check_embeddings,
     check_finite,
+    check_like_earlier,
     check_same_shape,
 )
 from embedmetrics._engine.embedding import TopK
@@ -65,11 +66,7 @@ class _EmbeddingMetric(BaseMetric):
         first = tensors[0]
         for name, z in zip(self._views[1:], tensors[1:]):
             check_same_shape((self._views[0], name), first, z)
-        if self._dim is not None and first.shape[1] != self._dim:
-            raise ValueError(
-                f"Argument `{self._views[0]}` must have {self._dim} features like the earlier batches, "
-                f"got shape {tuple(first.shape)}."
-            )
+        check_like_earlier(self._views[0], "features", first.shape[1], self._dim, tuple(first.shape))
         if self.validate_args:
             for name, z in zip(self._views, tensors):
                 check_finite(name, z)

@@ -27,9 +27,9 @@ from embedmetrics._engine.checks import (
     check_block_bytes,
     check_bool,
     check_choice,
-    check_embeddings,
     check_finite,
-    check_labels,
+    check_labelled_batch,
+    check_like_earlier,
     check_metric_names,
     check_neighbor_inputs,
     check_no_clustering_with_custom_labels,
@@ -545,26 +545,11 @@ class EmbeddingAccuracy(BaseMetric):
     def _check_batch(self, embeddings: Any, labels: Any, role: str = "both") -> None:
         """Validate a batch against the earlier ones (feature dimension, label width); no state changes."""
         check_choice("role", role, _ROLES)
-        if not isinstance(embeddings, Tensor) or not isinstance(labels, Tensor):
-            raise TypeError(
-                "Arguments `embeddings` and `labels` must be torch tensors, "
-                f"got {type(embeddings).__name__} and {type(labels).__name__}."
-            )
-        check_embeddings("embeddings", embeddings, allow_empty=True)
-        check_labels("labels", labels, embeddings.shape[0], "embeddings")
-        if labels.is_floating_point() or labels.is_complex():
-            raise TypeError(f"Argument `labels` must be an integer tensor, got dtype {labels.dtype}.")
+        check_labelled_batch(embeddings, labels)
         width = 1 if labels.ndim == 1 else labels.shape[1]
-        if self._dim is not None and embeddings.shape[1] != self._dim:
-            raise ValueError(
-                f"Argument `embeddings` must have {self._dim} features like earlier batches, "
-                f"got {embeddings.shape[1]}."
-            )
-        if self._label_width is not None and width != self._label_width:
-            raise ValueError(
-                f"Argument `labels` must have width {self._label_width} like earlier batches, got shape "
-                f"{tuple(labels.shape)}."
-            )
+        shape = tuple(embeddings.shape)
+        check_like_earlier("embeddings", "features", embeddings.shape[1], self._dim, shape)
+        check_like_earlier("labels", "label columns", width, self._label_width, tuple(labels.shape))
         if self.validate_args:
             check_finite("embeddings", embeddings)
 

@@ -398,3 +398,26 @@ def check_same_settings(owner: str, ours: Mapping[str, str], theirs: Mapping[str
         f"{owner}.{action}: the incoming state was computed with different settings ({detail}); states "
         "of different settings cannot be mixed. Was it saved before a setting such as `k` changed?"
     )
+
+
+def check_like_earlier(
+    name: str, what: str, got: int, expected: Optional[int], shape: tuple[int, ...]
+) -> None:
+    """A batch must match the earlier batches of a metric (``expected``; ``None`` before the first)."""
+    if expected is not None and got != expected:
+        raise ValueError(
+            f"Argument `{name}` must have {expected} {what} like the earlier batches, got shape {shape}."
+        )
+
+
+def check_labelled_batch(embeddings: Any, labels: Any) -> None:
+    """A batch of ``(n, d)`` floating embeddings (possibly empty) with ``(n,)``/``(n, w)`` integer labels."""
+    if not isinstance(embeddings, Tensor) or not isinstance(labels, Tensor):
+        raise TypeError(
+            "Arguments `embeddings` and `labels` must be torch tensors, "
+            f"got {type(embeddings).__name__} and {type(labels).__name__}."
+        )
+    check_embeddings("embeddings", embeddings, allow_empty=True)
+    check_labels("labels", labels, embeddings.shape[0], "embeddings")
+    if labels.is_floating_point() or labels.is_complex():
+        raise TypeError(f"Argument `labels` must be an integer tensor, got dtype {labels.dtype}.")
