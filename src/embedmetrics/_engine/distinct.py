@@ -67,14 +67,15 @@ def _bits(z: Tensor) -> Tensor:
     return z.view(_INT_OF_SIZE[z.element_size()])
 
 
-def _row_hash(bits: Tensor) -> Tensor:
-    n, d = bits.shape
+def _row_hash(z: Tensor) -> Tensor:
+    """A 64-bit hash of each row's canonical bit pattern, computed chunk by chunk (no full copy)."""
+    n, d = z.shape
     gen = torch.Generator().manual_seed(_HASH_SEED)
-    mult = (torch.randint(0, 2**62, (d,), generator=gen, dtype=torch.int64) * 2 + 1).to(bits.device)
-    out = torch.empty(n, dtype=torch.int64, device=bits.device)
+    mult = (torch.randint(0, 2**62, (d,), generator=gen, dtype=torch.int64) * 2 + 1).to(z.device)
+    out = torch.empty(n, dtype=torch.int64, device=z.device)
     rows = max(1, _HASH_CHUNK_BYTES // max(1, 8 * d))
     for s in range(0, n, rows):
-        chunk = bits[s : s + rows].to(torch.int64)
+        chunk = _bits(canonical(z[s : s + rows]).contiguous()).to(torch.int64)
         # wrapping int64 arithmetic: a multiply-add hash of the bit pattern, then a final mix
         h = (chunk * mult).sum(1)
         out[s : s + rows] = h ^ (h >> 29)
@@ -88,17 +89,19 @@ def _first_of_group(inverse: Tensor, groups: int) -> Tensor:
 
 
 def distinct_rows(z: Tensor) -> DistinctRows:
-    """Group the bitwise-identical rows of ``z`` (a 2-D floating tensor, see :func:`canonical`).
+    """Group the rows of ``z`` (a 2-D floating tensor) that are bitwise identical after :func:`canonical`.
 
-    Host sync (data-dependent sizes): for ``compute`` and functional code.
+    Host sync (data-dependent sizes): for ``compute`` and functional code. When every row is distinct,
+    ``z`` itself comes back (nothing is copied); otherwise the distinct rows are canonical.
     """
     n = z.shape[0]
     if n < 2:
         return DistinctRows(z)
-    bits = _bits(z.contiguous())
-    hashes, inverse, counts = torch.unique(_row_hash(bits), return_inverse=True, return_counts=True)
+    hashes, inverse, counts = torch.unique(_row_hash(z), return_inverse=True, return_counts=True)
     if hashes.shape[0] == n:  # distinct hashes: distinct rows
         return DistinctRows(z)
+    z = canonical(z)
+    bits = _bits(z.contiguous())
     first = _first_of_group(inverse, hashes.shape[0])
     if not bool((bits == bits[first[inverse]]).all()):  # a hash collision: exact grouping instead
         keys, inverse, counts = torch.unique(bits, dim=0, return_inverse=True, return_counts=True)

@@ -38,7 +38,7 @@ import torch
 from torch import Tensor
 
 from embedmetrics._engine.checks import TIES, check_bool, check_choice, check_number, normalize_ks
-from embedmetrics._engine.distinct import canonical, distinct_rows
+from embedmetrics._engine.distinct import distinct_rows
 from embedmetrics._engine.scan import (
     all_reduce_sum,
     block_budget,
@@ -230,8 +230,8 @@ def contrastive_accuracy(
     """
     dtype = compute_dtype(z1, z2)
     block_bytes = block_budget(block_bytes, z1.device, EMBEDDING_BLOCK_BYTES)
-    d1 = distinct_rows(canonical(z1.detach().to(dtype)))
-    d2 = distinct_rows(canonical(z2.detach().to(dtype)))
+    d1 = distinct_rows(z1.detach().to(dtype))
+    d2 = distinct_rows(z2.detach().to(dtype))
     q = prepare(d1.rows, normalize=normalize, eps=eps, dtype=dtype)
     r = prepare(d2.rows, normalize=normalize, eps=eps, dtype=dtype)
     if d1.all_distinct and d2.all_distinct:
@@ -414,7 +414,7 @@ def uniformity(
     """
     dtype = compute_dtype(z)
     block_bytes = block_budget(block_bytes, z.device, EMBEDDING_BLOCK_BYTES)
-    distinct = distinct_rows(canonical(z.detach().to(dtype)))
+    distinct = distinct_rows(z.detach().to(dtype))
     x = prepare(distinct.rows, normalize=normalize, eps=eps, dtype=dtype)
     x = x - x.mean(0)  # distances are translation invariant; centring shrinks the rounding error
     log_counts = None if distinct.counts is None else distinct.weights(dtype).log()

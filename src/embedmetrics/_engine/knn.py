@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from embedmetrics._engine import tie_stats
-from embedmetrics._engine.distinct import canonical, distinct_rows
+from embedmetrics._engine.distinct import distinct_rows
 from embedmetrics._engine.scan import (
     all_reduce_sum,
     block_budget,
@@ -166,7 +166,7 @@ def knn_scan(
     dtype = compute_dtype(query, reference)
     q = query.detach().to(dtype)
     # identical reference rows must get identical keys in every row: compute each distinct one once
-    distinct = distinct_rows(canonical(reference.detach().to(dtype)))
+    distinct = distinct_rows(reference.detach().to(dtype))
     ref = distinct.rows
     n_q, n_r = q.shape[0], reference.shape[0]
     dev = q.device
