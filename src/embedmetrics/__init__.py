@@ -2,34 +2,17 @@
 
 from __future__ import annotations
 
+from embedmetrics import retrieval as _retrieval
 from embedmetrics.embedding import Alignment, ContrastiveAccuracy, Uniformity
 from embedmetrics.losses import ContrastiveLoss
 from embedmetrics.neighbors import AccuracyCalculator, EmbeddingAccuracy
-from embedmetrics.retrieval import (
-    RetrievalFallOut,
-    RetrievalHitRate,
-    RetrievalMAP,
-    RetrievalMRR,
-    RetrievalNormalizedDCG,
-    RetrievalPrecision,
-    RetrievalRecall,
-    RetrievalRPrecision,
-)
+from embedmetrics.retrieval import *  # noqa: F403 (every retrieval metric: see embedmetrics.retrieval.__all__)
 
 __version__ = "0.1.0"
 
 __all__: list[str] = ["__version__"]
 __all__ += ["ContrastiveLoss"]
 __all__ += ["AccuracyCalculator", "EmbeddingAccuracy"]
-__all__ += [
-    "RetrievalFallOut",
-    "RetrievalHitRate",
-    "RetrievalMAP",
-    "RetrievalMRR",
-    "RetrievalNormalizedDCG",
-    "RetrievalPrecision",
-    "RetrievalRPrecision",
-    "RetrievalRecall",
-]
+__all__ += [name for name in _retrieval.__all__ if name != "RetrievalMetric"]  # the metrics, not the base
 
 __all__ += ["Alignment", "ContrastiveAccuracy", "Uniformity"]

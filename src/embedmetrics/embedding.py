@@ -14,11 +14,10 @@ as :class:`~embedmetrics.EmbeddingAccuracy`'s too; kept so that saved states sta
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
 import torch
 from torch import Tensor
-from torchmetrics.utilities.data import dim_zero_cat
 
 from embedmetrics._engine import embedding as engine
 from embedmetrics._engine.base import BaseMetric
@@ -97,8 +96,7 @@ class _StoredEmbeddingMetric(_EmbeddingMetric):
     def __init__(self, block_bytes: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.block_bytes = check_block_bytes(block_bytes)
-        for name in self._views:
-            self.add_state(name, default=[], dist_reduce_fx="cat")
+        self.add_row_store(*self._views)
         self.add_state("dim", default=torch.tensor(0, dtype=torch.int64), dist_reduce_fx="max")
 
     def _store(self, *zs: Any) -> None:
@@ -111,17 +109,11 @@ class _StoredEmbeddingMetric(_EmbeddingMetric):
 
     def _rows(self) -> Optional[list[Tensor]]:
         """The stored rows of every view as ``(n, d)`` tensors, or ``None`` when nothing was stored."""
-        flats: list[Tensor] = []
-        for name in self._views:
-            state: Union[list[Tensor], Tensor] = getattr(self, name)
-            if isinstance(state, list) and not state:
-                return None
-            flat = dim_zero_cat(state)
-            if flat.numel() == 0:
-                return None
-            flats.append(flat)
+        flats = [self.stored_rows(name) for name in self._views]
+        if any(flat is None for flat in flats):
+            return None
         d = self._dim if self._dim is not None else int(self.dim)
-        return [flat.reshape(-1, d) for flat in flats]
+        return [flat.reshape(-1, d) for flat in flats if flat is not None]
 
 
 class ContrastiveAccuracy(_StoredEmbeddingMetric):

@@ -54,13 +54,6 @@ OPT_IN_METRICS = ("mean_average_precision", "mean_reciprocal_rank")
 _DISTANCES = ("euclidean", "cosine")
 
 
-def _concat(state: list[Tensor] | Tensor) -> Optional[Tensor]:
-    """A list state concatenated (or the tensor it became after a sync); ``None`` if empty."""
-    if isinstance(state, list):
-        return torch.cat(state) if state else None
-    return state if state.numel() else None
-
-
 def precision_at_k(
     knn_labels: Tensor,
     query_labels: Tensor,
@@ -537,8 +530,7 @@ class EmbeddingAccuracy(BaseMetric):
             include, exclude, avg_of_avgs, k, label_comparison_fn, distance=distance, ties=ties
         )
         for role in _ROLES:  # row stores: batches are appended, concatenated once in compute
-            self.add_state(f"{role}_embeddings", default=[], dist_reduce_fx="cat")
-            self.add_state(f"{role}_labels", default=[], dist_reduce_fx="cat")
+            self.add_row_store(f"{role}_embeddings", f"{role}_labels")
         self._dim: Optional[int] = None
         self._label_width: Optional[int] = None
 
@@ -577,7 +569,7 @@ class EmbeddingAccuracy(BaseMetric):
         """The rows and labels of every role (an empty role as ``(0, d)`` rows), or ``None`` when no
         row was stored at all."""
         stored = {
-            role: (_concat(getattr(self, f"{role}_embeddings")), _concat(getattr(self, f"{role}_labels")))
+            role: (self.stored_rows(f"{role}_embeddings"), self.stored_rows(f"{role}_labels"))
             for role in _ROLES
         }
         shapes = [(e, lab) for e, lab in stored.values() if e is not None and lab is not None and e.shape[0]]

@@ -17,11 +17,10 @@ functional twins run.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, Optional, Union
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
-from torchmetrics.utilities.data import dim_zero_cat
 
 from embedmetrics._engine.base import BaseMetric
 from embedmetrics._engine.checks import (
@@ -43,13 +42,6 @@ __all__ = [
     "RetrievalRPrecision",
     "RetrievalRecall",
 ]
-
-
-def _cat(state: Union[list[Tensor], Tensor]) -> Optional[Tensor]:
-    """Concatenate a list state (or the tensor it became after a sync); ``None`` if empty."""
-    if isinstance(state, list):
-        return dim_zero_cat(state) if state else None
-    return state if state.numel() else None
 
 
 class RetrievalMetric(BaseMetric):
@@ -98,8 +90,7 @@ class RetrievalMetric(BaseMetric):
         self.ties = ties
         self.adaptive_k = adaptive_k
         self.validate_args = validate_args
-        for name in ("preds", "target", "indexes", "row_values", "row_status"):
-            self.add_state(name, default=[], dist_reduce_fx="cat")
+        self.add_row_store("preds", "target", "indexes", "row_values", "row_status")
         # 2-D input stores per-query values at these settings: never share a compute group across them
         self.add_settings_state(
             metric=self.declaration.name,
@@ -151,12 +142,12 @@ class RetrievalMetric(BaseMetric):
         values: list[Tensor] = []
         status: list[Tensor] = []
         dtype = torch.float32
-        row_values, row_status = _cat(self.row_values), _cat(self.row_status)
+        row_values, row_status = self.stored_rows("row_values"), self.stored_rows("row_status")
         if row_values is not None and row_status is not None:
             values.append(row_values.reshape(-1, nk))
             status.append(row_status.reshape(-1))
             dtype = row_values.dtype
-        preds, target, indexes = _cat(self.preds), _cat(self.target), _cat(self.indexes)
+        preds, target, indexes = (self.stored_rows(n) for n in ("preds", "target", "indexes"))
         if preds is not None and target is not None and indexes is not None:
             v, s = query_values(
                 self.declaration,

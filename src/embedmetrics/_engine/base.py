@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Optional
 
 import torch
 from torch import Tensor
@@ -100,6 +100,22 @@ class BaseMetric(SyncSafeMetric):
                 raise
 
         return guarded
+
+    # ------------------------------------------------------------------ row store
+    def add_row_store(self, *names: str) -> None:
+        """List states that batches are appended to (``dist_reduce_fx="cat"``), concatenated once by
+        :meth:`stored_rows`: appending costs nothing, unlike a state rebuilt by ``torch.cat`` on every
+        update. The rows may have any trailing shape (``SyncSafeMetric`` syncs them when ranks idle)."""
+        for name in names:
+            self.add_state(name, default=[], dist_reduce_fx="cat")
+
+    def stored_rows(self, name: str) -> Optional[Tensor]:
+        """The rows of row store ``name`` concatenated (a synced state is already one tensor), or
+        ``None`` when it holds none."""
+        state = getattr(self, name)
+        if isinstance(state, list):
+            return torch.cat(state) if state else None
+        return state if state.numel() else None
 
     # ------------------------------------------------------------------ settings
     def add_settings_state(self, **settings: Any) -> None:
