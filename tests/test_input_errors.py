@@ -220,3 +220,24 @@ def test_string_arrays_get_our_type_error_naming_the_argument(call: Any, argumen
 def test_option_errors_name_the_argument_and_the_kind(call: Any, error: type[Exception], text: str) -> None:
     with pytest.raises(error, match=text.replace("(", r"\(").replace(")", r"\)")):
         call()
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: em.RetrievalHitRate(top_k=4.0),
+        lambda: em.RetrievalRecall(ignore_index=-100.0),
+        lambda: em.RetrievalPrecision(adaptive_k=10),
+        lambda: F.retrieval_hit_rate(torch.tensor([True, False]), torch.tensor([1, 0])),
+        lambda: F.retrieval_hit_rate(PREDS, TARGET, indexes=INDEXES.bool()),
+        lambda: em.RetrievalMRR()(PREDS, TARGET, INDEXES.float()),
+        lambda: F.contrastive_accuracy_score(Z1.long(), Z2.long()),
+        lambda: em.AccuracyCalculator(k=2.5),
+    ],
+)
+def test_wrong_kinds_are_catchable_as_value_error_too(call: Any) -> None:
+    # torchmetrics raises ValueError for several of these: code that catches ValueError keeps working
+    with pytest.raises(ValueError, match=r"Argument `\w+` must") as info:
+        call()
+    assert isinstance(info.value, TypeError)
+    assert isinstance(info.value, em.ArgumentKindError)

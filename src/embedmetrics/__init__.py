@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from embedmetrics import retrieval as _retrieval
+from embedmetrics._engine.checks import ArgumentKindError
 from embedmetrics.embedding import Alignment, ContrastiveAccuracy, Uniformity
 from embedmetrics.losses import ContrastiveLoss
 from embedmetrics.neighbors import AccuracyCalculator, EmbeddingAccuracy
@@ -10,7 +11,7 @@ from embedmetrics.retrieval import *  # noqa: F403 (every retrieval metric: see 
 
 __version__ = "0.1.0"
 
-__all__: list[str] = ["__version__"]
+__all__: list[str] = ["ArgumentKindError", "__version__"]
 __all__ += ["ContrastiveLoss"]
 __all__ += ["AccuracyCalculator", "EmbeddingAccuracy"]
 __all__ += [name for name in _retrieval.__all__ if name != "RetrievalMetric"]  # the metrics, not the base

@@ -22,6 +22,7 @@ from torch import Tensor
 from embedmetrics._engine import embedding as engine
 from embedmetrics._engine.base import BaseMetric
 from embedmetrics._engine.checks import (
+    ArgumentKindError,
     as_tensor,
     check_block_bytes,
     check_bool,
@@ -54,7 +55,9 @@ class _EmbeddingMetric(BaseMetric):
     def _validate(self, *zs: Any) -> list[Tensor]:
         """Check one batch (tensors or NumPy arrays) and return it as tensors; touches no state."""
         if len(zs) != len(self._views):
-            raise TypeError(f"`update` takes {len(self._views)} embedding argument(s), got {len(zs)}.")
+            raise ArgumentKindError(
+                f"`update` takes {len(self._views)} embedding argument(s), got {len(zs)}."
+            )
         tensors: list[Tensor] = []
         for name, z in zip(self._views, zs):
             t = as_tensor(name, z)
@@ -75,7 +78,7 @@ class _EmbeddingMetric(BaseMetric):
         names = self._views[len(args) :]
         unknown = set(kwargs) - set(names)
         if unknown:
-            raise TypeError(f"`update` got unexpected keyword argument(s) {sorted(unknown)}.")
+            raise ArgumentKindError(f"`update` got unexpected keyword argument(s) {sorted(unknown)}.")
         self._validate(*args, *(kwargs[name] for name in names if name in kwargs))
 
     def reset(self) -> None:

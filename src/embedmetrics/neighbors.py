@@ -23,6 +23,7 @@ from torchmetrics.functional.clustering import normalized_mutual_info_score
 from embedmetrics._engine.base import BaseMetric
 from embedmetrics._engine.checks import (
     TIES,
+    ArgumentKindError,
     as_tensor,
     check_block_bytes,
     check_bool,
@@ -180,7 +181,9 @@ class AccuracyCalculator:
         self.kmeans_seed = int(kmeans_seed)
         self.block_bytes = check_block_bytes(block_bytes)
         if label_comparison_fn is not None and not callable(label_comparison_fn):
-            raise TypeError(f"Argument `label_comparison_fn` must be callable, got {label_comparison_fn!r}.")
+            raise ArgumentKindError(
+                f"Argument `label_comparison_fn` must be callable, got {label_comparison_fn!r}."
+            )
         self.label_comparison_fn = label_comparison_fn
         self._refuse_clustering_with_custom_labels(self.original_metrics)
 
@@ -525,7 +528,9 @@ class EmbeddingAccuracy(BaseMetric):
         super().__init__(**kwargs)
         self.validate_args = check_bool("validate_args", validate_args)
         if calculator is not None and not isinstance(calculator, AccuracyCalculator):
-            raise TypeError(f"Argument `calculator` must be an AccuracyCalculator, got {calculator!r}.")
+            raise ArgumentKindError(
+                f"Argument `calculator` must be an AccuracyCalculator, got {calculator!r}."
+            )
         self.calculator = calculator or AccuracyCalculator(
             include, exclude, avg_of_avgs, k, label_comparison_fn, distance=distance, ties=ties
         )

@@ -24,6 +24,7 @@ from torch import Tensor
 
 from embedmetrics._engine.base import BaseMetric
 from embedmetrics._engine.checks import (
+    ArgumentKindError,
     check_bool,
     check_retrieval_inputs,
     check_retrieval_options,
@@ -259,7 +260,7 @@ class RetrievalRPrecision(RetrievalMetric):
     ) -> None:
         for name in ("k", "top_k"):
             if name in kwargs:
-                raise TypeError(
+                raise ArgumentKindError(
                     f"RetrievalRPrecision has no argument `{name}`: R-precision cuts each query at its own"
                     f" number of relevant documents R. Got {name}={kwargs[name]!r}."
                 )

@@ -23,6 +23,15 @@ from torch import Tensor
 
 ArrayLike = Union[Tensor, np.ndarray]
 
+
+class ArgumentKindError(TypeError, ValueError):
+    """An argument of the wrong kind (type or dtype): a ``TypeError`` that is also a ``ValueError``.
+
+    torchmetrics raises ``ValueError`` for some of these mistakes (``top_k=4.0``, ``ignore_index=-100.0``,
+    bool ``preds``); code that catches either keeps working. Wrong *values* stay plain ``ValueError``.
+    """
+
+
 #: Tie policies of every rank-based metric (see DESIGN.md, "Ties").
 TIES = ("average", "pessimistic", "optimistic")
 
@@ -39,14 +48,14 @@ def check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
 def check_bool(name: str, value: Any) -> bool:
     """Return ``value`` as a ``bool`` if it is a Python or NumPy bool; raise ``TypeError`` otherwise."""
     if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"Argument `{name}` must be a bool, got {value!r}.")
+        raise ArgumentKindError(f"Argument `{name}` must be a bool, got {value!r}.")
     return bool(value)
 
 
 def check_positive_int(name: str, value: Any) -> int:
     """Return ``value`` if it is an ``int`` (not ``bool``) that is at least 1, else raise."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"Argument `{name}` must be a positive integer, got {value!r}.")
+        raise ArgumentKindError(f"Argument `{name}` must be a positive integer, got {value!r}.")
     if value < 1:
         raise ValueError(f"Argument `{name}` must be a positive integer (>= 1), got {value!r}.")
     return int(value)
@@ -65,7 +74,7 @@ def check_number(name: str, value: Any, *, positive: bool = False, finite: bool 
     """
     what = "positive" if positive else "non-negative"
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"Argument `{name}` must be a {what} number, got {value!r}.")
+        raise ArgumentKindError(f"Argument `{name}` must be a {what} number, got {value!r}.")
     out = float(value)
     if not (out > 0 if positive else out >= 0):  # also NaN
         raise ValueError(f"Argument `{name}` must be a {what} number, got {value!r}.")
@@ -83,21 +92,23 @@ def normalize_ks(name: str, k: Any, *, allow_none: bool = True) -> tuple[tuple[O
     """
     if k is None:
         if not allow_none:
-            raise TypeError(f"Argument `{name}` must be a positive integer, got None.")
+            raise ArgumentKindError(f"Argument `{name}` must be a positive integer, got None.")
         return (None,), True
     if isinstance(k, (list, tuple)):
         if len(k) == 0:
             raise ValueError(f"Argument `{name}` must not be an empty sequence, got {k!r}.")
         return tuple(check_positive_int(name, v) for v in k), False
     if isinstance(k, Tensor):
-        raise TypeError(f"Argument `{name}` must be an int or a sequence of ints, got a tensor {k!r}.")
+        raise ArgumentKindError(
+            f"Argument `{name}` must be an int or a sequence of ints, got a tensor {k!r}."
+        )
     return (check_positive_int(name, k),), True
 
 
 def check_numeric_array(name: str, value: np.ndarray) -> None:
     """Reject NumPy arrays that torch cannot hold as numbers (strings, objects)."""
     if value.dtype.kind not in "biufc":
-        raise TypeError(
+        raise ArgumentKindError(
             f"Argument `{name}` must hold numbers (bool, integer or floating point), got a NumPy array of "
             f"dtype {value.dtype}."
         )
@@ -110,7 +121,9 @@ def as_tensor(name: str, value: Any) -> Tensor:
     if isinstance(value, np.ndarray):
         check_numeric_array(name, value)
         return torch.from_numpy(np.ascontiguousarray(value))
-    raise TypeError(f"Argument `{name}` must be a torch.Tensor or numpy.ndarray, got {type(value).__name__}.")
+    raise ArgumentKindError(
+        f"Argument `{name}` must be a torch.Tensor or numpy.ndarray, got {type(value).__name__}."
+    )
 
 
 def to_tensors(names: Sequence[str], *arrays: Any) -> tuple[list[Tensor], bool]:
@@ -126,7 +139,7 @@ def to_tensors(names: Sequence[str], *arrays: Any) -> tuple[list[Tensor], bool]:
     all_numpy = all(isinstance(a, np.ndarray) for a in arrays)
     if not (all_torch or all_numpy):
         kinds = ", ".join(f"`{n}`: {type(a).__name__}" for n, a in zip(names, arrays))
-        raise TypeError(f"Inputs must be all torch.Tensor or all numpy.ndarray, got {kinds}.")
+        raise ArgumentKindError(f"Inputs must be all torch.Tensor or all numpy.ndarray, got {kinds}.")
     return [as_tensor(n, a) for n, a in zip(names, arrays)], all_numpy
 
 
@@ -137,7 +150,7 @@ def check_embeddings(name: str, z: Tensor, *, allow_empty: bool = False) -> None
             f"Argument `{name}` must be 2-D (n_samples, n_features), got shape {tuple(z.shape)}."
         )
     if not z.is_floating_point():
-        raise TypeError(f"Argument `{name}` must be a floating-point tensor, got dtype {z.dtype}.")
+        raise ArgumentKindError(f"Argument `{name}` must be a floating-point tensor, got dtype {z.dtype}.")
     if not allow_empty and z.shape[0] == 0:
         raise ValueError(f"Argument `{name}` must have at least one row, got shape {tuple(z.shape)}.")
 
@@ -211,7 +224,7 @@ def check_retrieval_options(
     check_choice("ties", ties, TIES)
     check_choice("empty_target_action", empty_target_action, EMPTY_TARGET_ACTIONS)
     if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, int)):
-        raise TypeError(f"Argument `ignore_index` must be an int or None, got {ignore_index!r}.")
+        raise ArgumentKindError(f"Argument `ignore_index` must be an int or None, got {ignore_index!r}.")
     if not (callable(aggregation) or (isinstance(aggregation, str) and aggregation in AGGREGATIONS)):
         raise ValueError(
             f"Argument `aggregation` must be one of {AGGREGATIONS} or a callable, got {aggregation!r}."
@@ -235,13 +248,13 @@ def check_retrieval_inputs(
     when ``validate_args`` (a host sync). ``binary``: the target must be 0/1 (else graded, ``>= 0``)."""
     for name, value in (("preds", preds), ("target", target)):
         if not isinstance(value, Tensor):
-            raise TypeError(f"Argument `{name}` must be a torch.Tensor, got {type(value).__name__}.")
+            raise ArgumentKindError(f"Argument `{name}` must be a torch.Tensor, got {type(value).__name__}.")
     if not preds.is_floating_point():
-        raise TypeError(f"Argument `preds` must be a floating-point tensor, got dtype {preds.dtype}.")
+        raise ArgumentKindError(f"Argument `preds` must be a floating-point tensor, got dtype {preds.dtype}.")
     if target.is_complex() or not (
         target.dtype == torch.bool or is_integer(target) or target.is_floating_point()
     ):
-        raise TypeError(
+        raise ArgumentKindError(
             f"Argument `target` must be a bool, integer or float tensor, got dtype {target.dtype}."
         )
     if preds.shape != target.shape:
@@ -257,11 +270,13 @@ def check_retrieval_inputs(
             )
     else:
         if not isinstance(indexes, Tensor):
-            raise TypeError(
+            raise ArgumentKindError(
                 f"Argument `indexes` must be a torch.Tensor or None, got {type(indexes).__name__}."
             )
         if not is_integer(indexes):
-            raise TypeError(f"Argument `indexes` must be an integer tensor, got dtype {indexes.dtype}.")
+            raise ArgumentKindError(
+                f"Argument `indexes` must be an integer tensor, got dtype {indexes.dtype}."
+            )
         if indexes.shape != preds.shape:
             raise ValueError(
                 f"Argument `indexes` must have the shape of `preds` {tuple(preds.shape)}, "
@@ -272,7 +287,7 @@ def check_retrieval_inputs(
     if retrieved is not None:
         if not isinstance(retrieved, Tensor) or retrieved.dtype != torch.bool:
             got = retrieved.dtype if isinstance(retrieved, Tensor) else type(retrieved).__name__
-            raise TypeError(f"Argument `retrieved` must be a bool tensor, got {got}.")
+            raise ArgumentKindError(f"Argument `retrieved` must be a bool tensor, got {got}.")
         if retrieved.shape != preds.shape:
             raise ValueError(
                 f"Argument `retrieved` must have the shape of `preds` {tuple(preds.shape)}, "
@@ -281,7 +296,7 @@ def check_retrieval_inputs(
     if num_relevant is not None:
         if not isinstance(num_relevant, Tensor) or not is_integer(num_relevant):
             got = num_relevant.dtype if isinstance(num_relevant, Tensor) else type(num_relevant).__name__
-            raise TypeError(f"Argument `num_relevant` must be an integer tensor, got {got}.")
+            raise ArgumentKindError(f"Argument `num_relevant` must be an integer tensor, got {got}.")
         if indexes is None:
             queries = preds.shape[0] if preds.ndim == 2 else 1
             if num_relevant.numel() != queries or num_relevant.ndim > 1:
@@ -342,7 +357,7 @@ def check_labels(name: str, labels: Tensor, n_rows: int, rows_name: str) -> None
             f"got shape {tuple(labels.shape)}."
         )
     if labels.is_complex():
-        raise TypeError(f"Argument `{name}` must hold real numbers, got dtype {labels.dtype}.")
+        raise ArgumentKindError(f"Argument `{name}` must hold real numbers, got dtype {labels.dtype}.")
 
 
 def check_neighbor_inputs(q: Tensor, r: Tensor, ql: Tensor, rl: Tensor) -> None:
@@ -369,7 +384,7 @@ def check_metric_names(
     """A tuple or list of metric names, each one of ``known``."""
     if isinstance(names, str) or not isinstance(names, (tuple, list)) or (not allow_empty and not names):
         what = "a non-empty tuple or list" if not allow_empty else "a tuple or list"
-        raise TypeError(f"Argument `{name}` must be {what} of metric names, got {names!r}.")
+        raise ArgumentKindError(f"Argument `{name}` must be {what} of metric names, got {names!r}.")
     unknown = [n for n in names if n not in known]
     if unknown:
         raise ValueError(
@@ -413,11 +428,11 @@ def check_like_earlier(
 def check_labelled_batch(embeddings: Any, labels: Any) -> None:
     """A batch of ``(n, d)`` floating embeddings (possibly empty) with ``(n,)``/``(n, w)`` integer labels."""
     if not isinstance(embeddings, Tensor) or not isinstance(labels, Tensor):
-        raise TypeError(
+        raise ArgumentKindError(
             "Arguments `embeddings` and `labels` must be torch tensors, "
             f"got {type(embeddings).__name__} and {type(labels).__name__}."
         )
     check_embeddings("embeddings", embeddings, allow_empty=True)
     check_labels("labels", labels, embeddings.shape[0], "embeddings")
     if labels.is_floating_point() or labels.is_complex():
-        raise TypeError(f"Argument `labels` must be an integer tensor, got dtype {labels.dtype}.")
+        raise ArgumentKindError(f"Argument `labels` must be an integer tensor, got dtype {labels.dtype}.")

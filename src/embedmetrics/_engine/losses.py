@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.checks import check_bool, check_choice, check_number
+from embedmetrics._engine.checks import ArgumentKindError, check_bool, check_choice, check_number
 
 
 def check_options(margin: Any, reduction: Any, validate_args: Any) -> float:
@@ -33,9 +33,11 @@ def check_outputs(output1: Tensor, output2: Tensor) -> None:
     """Shape and dtype checks on the two outputs (metadata only: no host sync)."""
     for name, out in (("output1", output1), ("output2", output2)):
         if not isinstance(out, Tensor):
-            raise TypeError(f"Argument `{name}` must be a torch.Tensor, got {type(out).__name__}.")
+            raise ArgumentKindError(f"Argument `{name}` must be a torch.Tensor, got {type(out).__name__}.")
         if not out.is_floating_point():
-            raise TypeError(f"Argument `{name}` must be a floating-point tensor, got dtype {out.dtype}.")
+            raise ArgumentKindError(
+                f"Argument `{name}` must be a floating-point tensor, got dtype {out.dtype}."
+            )
         if out.ndim not in (1, 2):
             raise ValueError(
                 f"Argument `{name}` must be 1-D (D,) for one pair or 2-D (B, D) for a batch of pairs,"
@@ -62,7 +64,7 @@ def label_tensor(label: LabelLike, output1: Tensor, dtype: torch.dtype, validate
     batched = output1.ndim == 2
     if isinstance(label, Tensor):
         if label.is_complex():
-            raise TypeError(
+            raise ArgumentKindError(
                 f"Argument `similarity_label` must be a bool, integer or floating-point tensor,"
                 f" got dtype {label.dtype}."
             )
@@ -94,7 +96,9 @@ def label_tensor(label: LabelLike, output1: Tensor, dtype: torch.dtype, validate
                 f" got {label!r}."
             )
         return torch.tensor(float(label), dtype=dtype, device=output1.device)
-    raise TypeError(f"Argument `similarity_label` must be a tensor or a number, got {type(label).__name__}.")
+    raise ArgumentKindError(
+        f"Argument `similarity_label` must be a tensor or a number, got {type(label).__name__}."
+    )
 
 
 def safe_norm(sq_dist: Tensor) -> Tensor:

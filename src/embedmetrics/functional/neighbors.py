@@ -17,6 +17,7 @@ from torch import Tensor
 
 from embedmetrics._engine.checks import (
     TIES,
+    ArgumentKindError,
     check_block_bytes,
     check_bool,
     check_choice,
@@ -96,7 +97,9 @@ def embedding_accuracy(
     metrics = check_metric_names("include", include, tuple(KNN_STATS), allow_empty=False)
     same_source = reference is None
     if same_source != (reference_labels is None):
-        raise TypeError("Arguments `reference` and `reference_labels` go together: give both or neither.")
+        raise ArgumentKindError(
+            "Arguments `reference` and `reference_labels` go together: give both or neither."
+        )
     names: tuple[str, ...] = ("query", "query_labels")
     arrays = [query, query_labels]
     if not same_source:
@@ -110,7 +113,9 @@ def embedding_accuracy(
     if k is not None:
         k = check_positive_int("k", k)
     if label_comparison_fn is not None and not callable(label_comparison_fn):
-        raise TypeError(f"Argument `label_comparison_fn` must be callable, got {label_comparison_fn!r}.")
+        raise ArgumentKindError(
+            f"Argument `label_comparison_fn` must be callable, got {label_comparison_fn!r}."
+        )
     check_bool("avg_of_avgs", avg_of_avgs)
     check_bool("per_query", per_query)
     if check_bool("validate_args", validate_args):

@@ -18,6 +18,8 @@ import torch
 from torch import Tensor
 from torchmetrics import Metric, MetricCollection
 
+from embedmetrics._engine.checks import ArgumentKindError
+
 try:
     from lightning.pytorch import LightningModule, Trainer
     from lightning.pytorch.callbacks import Callback
@@ -40,11 +42,11 @@ def _metric_dict(metrics: Mapping[str, Metric] | MetricCollection) -> dict[str, 
         return dict(metrics.items(keep_base=False, copy_state=False))
     if not isinstance(metrics, Mapping) or not metrics:
         msg = f"Argument `metrics` must be a non-empty dict or a MetricCollection, got {metrics!r}."
-        raise TypeError(msg)
+        raise ArgumentKindError(msg)
     for name, m in metrics.items():
         if not isinstance(name, str) or not isinstance(m, Metric):
             msg = f"Argument `metrics` must map names to torchmetrics Metrics, got {name!r}: {m!r}."
-            raise TypeError(msg)
+            raise ArgumentKindError(msg)
     return dict(metrics)
 
 
@@ -134,7 +136,7 @@ class EmbeddingMetricsCallback(Callback):
         super().__init__()
         names = _metric_dict(metrics)
         if not isinstance(inputs, Mapping) or not inputs:
-            raise TypeError(f"Argument `inputs` must be a non-empty mapping, got {inputs!r}.")
+            raise ArgumentKindError(f"Argument `inputs` must be a non-empty mapping, got {inputs!r}.")
         self._shared = _is_shared(inputs)
         if not self._shared:
             missing = sorted(set(names) - set(inputs))
@@ -146,7 +148,7 @@ class EmbeddingMetricsCallback(Callback):
                 )
             for name, spec in inputs.items():
                 if isinstance(spec, str) or not (callable(spec) or isinstance(spec, (Mapping, Sequence))):
-                    raise TypeError(
+                    raise ArgumentKindError(
                         f"Argument `inputs[{name!r}]` must be a mapping, a sequence of keys or a callable, "
                         f"got {spec!r}."
                     )
@@ -178,7 +180,7 @@ class EmbeddingMetricsCallback(Callback):
         if stage not in self._metrics:
             return
         if not isinstance(outputs, Mapping):
-            raise TypeError(
+            raise ArgumentKindError(
                 f"EmbeddingMetricsCallback needs `{stage}_step` to return a dict of tensors, "
                 f"got {type(outputs)}."
             )
