@@ -4,10 +4,10 @@
 
 - **A rejected batch costs nothing.** torchmetrics' ``forward`` resets the accumulated state before it
   calls ``update`` on the batch and merges the two afterwards, so a batch that raises (bad input, or a
-  batch value that cannot be computed) used to drop the whole epoch. ``forward`` here first validates
-  the batch against the accumulated state (:meth:`BaseMetric._check_batch`), then takes a shallow
-  snapshot of the metric first (references to the state tensors and copies of the state lists: no
-  data is copied) and puts it back if anything raises. ``update`` validates a batch before it touches
+  batch value that cannot be computed) used to drop the whole epoch. ``forward`` here validates the
+  batch against the accumulated state (:meth:`BaseMetric._check_batch`), then takes a shallow
+  snapshot of the metric (references to the state tensors and copies of the state lists: no data is
+  copied) and puts it back if anything raises. ``update`` validates a batch before it touches
   the state (every metric's own contract, tested for every class); a rejected ``update`` also leaves
   torchmetrics' update counter and compute cache as they were.
 - **Non-differentiable metrics never keep a graph.** Their ``update`` receives detached tensors, so

@@ -100,10 +100,6 @@ def prepare(z: Tensor, *, normalize: bool, eps: float, dtype: torch.dtype) -> Te
 # ----------------------------------------------------------------------------- contrastive accuracy
 
 
-def _plan(n: int, rows: int, shard: tuple[int, int] | None) -> list[tuple[int, int]]:
-    return shard_blocks(block_ranges(n, rows), shard)
-
-
 def _diagonal(z1: Tensor, z2: Tensor, rows: int, shard: tuple[int, int] | None = None) -> Tensor:
     """``s_ii`` from the ``B x B`` diagonal tile of each block (same GEMM shapes).
 
@@ -111,7 +107,7 @@ def _diagonal(z1: Tensor, z2: Tensor, rows: int, shard: tuple[int, int] | None =
     summing the results of all ranks (:func:`contrastive_diagonal`) gives the whole diagonal.
     """
     out = torch.zeros(z1.shape[0], dtype=z1.dtype, device=z1.device)
-    for start, stop in _plan(z1.shape[0], rows, shard):
+    for start, stop in shard_blocks(block_ranges(z1.shape[0], rows), shard):
         out[start:stop] = (z1[start:stop] @ z2[start:stop].T).diagonal()
     return out
 

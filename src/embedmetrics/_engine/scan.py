@@ -31,11 +31,6 @@ def compute_dtype(*tensors: Tensor) -> torch.dtype:
     return torch.float64 if any(t.dtype == torch.float64 for t in tensors) else torch.float32
 
 
-def block_rows(n_ref: int, *, block_bytes: int = DEFAULT_BLOCK_BYTES, itemsize: int = 4) -> int:
-    """Number of query rows per block so that a ``(rows, n_ref)`` block fits in ``block_bytes``."""
-    return block_rows_for(n_ref * itemsize, block_bytes)
-
-
 def block_budget(block_bytes: int | None, device: torch.device, cpu_default: int) -> int:
     """The byte budget of one block: ``block_bytes`` when given, else chosen for ``device``.
 
