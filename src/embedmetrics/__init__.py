@@ -7,6 +7,7 @@ from embedmetrics._engine.checks import ArgumentKindError
 from embedmetrics.embedding import Alignment, ContrastiveAccuracy, Uniformity
 from embedmetrics.losses import ContrastiveLoss
 from embedmetrics.neighbors import AccuracyCalculator, EmbeddingAccuracy
+from embedmetrics.representation import AlphaReQ, KNNAccuracy, LiDAR, LinearCKA, RankMe
 from embedmetrics.retrieval import *  # noqa: F403 (every retrieval metric: see embedmetrics.retrieval.__all__)
 
 __version__ = "0.1.0"
@@ -17,3 +18,4 @@ __all__ += ["AccuracyCalculator", "EmbeddingAccuracy"]
 __all__ += [name for name in _retrieval.__all__ if name != "RetrievalMetric"]  # the metrics, not the base
 
 __all__ += ["Alignment", "ContrastiveAccuracy", "Uniformity"]
+__all__ += ["AlphaReQ", "KNNAccuracy", "LiDAR", "LinearCKA", "RankMe"]

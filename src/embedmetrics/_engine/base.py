@@ -117,6 +117,42 @@ class BaseMetric(SyncSafeMetric):
             return torch.cat(state) if state else None
         return state if state.numel() else None
 
+    # ------------------------------------------------------------------ running sums
+    def add_running_sum(self, *names: str) -> None:
+        """Sums whose shape is known only at the first ``update`` (``Σzzᵀ`` of ``d`` features).
+
+        Kept as a ``"cat"`` list holding one running partial (``(1, *shape)``) per process: ranks that
+        made no ``update`` still sync (``SyncSafeMetric``), and :meth:`running_sum` adds the partials
+        in rank order. :meth:`accumulate` folds every new term (and the batch partial ``forward``
+        merges in) into one, so memory stays one partial per process.
+        """
+        for name in names:
+            self.add_state(name, default=[], dist_reduce_fx="cat")
+        self._running_sums = (*getattr(self, "_running_sums", ()), *names)
+
+    def _reduce_states(self, incoming_state: dict[str, Any]) -> None:
+        """torchmetrics' merge (``forward``, ``merge_state``); running sums are folded at once."""
+        super()._reduce_states(incoming_state)
+        for name in getattr(self, "_running_sums", ()):
+            total = self.running_sum(name)
+            setattr(self, name, [] if total is None else [total[None]])
+
+    def running_sum(self, name: str) -> Optional[Tensor]:
+        """The total of running sum ``name`` (over the processes after a sync), or ``None`` when empty."""
+        state = getattr(self, name)
+        if isinstance(state, list):
+            state = torch.cat(state) if state else None
+        return None if state is None or state.shape[0] == 0 else state.sum(dim=0)
+
+    def accumulate(self, **terms: Tensor) -> None:
+        """Add each term to its running sum (all of them, or none if one does not fit)."""
+        totals = {}
+        for name, term in terms.items():
+            current = self.running_sum(name)
+            totals[name] = [term[None] if current is None else (current + term)[None]]
+        for name, total in totals.items():
+            setattr(self, name, total)
+
     # ------------------------------------------------------------------ settings
     def add_settings_state(self, **settings: Any) -> None:
         """Record the settings that shape what ``update`` stores, as a state of its own.
@@ -154,12 +190,14 @@ class BaseMetric(SyncSafeMetric):
         )
 
     def merge_state(self, incoming_state: dict[str, Any] | Metric) -> None:
-        """torchmetrics' ``merge_state``; a state computed with other settings raises ``ValueError``."""
+        """torchmetrics' ``merge_state``; a state computed with other settings raises ``ValueError``, and
+        the next ``compute`` sees the merged state (torchmetrics would return a value cached before)."""
         if isinstance(incoming_state, BaseMetric) and isinstance(incoming_state, type(self)):
             self._refuse_other_settings(incoming_state._settings, "merge_state")
         elif isinstance(incoming_state, dict):
             self._refuse_other_settings_code(incoming_state.get("settings_code"), "merge_state")
         super().merge_state(incoming_state)
+        self._computed = None  # torchmetrics keeps the value cached before the merge
 
     def state_dict(  # type: ignore[override]
         self, destination: dict[str, Any] | None = None, prefix: str = "", keep_vars: bool = False

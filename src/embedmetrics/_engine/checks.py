@@ -143,6 +143,17 @@ def to_tensors(names: Sequence[str], *arrays: Any) -> tuple[list[Tensor], bool]:
     return [as_tensor(n, a) for n, a in zip(names, arrays)], all_numpy
 
 
+def as_output(value: Tensor, numpy: bool, single: bool = True) -> Any:
+    """A functional's result: a 0-dim (``single``) or 1-D tensor, or NumPy float64 scalar / array when
+    the inputs were NumPy (see :func:`to_tensors`)."""
+    if single:
+        value = value.reshape(())
+    if numpy:
+        array = value.detach().cpu().to(torch.float64).numpy()
+        return np.float64(array) if single else array
+    return value
+
+
 def check_embeddings(name: str, z: Tensor, *, allow_empty: bool = False) -> None:
     """Check that ``z`` is a 2-D floating-point tensor of embeddings with at least one row."""
     if z.ndim != 2:

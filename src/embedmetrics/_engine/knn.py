@@ -124,6 +124,89 @@ class KnnResult:
         return KnnResult(stats, idx, dst, self.k)
 
 
+@dataclass
+class KeyBlocks:
+    """Ranking keys of query blocks against all references (ascending = nearer), one block at a time.
+
+    Euclidean: ``||r||² − 2 q·r`` as one product ``[−2q, 1] · [r, ||r||²]``; cosine: ``−cos``. Identical
+    reference rows get bit-identical keys in every row (each distinct row is multiplied once and its
+    key copied to every column that holds it). Columns past ``n_r`` (padding for
+    :func:`smallest_keys`' groups) and each query's own column (``self_index``) are ``+inf``.
+    """
+
+    q: Tensor
+    ref_t: Tensor
+    inverse: Optional[Tensor]
+    q_sq: Optional[Tensor]
+    n_r: int
+    n_cols: int
+    kk: int
+    groups: Optional[tuple[int, int]]
+    self_index: Optional[Tensor]
+    buffer: Optional[Tensor] = None
+
+    @property
+    def device(self) -> torch.device:
+        return self.q.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.q.dtype
+
+    @classmethod
+    def prepare(
+        cls, query: Tensor, reference: Tensor, distance: str, kk: int, self_index: Optional[Tensor] = None
+    ) -> KeyBlocks:
+        """Normalise or extend the rows once; ``kk`` keys per row will be asked of :func:`smallest_keys`."""
+        dtype = compute_dtype(query, reference)
+        q = query.detach().to(dtype)
+        # identical reference rows must get identical keys in every row: compute each distinct one once
+        distinct = distinct_rows(reference.detach().to(dtype))
+        ref = distinct.rows
+        n_q, n_r = q.shape[0], reference.shape[0]
+        q_sq: Optional[Tensor] = None
+        if distance == "cosine":
+            q = -l2_normalize(q, 1e-12)
+            ref = l2_normalize(ref, 1e-12)
+        else:
+            q_sq = (q * q).sum(dim=1)
+            ref = torch.cat([ref, (ref * ref).sum(dim=1, keepdim=True)], dim=1)
+            q = torch.cat([q * -2.0, q.new_ones(n_q, 1)], dim=1)
+        groups = column_groups(n_r, kk)
+        n_cols = n_r if groups is None else groups[0] * GROUP_SIZE
+        if distinct.all_distinct and n_cols > n_r:  # padding columns, set to +inf after each product
+            ref = torch.cat([ref, ref.new_zeros(n_cols - n_r, ref.shape[1])])
+        return cls(q, ref.T, distinct.inverse, q_sq, n_r, n_cols, kk, groups, self_index)
+
+    def plan(
+        self, block_bytes: int | None, shard: Optional[tuple[int, int]], extra_row_bytes: int = 0
+    ) -> list[tuple[int, int]]:
+        """This shard's query blocks (``extra_row_bytes``: the caller's own memory per query row)."""
+        budget = block_budget(block_bytes, self.device, KNN_BLOCK_BYTES)
+        row_bytes = self.n_cols * self.q.element_size() + extra_row_bytes
+        rows, ranges = plan_blocks(self.q.shape[0], row_bytes, budget, shard)
+        self.buffer = torch.empty(
+            min(rows, self.q.shape[0]), self.n_cols, dtype=self.dtype, device=self.device
+        )
+        return ranges
+
+    def block(self, start: int, stop: int) -> Tensor:
+        """The ``(stop − start, n_cols)`` keys of queries ``start:stop`` (valid until the next call)."""
+        assert self.buffer is not None, "call plan() first"
+        nb = stop - start
+        if self.inverse is None:
+            s = torch.mm(self.q[start:stop], self.ref_t, out=self.buffer[:nb])
+        else:  # keys of the distinct rows, then every reference column takes its row's key
+            s = self.buffer[:nb]
+            s[:, : self.n_r] = torch.mm(self.q[start:stop], self.ref_t).index_select(1, self.inverse)
+        s[:, self.n_r :] = float("inf")
+        if self.self_index is not None:
+            own = self.self_index[start:stop]
+            valid = own >= 0
+            s[torch.arange(nb, device=s.device)[valid], own[valid]] = float("inf")
+        return s
+
+
 def knn_scan(
     query: Tensor,
     reference: Tensor,
@@ -163,47 +246,18 @@ def knn_scan(
     Returns:
         Per-query statistics (see :data:`STAT_NAMES`), zero outside the scanned share.
     """
-    dtype = compute_dtype(query, reference)
-    q = query.detach().to(dtype)
-    # identical reference rows must get identical keys in every row: compute each distinct one once
-    distinct = distinct_rows(reference.detach().to(dtype))
-    ref = distinct.rows
-    n_q, n_r = q.shape[0], reference.shape[0]
-    dev = q.device
-    q_sq: Optional[Tensor] = None
-    if distance == "cosine":
-        q = -l2_normalize(q, 1e-12)
-        ref = l2_normalize(ref, 1e-12)
-    else:  # ||r||² − 2 q·r as one product: [−2q, 1] · [r, ||r||²]
-        q_sq = (q * q).sum(dim=1)
-        ref = torch.cat([ref, (ref * ref).sum(dim=1, keepdim=True)], dim=1)
-        q = torch.cat([q * -2.0, q.new_ones(n_q, 1)], dim=1)
-    kk = min(k + 1, n_r)
-    groups = column_groups(n_r, kk)
-    n_cols = n_r if groups is None else groups[0] * GROUP_SIZE
-    if distinct.all_distinct and n_cols > n_r:  # padding columns, set to +inf after each product
-        ref = torch.cat([ref, ref.new_zeros(n_cols - n_r, ref.shape[1])])
-    ref_t = ref.T
+    keys = KeyBlocks.prepare(query, reference, distance, min(k + 1, reference.shape[0]), self_index)
+    n_q, kk, groups, dev, dtype = query.shape[0], keys.kk, keys.groups, keys.device, keys.dtype
+    n_r = keys.n_r
     out = {n: torch.zeros(n_q, dtype=torch.float64, device=dev) for n in STAT_NAMES if n in stats}
     indices = torch.zeros(n_q, k, dtype=torch.int64, device=dev) if return_neighbors else None
     distances = torch.zeros(n_q, k, dtype=dtype, device=dev) if return_neighbors else None
-    budget = block_budget(block_bytes, dev, KNN_BLOCK_BYTES)
-    rows, ranges = plan_blocks(n_q, n_cols * q.element_size(), budget, shard)
-    buffer = torch.empty(min(rows, n_q), n_cols, dtype=dtype, device=dev)
+    ranges = keys.plan(block_bytes, shard)
+    q_sq = keys.q_sq
     cmp_fn = label_comparison_fn
     for start, stop in ranges:
         nb = stop - start
-        # ranking key, ascending = nearer: ||r||² − 2 q·r (Euclidean) or −cos
-        if distinct.inverse is None:
-            s = torch.mm(q[start:stop], ref_t, out=buffer[:nb])
-        else:  # keys of the distinct rows, then every reference column takes its row's key
-            s = buffer[:nb]
-            s[:, :n_r] = torch.mm(q[start:stop], ref_t).index_select(1, distinct.inverse)
-        s[:, n_r:] = float("inf")
-        if self_index is not None:
-            own = self_index[start:stop]
-            valid = own >= 0
-            s[torch.arange(nb, device=dev)[valid], own[valid]] = float("inf")
+        s = keys.block(start, stop)
         vals, idx = smallest_keys(s, kk, groups)
         v_k = vals[:, k - 1]
         qlab = query_labels[start:stop]

@@ -6,6 +6,7 @@ from embedmetrics.functional import retrieval
 from embedmetrics.functional.embedding import alignment_score, contrastive_accuracy_score, uniformity_score
 from embedmetrics.functional.losses import contrastive_loss
 from embedmetrics.functional.neighbors import embedding_accuracy
+from embedmetrics.functional.representation import alpha_req, knn_accuracy, lidar, linear_cka, rankme
 from embedmetrics.functional.retrieval import *  # noqa: F403 (see embedmetrics.functional.retrieval.__all__)
 
 __all__: list[str] = []
@@ -14,3 +15,4 @@ __all__ += ["embedding_accuracy"]
 __all__ += retrieval.__all__
 
 __all__ += ["alignment_score", "contrastive_accuracy_score", "uniformity_score"]
+__all__ += ["alpha_req", "knn_accuracy", "lidar", "linear_cka", "rankme"]

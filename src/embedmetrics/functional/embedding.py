@@ -11,12 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-import torch
-from torch import Tensor
-
 from embedmetrics._engine import embedding as engine
 from embedmetrics._engine.checks import (
+    as_output,
     check_block_bytes,
     check_bool,
     check_embeddings,
@@ -27,16 +24,6 @@ from embedmetrics._engine.checks import (
 from embedmetrics._engine.embedding import TopK, check_contrastive_options
 
 __all__ = ["alignment_score", "contrastive_accuracy_score", "uniformity_score"]
-
-
-def _output(value: Tensor, numpy: bool, single: bool = True) -> Any:
-    """Shape the result: 0-dim (or ``(len(k),)``) tensor, or NumPy float64 scalar / array."""
-    if single:
-        value = value.reshape(())
-    if numpy:
-        array = value.detach().cpu().to(torch.float64).numpy()
-        return np.float64(array) if single else array
-    return value
 
 
 def contrastive_accuracy_score(
@@ -106,7 +93,7 @@ def contrastive_accuracy_score(
     value = engine.contrastive_accuracy(
         t1, t2, normalize=bool(normalize), eps=float(eps), ks=ks, ties=ties, block_bytes=block_bytes
     )
-    return _output(value, numpy, single)
+    return as_output(value, numpy, single)
 
 
 def uniformity_score(
@@ -168,7 +155,7 @@ def uniformity_score(
     if check_bool("validate_args", validate_args):
         check_finite("z", tz)
     value = engine.uniformity(tz, **options, block_bytes=block_bytes)
-    return _output(value, numpy)
+    return as_output(value, numpy)
 
 
 def alignment_score(
@@ -217,4 +204,4 @@ def alignment_score(
     options = engine.check_alignment_options(alpha, normalize, eps)
     check_paired_embeddings(("z1", "z2"), t1, t2, validate_args=validate_args)
     terms = engine.alignment_terms(t1, t2, **options)
-    return _output(terms.mean(), numpy)
+    return as_output(terms.mean(), numpy)

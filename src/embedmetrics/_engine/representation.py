@@ -1,0 +1,76 @@
+"""Argument checks of the representation-health metrics, shared by the module and functional faces."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Optional
+
+from torch import Tensor
+
+from embedmetrics._engine.checks import (
+    TIES,
+    ArgumentKindError,
+    as_tensor,
+    check_block_bytes,
+    check_choice,
+    check_number,
+    check_positive_int,
+    is_integer,
+    normalize_ks,
+)
+
+
+def check_class_labels(name: str, labels: Any, rows: Tensor) -> Tensor:
+    """One integer label per row of ``rows`` (``(n,)``), as a tensor on ``rows``' device."""
+    t = as_tensor(name, labels)
+    if not is_integer(t):
+        raise ArgumentKindError(f"Argument `{name}` must hold integer labels, got dtype {t.dtype}.")
+    if t.ndim != 1 or t.shape[0] != rows.shape[0]:
+        raise ValueError(
+            f"Argument `{name}` must be 1-D with one label per row ({rows.shape[0]} rows), "
+            f"got shape {tuple(t.shape)}."
+        )
+    return t.to(rows.device)
+
+
+def check_row_pair(names: tuple[str, str], x: Tensor, y: Tensor) -> None:
+    """Two representations of the same samples: the same number of rows, on the same device."""
+    if x.shape[0] != y.shape[0]:
+        raise ValueError(
+            f"Arguments `{names[0]}` and `{names[1]}` must have the same number of rows (one per sample), "
+            f"got shapes {tuple(x.shape)} and {tuple(y.shape)}."
+        )
+    if x.device != y.device:
+        raise ValueError(
+            f"Arguments `{names[0]}` and `{names[1]}` must be on the same device, "
+            f"got {x.device} and {y.device}."
+        )
+
+
+class KnnOptions(NamedTuple):
+    """Checked options of the weighted k-NN accuracy."""
+
+    k: int
+    temperature: float
+    tops: tuple[int, ...]
+    single: bool
+    num_classes: Optional[int]
+    ties: str
+    block_bytes: Optional[int]
+
+
+def check_knn_options(
+    k: Any, temperature: Any, top: Any, num_classes: Any, ties: Any, block_bytes: Any
+) -> KnnOptions:
+    """``k >= 1``, ``temperature > 0``, ``top`` an int or a sequence of them, ``num_classes`` an int or
+    ``None``, ``ties`` a policy, ``block_bytes`` a budget or ``None``."""
+    tops, single = normalize_ks("top", top, allow_none=False)
+    check_choice("ties", ties, TIES)
+    return KnnOptions(
+        check_positive_int("k", k),
+        check_number("temperature", temperature, positive=True),
+        tuple(int(t) for t in tops if t is not None),
+        single,
+        None if num_classes is None else check_positive_int("num_classes", num_classes),
+        str(ties),
+        check_block_bytes(block_bytes),
+    )

@@ -1,0 +1,263 @@
+r"""Functional twins of representation health: RankMe, α-ReQ, LiDAR, linear CKA, weighted k-NN accuracy.
+
+Every function takes torch tensors or NumPy arrays (all arguments of the same kind) and returns the
+same kind: a 0-dim tensor on the input's device (float64 for float64 input, float32 otherwise), or a
+``numpy.float64``; ``knn_accuracy`` with a sequence ``top`` returns one value per entry. The
+spectral metrics and CKA are computed from the same float64 sufficient statistics the module
+metrics accumulate (:mod:`embedmetrics._engine.spectral`), so a module fed in batches and the
+function on the stacked rows agree.
+
+Undefined values are NaN, not errors: RankMe of an all-zero matrix is 0 (rank 0), α-ReQ needs two
+nonzero eigenvalues in ``fit_range``, LiDAR two classes and a class with two rows, CKA two
+non-constant representations.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import Tensor
+
+from embedmetrics._engine import spectral
+from embedmetrics._engine.checks import (
+    as_output,
+    check_bool,
+    check_embeddings,
+    check_finite,
+    to_tensors,
+)
+from embedmetrics._engine.knn_vote import knn_vote_hits
+from embedmetrics._engine.representation import check_class_labels, check_knn_options, check_row_pair
+from embedmetrics._engine.scan import compute_dtype
+
+__all__ = ["alpha_req", "knn_accuracy", "lidar", "linear_cka", "rankme"]
+
+
+def _embeddings(
+    names: tuple[str, ...], arrays: tuple[Any, ...], validate_args: bool
+) -> tuple[list[Tensor], bool]:
+    tensors, numpy = to_tensors(names, *arrays)
+    validate = check_bool("validate_args", validate_args)
+    for name, t in zip(names, tensors):
+        check_embeddings(name, t)
+        if validate:
+            check_finite(name, t)
+    return tensors, numpy
+
+
+def _finish(value: Tensor, like: list[Tensor], numpy: bool) -> Any:
+    return as_output(value.to(compute_dtype(*like)), numpy)
+
+
+def rankme(
+    z: Any, *, center: bool = False, eps: float = spectral.RANKME_EPS, validate_args: bool = True
+) -> Any:
+    r"""RankMe (Garrido et al., "RankMe: Assessing the downstream performance of pretrained
+    self-supervised representations by their rank", ICML 2023); higher is better.
+
+    .. math::
+        \mathrm{RankMe}(Z) = \exp\Big(-\sum_k p_k \log p_k\Big), \quad
+        p_k = \frac{\sigma_k(Z)}{\lVert \sigma(Z) \rVert_1} + \epsilon
+
+    over the ``min(n, d)`` singular values of the ``(n, d)`` embedding matrix, uncentred as in the
+    paper. They are the square roots of the eigenvalues of ``ZᵀZ`` (float64), the statistic the
+    module metric sums over batches. A rank-``r`` embedding scores about ``r``.
+
+    Args:
+        z: embeddings ``(n_samples, n_features)``, tensor or array.
+        center: subtract the mean row first.
+        eps: ``ε`` (the paper's ``1e-7``).
+        validate_args: reject NaN and infinite embeddings (``ValueError``; reads the data).
+
+    Examples:
+        >>> import torch
+        >>> from embedmetrics.functional import rankme
+        >>> rankme(torch.eye(4))
+        tensor(4.0000)
+        >>> rankme(torch.ones(5, 3))  # collapsed: rank 1
+        tensor(1.0000)
+    """
+    (t,), numpy = _embeddings(("z",), (z,), validate_args)
+    value = spectral.rankme(
+        spectral.moments(t), center=check_bool("center", center), eps=spectral.check_eps("eps", eps)
+    )
+    return _finish(value, [t], numpy)
+
+
+def alpha_req(
+    z: Any, *, fit_range: tuple[int, int] = spectral.ALPHA_FIT_RANGE, validate_args: bool = True
+) -> Any:
+    r"""α-ReQ (Agrawal et al., "α-ReQ: Assessing representation quality in self-supervised learning by
+    measuring eigenspectrum decay", NeurIPS 2022).
+
+    The eigenvalues ``λ_1 >= λ_2 >= ...`` of the covariance of the rows are fitted by a power law
+    ``λ_i ∝ i^(−α)``: least squares of ``log λ_i`` on ``log i`` with weights ``1 / i`` (the authors'
+    fit), over the ranks ``fit_range`` (1-based, inclusive; the default 6 to 100 is the authors'
+    ``np.arange(5, 100)``), clipped to the eigenvalues that exist and are nonzero (above
+    ``d · 2⁻⁵² · λ_1``). NaN with fewer than two of them.
+
+    Args:
+        z: embeddings ``(n_samples, n_features)``, tensor or array.
+        fit_range: ``(first, last)`` rank of the fit.
+        validate_args: reject NaN and infinite embeddings (``ValueError``; reads the data).
+
+    Examples:
+        >>> import torch
+        >>> from embedmetrics.functional import alpha_req
+        >>> gen = torch.Generator().manual_seed(0)
+        >>> z = torch.randn(20000, 64, generator=gen, dtype=torch.float64) * torch.arange(1, 65) ** -1.0
+        >>> round(float(alpha_req(z, fit_range=(2, 60))), 1)  # eigenvalues ~ i^-2
+        2.0
+    """
+    (t,), numpy = _embeddings(("z",), (z,), validate_args)
+    value = spectral.alpha_req(spectral.moments(t), fit_range=spectral.check_fit_range(fit_range))
+    return _finish(value, [t], numpy)
+
+
+def lidar(
+    z: Any,
+    labels: Any,
+    *,
+    delta: float = spectral.LIDAR_DELTA,
+    eps: float = spectral.LIDAR_EPS,
+    validate_args: bool = True,
+) -> Any:
+    r"""LiDAR (Thilak et al., "LiDAR: Sensing linear probing performance in joint embedding SSL
+    architectures", ICLR 2024); higher is better.
+
+    ``labels`` name the surrogate class of each row: the source sample it is an augmentation of.
+    With class means ``μ_c``, their mean ``μ``, ``C`` classes and ``N`` rows,
+
+    .. math::
+        \Sigma_b = \frac{1}{C-1}\sum_c (\mu_c-\mu)(\mu_c-\mu)^\top, \quad
+        \Sigma_w = \frac{1}{N-C}\sum_c\sum_{i \in c} (z_i-\mu_c)(z_i-\mu_c)^\top + \delta I
+
+    and LiDAR is the smooth rank ``exp(−Σ p log p)``, ``p_i = λ_i / ‖λ‖₁ + ε``, of the eigenvalues
+    of ``Σ_w^(−1/2) Σ_b Σ_w^(−1/2)``. (With ``q`` views per source sample, ``N − C = C(q − 1)`` as in
+    the paper.) NaN with fewer than two classes or no class of two rows.
+
+    Args:
+        z: embeddings ``(n_samples, n_features)``, tensor or array.
+        labels: ``(n_samples,)`` integer source-sample ids, of the same kind as ``z``.
+        delta: ``δ``, the ridge of the within-class covariance.
+        eps: ``ε`` of the distribution.
+        validate_args: reject NaN and infinite embeddings (``ValueError``; reads the data).
+
+    Examples:
+        >>> import torch
+        >>> from embedmetrics.functional import lidar
+        >>> gen = torch.Generator().manual_seed(0)
+        >>> sources = torch.randn(50, 8, generator=gen)
+        >>> views = sources.repeat_interleave(4, dim=0) + 0.1 * torch.randn(200, 8, generator=gen)
+        >>> round(float(lidar(views, torch.arange(50).repeat_interleave(4))), 2)
+        7.61
+    """
+    (t, raw_labels), numpy = to_tensors(("z", "labels"), z, labels)
+    (t,), _ = _embeddings(("z",), (t,), validate_args)
+    lab = check_class_labels("labels", raw_labels, t)
+    _, counts, sums = spectral.class_partials(t, lab)
+    value = spectral.lidar(
+        counts,
+        sums,
+        spectral.moments(t).gram,
+        delta=spectral.check_eps("delta", delta),
+        eps=spectral.check_eps("eps", eps),
+    )
+    return _finish(value, [t], numpy)
+
+
+def linear_cka(x: Any, y: Any, *, validate_args: bool = True) -> Any:
+    r"""Linear CKA (Kornblith et al., "Similarity of neural network representations revisited",
+    ICML 2019) between two representations of the same ``n`` samples (any widths).
+
+    .. math::
+        \mathrm{CKA}(X, Y) = \frac{\lVert \tilde X^\top \tilde Y \rVert_F^2}
+        {\lVert \tilde X^\top \tilde X \rVert_F \, \lVert \tilde Y^\top \tilde Y \rVert_F}
+
+    with ``X̃``, ``Ỹ`` the column-centred matrices: equal to the HSIC form with linear kernels,
+    invariant to rotations and isotropic scaling of either side, in ``[0, 1]``. NaN when a
+    representation is constant.
+
+    Args:
+        x: ``(n_samples, d_x)`` representation, tensor or array.
+        y: ``(n_samples, d_y)`` representation of the same samples, same kind as ``x``.
+        validate_args: reject NaN and infinite values (``ValueError``; reads the data).
+
+    Examples:
+        >>> import torch
+        >>> from embedmetrics.functional import linear_cka
+        >>> x = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, 0.0]])
+        >>> linear_cka(x, 3 * x)
+        tensor(1.)
+        >>> linear_cka(x, x[:, :1])
+        tensor(0.8127)
+    """
+    (a, b), numpy = _embeddings(("x", "y"), (x, y), validate_args)
+    check_row_pair(("x", "y"), a, b)
+    ma, mb = spectral.moments(a), spectral.moments(b)
+    value = spectral.linear_cka(ma.n, ma.total, mb.total, ma.gram, mb.gram, spectral.cross_gram(a, b))
+    return _finish(value, [a, b], numpy)
+
+
+def knn_accuracy(
+    bank: Any,
+    bank_labels: Any,
+    queries: Any,
+    query_labels: Any,
+    *,
+    k: int = 20,
+    temperature: float = 0.07,
+    top: int | tuple[int, ...] = (1, 5),
+    num_classes: int | None = None,
+    ties: str = "average",
+    block_bytes: int | None = None,
+    validate_args: bool = True,
+) -> Any:
+    r"""Weighted k-NN classification accuracy (Wu et al., "Unsupervised feature learning via
+    non-parametric instance discrimination", CVPR 2018; the monitor of DINO and solo-learn).
+
+    Each query takes its ``k`` most cosine-similar bank rows (exact, blocked: no ``queries x bank``
+    matrix); neighbour ``j`` votes for its label with weight ``exp(s_j / T)``; the query is a hit at
+    ``top`` when its label is among the ``top`` classes of largest vote. Neighbours tied at the
+    ``k``-th similarity share the remaining places (each votes with its probability of being among
+    the ``k`` under a random order); classes tied in votes follow ``ties`` (``"average"``: the
+    expected hit of a random order among the ``num_classes`` votes, classes without a vote tied at
+    0). On tie-free data the top-1 prediction is the argmax of the votes, as in DINO and solo-learn.
+
+    Args:
+        bank: ``(n_bank, d)`` labelled reference embeddings, tensor or array.
+        bank_labels: ``(n_bank,)`` integer labels.
+        queries: ``(n_query, d)`` embeddings to classify.
+        query_labels: ``(n_query,)`` their true labels.
+        k: neighbours per query (clipped to ``n_bank``).
+        temperature: ``T`` of the weights.
+        top: ``top`` of the accuracy, or a sequence (one value per entry).
+        num_classes: number of classes; ``None``: the number of distinct labels in both sets.
+        ties: ``"average"``, ``"pessimistic"`` or ``"optimistic"`` for classes tied in votes.
+        block_bytes: memory budget of one similarity block, in bytes; ``None`` chooses it per device.
+        validate_args: reject NaN and infinite embeddings (``ValueError``; reads the data).
+
+    Examples:
+        >>> import torch
+        >>> from embedmetrics.functional import knn_accuracy
+        >>> bank = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
+        >>> queries = torch.tensor([[1.0, 0.2], [0.3, 1.0]])
+        >>> knn_accuracy(bank, torch.tensor([0, 0, 1, 1]), queries, torch.tensor([0, 0]), k=2, top=(1, 2))
+        tensor([0.5000, 1.0000])
+    """
+    options = check_knn_options(k, temperature, top, num_classes, ties, block_bytes)
+    names = ("bank", "bank_labels", "queries", "query_labels")
+    (b, bl, q, ql), numpy = to_tensors(names, bank, bank_labels, queries, query_labels)
+    (b, q), _ = _embeddings(("bank", "queries"), (b, q), validate_args)
+    if b.shape[1] != q.shape[1]:
+        raise ValueError(
+            "Arguments `bank` and `queries` must have the same number of features, "
+            f"got {b.shape[1]} and {q.shape[1]}."
+        )
+    hits = knn_vote_hits(
+        b, check_class_labels("bank_labels", bl, b), q, check_class_labels("query_labels", ql, q),
+        k=options.k, temperature=options.temperature, tops=options.tops, num_classes=options.num_classes,
+        ties=options.ties, block_bytes=options.block_bytes,
+    )  # fmt: skip
+    value = (hits / q.shape[0]).to(compute_dtype(b, q))
+    return as_output(value, numpy, options.single)

@@ -1,0 +1,410 @@
+"""Module metrics of representation health: ``RankMe``, ``AlphaReQ``, ``LiDAR``, ``LinearCKA``,
+``KNNAccuracy``.
+
+The spectral metrics and CKA keep sufficient statistics, not samples (:mod:`embedmetrics._engine.spectral`):
+``n``, ``Σz`` and ``Σzzᵀ`` in float64 (``Σxyᵀ`` for CKA, per-class sums for LiDAR). Memory is
+O(d²) for any number of samples, and the value is the same for any batch split and any number of
+processes: no queue of recent samples, no rank-0-only estimate. ``KNNAccuracy`` keeps the bank and
+the queries (row stores) and runs the exact blocked kNN scan in ``compute``, each process scanning
+its share of the queries.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+import torch
+from torch import Tensor
+
+from embedmetrics._engine import spectral
+from embedmetrics._engine.base import BaseMetric
+from embedmetrics._engine.checks import (
+    ArgumentKindError,
+    as_tensor,
+    check_bool,
+    check_choice,
+    check_embeddings,
+    check_finite,
+    check_like_earlier,
+)
+from embedmetrics._engine.knn_vote import knn_vote_hits
+from embedmetrics._engine.representation import (
+    check_class_labels,
+    check_knn_options,
+    check_row_pair,
+)
+from embedmetrics._engine.scan import all_reduce_sum, metric_shard
+from embedmetrics._plotting import plot_metric
+
+__all__ = ["AlphaReQ", "KNNAccuracy", "LiDAR", "LinearCKA", "RankMe"]
+
+
+class _RepresentationMetric(BaseMetric):
+    """Shared batch handling: embeddings (tensor or NumPy) checked before any state changes."""
+
+    full_state_update: bool = False
+    is_differentiable: bool = False
+
+    def __init__(self, validate_args: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.validate_args = check_bool("validate_args", validate_args)
+        self._dims: dict[str, int] = {}
+
+    def _embeddings(self, name: str, z: Any, *, remember: bool = True) -> Tensor:
+        """One batch of embeddings as a tensor on the metric's device, checked; touches no state."""
+        t = as_tensor(name, z)
+        if not isinstance(z, Tensor):
+            t = t.to(self.device)
+        check_embeddings(name, t)
+        check_like_earlier(name, "features", t.shape[1], self._dims.get(name), tuple(t.shape))
+        if self.validate_args:
+            check_finite(name, t)
+        return t
+
+    def _remember(self, **dims: int) -> None:
+        self._dims.update(dims)
+
+    def reset(self) -> None:
+        """Clear the state (and the remembered feature dimensions)."""
+        super().reset()
+        self._dims = {}
+
+    def plot(self, val: Any = None, ax: Any = None) -> Any:
+        """Plot a value or a sequence of values (needs matplotlib)."""
+        return plot_metric(self, val, ax, None)
+
+
+class _MomentMetric(_RepresentationMetric):
+    """``n``, ``Σz`` and ``Σzzᵀ`` of every row seen (float64 running sums)."""
+
+    n: Tensor
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.add_state("n", default=torch.tensor(0, dtype=torch.int64), dist_reduce_fx="sum")
+        self.add_running_sum("total", "gram")
+
+    def _check_batch(self, *args: Any, **kwargs: Any) -> None:
+        self._embeddings("z", kwargs.get("z", args[0] if args else None))
+
+    def update(self, z: Tensor) -> None:
+        """Add a batch of embeddings ``(n_samples, n_features)``."""
+        m = spectral.moments(self._embeddings("z", z))
+        self.accumulate(total=m.total, gram=m.gram)
+        self.n = self.n + m.n.to(self.n.device)
+        self._remember(z=z.shape[1])
+
+    def _moments(self) -> Optional[spectral.Moments]:
+        total, gram = self.running_sum("total"), self.running_sum("gram")
+        if total is None or gram is None or int(self.n) == 0:
+            return None
+        return spectral.Moments(self.n, total, gram)
+
+    def _finish(self, value: Optional[Tensor]) -> Tensor:
+        if value is None:
+            return torch.tensor(math.nan, device=self.device)
+        return value.to(torch.get_default_dtype())
+
+
+class RankMe(_MomentMetric):
+    r"""RankMe (Garrido et al., ICML 2023), the effective rank of the embeddings; higher is better.
+
+    Keeps ``n``, ``Σz`` and ``Σzzᵀ`` (float64, O(d²) memory) and computes
+    :func:`~embedmetrics.functional.rankme` of every row seen: exactly the value on the stacked
+    rows, for any batch split and world size.
+
+    Args:
+        center: subtract the mean row first (the paper uses the uncentred embeddings).
+        eps: added to each normalised singular value (the paper's ``1e-7``).
+        validate_args: reject NaN and infinite embeddings in ``update`` (``ValueError``; a host sync).
+        kwargs: passed to :class:`torchmetrics.Metric`.
+
+    Examples:
+        >>> import torch
+        >>> from embedmetrics import RankMe
+        >>> metric = RankMe()
+        >>> metric.update(torch.tensor([[3.0, 0.0, 0.0], [0.0, 3.0, 0.0]]))
+        >>> metric.update(torch.tensor([[0.0, 0.0, 3.0]]))
+        >>> metric.compute()
+        tensor(3.0000)
+    """
+
+    higher_is_better: bool = True
+    plot_lower_bound: float = 0.0
+
+    def __init__(self, center: bool = False, eps: float = spectral.RANKME_EPS, **kwargs: Any) -> None:
+        self.center = check_bool("center", center)
+        self.eps = spectral.check_eps("eps", eps)
+        super().__init__(**kwargs)
+
+    def compute(self) -> Tensor:
+        """RankMe of every row seen (NaN before any update)."""
+        m = self._moments()
+        return self._finish(None if m is None else spectral.rankme(m, center=self.center, eps=self.eps))
+
+
+class AlphaReQ(_MomentMetric):
+    r"""α-ReQ (Agrawal et al., NeurIPS 2022), the power-law decay of the covariance eigenspectrum.
+
+    Keeps ``n``, ``Σz`` and ``Σzzᵀ`` (float64, O(d²) memory) and computes
+    :func:`~embedmetrics.functional.alpha_req` of every row seen. The paper relates ``α`` near 1 to
+    good downstream accuracy; it is not "higher is better".
+
+    Args:
+        fit_range: first and last rank (1-based, inclusive) of the eigenvalues the power law is fitted to.
+        validate_args: reject NaN and infinite embeddings in ``update`` (``ValueError``; a host sync).
+        kwargs: passed to :class:`torchmetrics.Metric`.
+
+    Examples:
+        >>> import torch
+        >>> from embedmetrics import AlphaReQ
+        >>> gen = torch.Generator().manual_seed(0)
+        >>> scales = torch.arange(1, 65, dtype=torch.float64) ** -0.5  # eigenvalues ~ i^-1
+        >>> metric = AlphaReQ(fit_range=(2, 60))
+        >>> metric.update(torch.randn(20000, 64, generator=gen, dtype=torch.float64) * scales)
+        >>> round(float(metric.compute()), 1)
+        1.0
+    """
+
+    higher_is_better: Optional[bool] = None
+
+    def __init__(self, fit_range: tuple[int, int] = spectral.ALPHA_FIT_RANGE, **kwargs: Any) -> None:
+        self.fit_range = spectral.check_fit_range(fit_range)
+        super().__init__(**kwargs)
+
+    def compute(self) -> Tensor:
+        """α of every row seen (NaN before any update or with fewer than two eigenvalues to fit)."""
+        m = self._moments()
+        return self._finish(None if m is None else spectral.alpha_req(m, fit_range=self.fit_range))
+
+
+class LiDAR(_RepresentationMetric):
+    r"""LiDAR (Thilak et al., ICLR 2024), the rank of the LDA matrix of surrogate classes; higher is better.
+
+    ``update(z, labels)`` takes embeddings and the id of the source sample each row was augmented
+    from (the surrogate class; ids globally unique, a class may span batches and processes). Keeps
+    ``Σzzᵀ`` and the count and sum of every class (float64) and computes
+    :func:`~embedmetrics.functional.lidar` of every row seen.
+
+    Args:
+        delta: ridge added to the within-class covariance (the paper's ``δ``).
+        eps: added to each normalised eigenvalue (the paper's ``ε``).
+        validate_args: reject NaN and infinite embeddings in ``update`` (``ValueError``; a host sync).
+        kwargs: passed to :class:`torchmetrics.Metric`.
+
+    Examples:
+        >>> import torch
+        >>> from embedmetrics import LiDAR
+        >>> gen = torch.Generator().manual_seed(0)
+        >>> sources = torch.randn(50, 8, generator=gen)
+        >>> views = sources.repeat_interleave(4, dim=0) + 0.1 * torch.randn(200, 8, generator=gen)
+        >>> metric = LiDAR()
+        >>> metric.update(views, torch.arange(50).repeat_interleave(4))
+        >>> round(float(metric.compute()), 2)
+        7.61
+    """
+
+    higher_is_better: bool = True
+    plot_lower_bound: float = 0.0
+
+    def __init__(
+        self, delta: float = spectral.LIDAR_DELTA, eps: float = spectral.LIDAR_EPS, **kwargs: Any
+    ) -> None:
+        self.delta = spectral.check_eps("delta", delta)
+        self.eps = spectral.check_eps("eps", eps)
+        super().__init__(**kwargs)
+        self.add_running_sum("gram")
+        self.add_row_store("class_labels", "class_counts", "class_sums")
+
+    def _batch(self, z: Any, labels: Any) -> tuple[Tensor, Tensor]:
+        t = self._embeddings("z", z)
+        return t, check_class_labels("labels", labels, t)
+
+    def _check_batch(self, *args: Any, **kwargs: Any) -> None:
+        values = list(args) + [kwargs[n] for n in ("z", "labels")[len(args) :] if n in kwargs]
+        if len(values) != 2:
+            raise ArgumentKindError(f"`update` takes `z` and `labels`, got {len(values)} argument(s).")
+        self._batch(*values)
+
+    def update(self, z: Tensor, labels: Tensor) -> None:
+        """Add a batch of embeddings with their source-sample ids."""
+        t, lab = self._batch(z, labels)
+        classes, counts, sums = spectral.class_partials(t, lab)
+        self.accumulate(gram=spectral.moments(t).gram)
+        self.class_labels.append(classes)
+        self.class_counts.append(counts)
+        self.class_sums.append(sums)
+        self._remember(z=t.shape[1])
+
+    def compute(self) -> Tensor:
+        """LiDAR of every row seen (NaN before two classes, or without a class of two rows)."""
+        gram, labels = self.running_sum("gram"), self.stored_rows("class_labels")
+        counts, sums = self.stored_rows("class_counts"), self.stored_rows("class_sums")
+        if gram is None or labels is None or counts is None or sums is None:
+            return torch.tensor(math.nan, device=self.device)
+        _, counts, sums = spectral.grouped_sums(labels, counts, sums)
+        value = spectral.lidar(counts, sums, gram, delta=self.delta, eps=self.eps)
+        return value.to(torch.get_default_dtype())
+
+    class_labels: list[Tensor]
+    class_counts: list[Tensor]
+    class_sums: list[Tensor]
+
+
+class LinearCKA(_RepresentationMetric):
+    r"""Linear CKA (Kornblith et al., ICML 2019) between two representations of the same samples.
+
+    ``update(x, y)``: row ``i`` of ``x`` and of ``y`` represent the same sample (any widths). Keeps
+    ``n``, ``Σx``, ``Σy``, ``ΣxxT``, ``ΣyyT`` and ``ΣxyT`` (float64) and computes
+    :func:`~embedmetrics.functional.linear_cka` of every pair seen.
+
+    Args:
+        validate_args: reject NaN and infinite embeddings in ``update`` (``ValueError``; a host sync).
+        kwargs: passed to :class:`torchmetrics.Metric`.
+
+    Examples:
+        >>> import torch
+        >>> from embedmetrics import LinearCKA
+        >>> x = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+        >>> metric = LinearCKA()
+        >>> metric.update(x, 2 * x @ torch.tensor([[0.0, 1.0], [-1.0, 0.0]]))  # rotated and scaled
+        >>> metric.compute()
+        tensor(1.0000)
+    """
+
+    higher_is_better: bool = True
+    plot_lower_bound: float = 0.0
+    plot_upper_bound: float = 1.0
+
+    n: Tensor
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.add_state("n", default=torch.tensor(0, dtype=torch.int64), dist_reduce_fx="sum")
+        self.add_running_sum("sum_x", "sum_y", "xx", "yy", "xy")
+
+    def _pair(self, x: Any, y: Any) -> tuple[Tensor, Tensor]:
+        a, b = self._embeddings("x", x), self._embeddings("y", y)
+        check_row_pair(("x", "y"), a, b)
+        return a, b
+
+    def _check_batch(self, *args: Any, **kwargs: Any) -> None:
+        values = list(args) + [kwargs[n] for n in ("x", "y")[len(args) :] if n in kwargs]
+        if len(values) != 2:
+            raise ArgumentKindError(f"`update` takes `x` and `y`, got {len(values)} argument(s).")
+        self._pair(*values)
+
+    def update(self, x: Tensor, y: Tensor) -> None:
+        """Add a batch of paired rows."""
+        a, b = self._pair(x, y)
+        ma, mb = spectral.moments(a), spectral.moments(b)
+        self.accumulate(sum_x=ma.total, sum_y=mb.total, xx=ma.gram, yy=mb.gram, xy=spectral.cross_gram(a, b))
+        self.n = self.n + ma.n.to(self.n.device)
+        self._remember(x=a.shape[1], y=b.shape[1])
+
+    def compute(self) -> Tensor:
+        """CKA of every pair seen (NaN before any update or when a representation is constant)."""
+        sums = [self.running_sum(n) for n in ("sum_x", "sum_y", "xx", "yy", "xy")]
+        if any(s is None for s in sums) or int(self.n) == 0:
+            return torch.tensor(math.nan, device=self.device)
+        sx, sy, xx, yy, xy = (s for s in sums if s is not None)
+        return spectral.linear_cka(self.n, sx, sy, xx, yy, xy).to(torch.get_default_dtype())
+
+
+class KNNAccuracy(_RepresentationMetric):
+    r"""Weighted k-NN accuracy (Wu et al., CVPR 2018; DINO): the SSL monitor, exact at any scale.
+
+    ``update(embeddings, labels, role="bank")`` adds labelled bank rows (the training features),
+    ``role="query"`` the rows to classify (validation features); in any order, on any process.
+    ``compute`` runs :func:`~embedmetrics.functional.knn_accuracy` of every query against the whole
+    bank (after a distributed sync each process scans its share of the queries against the gathered
+    bank, and the hits are summed): one accuracy per entry of ``top``.
+
+    Args:
+        k: neighbours per query (clipped to the bank size).
+        temperature: ``T`` of the neighbour weights ``exp(s / T)``.
+        top: the ``top`` of top-``top`` accuracy over the class votes, or a sequence of them.
+        num_classes: number of classes (classes without any row still count in the vote ranking);
+            ``None``: the number of distinct bank and query labels.
+        ties: ``"average"``, ``"pessimistic"`` or ``"optimistic"`` for classes tied in votes.
+        block_bytes: memory budget of one similarity block, in bytes; ``None`` chooses it per device.
+        validate_args: reject NaN and infinite embeddings in ``update`` (``ValueError``; a host sync).
+        kwargs: passed to :class:`torchmetrics.Metric`.
+
+    Examples:
+        >>> import torch
+        >>> from embedmetrics import KNNAccuracy
+        >>> metric = KNNAccuracy(k=2, top=(1, 2))
+        >>> bank = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
+        >>> metric.update(bank, torch.tensor([0, 0, 1, 1]), role="bank")
+        >>> metric.update(torch.tensor([[1.0, 0.2], [0.3, 1.0]]), torch.tensor([0, 0]), role="query")
+        >>> metric.compute()
+        tensor([0.5000, 1.0000])
+    """
+
+    higher_is_better: bool = True
+    plot_lower_bound: float = 0.0
+    plot_upper_bound: float = 1.0
+
+    bank: list[Tensor]
+    bank_labels: list[Tensor]
+    query: list[Tensor]
+    query_labels: list[Tensor]
+
+    def __init__(
+        self,
+        k: int = 20,
+        temperature: float = 0.07,
+        top: int | tuple[int, ...] = (1, 5),
+        num_classes: Optional[int] = None,
+        ties: str = "average",
+        *,
+        block_bytes: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        options = check_knn_options(k, temperature, top, num_classes, ties, block_bytes)
+        self.k, self.temperature, self._tops, self._single = options[:4]
+        self.num_classes, self.ties, self.block_bytes = options[4:]
+        self.top = top
+        super().__init__(**kwargs)
+        self.add_row_store("bank", "bank_labels", "query", "query_labels")
+
+    def _batch(self, embeddings: Any, labels: Any, role: Any) -> tuple[Tensor, Tensor, str]:
+        check_choice("role", role, ("bank", "query"))
+        t = self._embeddings("embeddings", embeddings)
+        return t, check_class_labels("labels", labels, t), str(role)
+
+    def _check_batch(self, *args: Any, **kwargs: Any) -> None:
+        names = ("embeddings", "labels", "role")
+        values = dict(zip(names, args)) | {n: kwargs[n] for n in names if n in kwargs}
+        unknown = set(kwargs) - set(names)
+        if unknown or "embeddings" not in values or "labels" not in values:
+            raise ArgumentKindError(
+                f"`update` takes `embeddings`, `labels` and `role`, got {sorted(values)}"
+                f" and unknown {sorted(unknown)}."
+            )
+        self._batch(values["embeddings"], values["labels"], values.get("role", "bank"))
+
+    def update(self, embeddings: Tensor, labels: Tensor, role: str = "bank") -> None:
+        """Add labelled rows to the bank (``role="bank"``) or to the queries (``role="query"``)."""
+        t, lab, which = self._batch(embeddings, labels, role)
+        getattr(self, which).append(t)
+        getattr(self, f"{which}_labels").append(lab)
+        self._remember(embeddings=t.shape[1])
+
+    def compute(self) -> Tensor:
+        """Accuracy of every query against the whole bank (NaN without a bank row or a query)."""
+        bank, bank_labels = self.stored_rows("bank"), self.stored_rows("bank_labels")
+        query, query_labels = self.stored_rows("query"), self.stored_rows("query_labels")
+        if bank is None or bank_labels is None or query is None or query_labels is None:
+            value = torch.full((len(self._tops),), math.nan, device=self.device)
+        else:
+            shard = metric_shard(self)
+            hits = knn_vote_hits(
+                bank, bank_labels, query, query_labels, k=self.k, temperature=self.temperature,
+                tops=self._tops, num_classes=self.num_classes, ties=self.ties,
+                block_bytes=self.block_bytes, shard=shard,
+            )  # fmt: skip
+            value = (all_reduce_sum(hits, shard) / query.shape[0]).to(torch.get_default_dtype())
+        return value.reshape(()) if self._single else value
