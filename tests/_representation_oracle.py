@@ -77,6 +77,7 @@ def knn_accuracy(
     exclude_self: bool = False,
 ) -> np.ndarray:
     """Full similarity rows; tied neighbours at the cut-off share the places; class ties by ``ties``."""
+
     def unit(a: np.ndarray) -> np.ndarray:
         a = np.asarray(a, np.float64)
         return a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)

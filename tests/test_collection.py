@@ -48,6 +48,8 @@ def _flat_batches(seed: int = 0, n_batches: int = 3) -> list[dict[str, Tensor]]:
                 "z": z1,
                 "embeddings": z1,
                 "labels": torch.randint(0, 3, (N,), generator=g),
+                "x": z1,
+                "y": z1[:, :2] + 0.5 * torch.randn(N, 2, generator=g),
             }
         )
     return out
@@ -70,6 +72,12 @@ def _all_metrics() -> dict[str, Callable[[], Metric]]:
         "unif1": lambda: em.Uniformity(t=1.0),
         "align": em.Alignment,
         "acc": lambda: em.EmbeddingAccuracy(exclude=("NMI", "AMI")),
+        "rankme": em.RankMe,
+        "rankme_c": lambda: em.RankMe(center=True),
+        "alpha": lambda: em.AlphaReQ(fit_range=(1, 6)),
+        "lidar": em.LiDAR,
+        "cka": em.LinearCKA,
+        "knn": lambda: em.KNNAccuracy(k=5),
     }
 
 

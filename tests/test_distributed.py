@@ -153,7 +153,38 @@ def _cases() -> dict[str, Case]:
         cases["Alignment"] = Case(em.Alignment, _pairs)
     if hasattr(em, "EmbeddingAccuracy"):
         cases["EmbeddingAccuracy"] = Case(em.EmbeddingAccuracy, _labelled)
+    cases.update(_representation_cases())
     return cases
+
+
+def _sources(g: torch.Generator) -> Data:
+    """Views of 12 source samples (ids scattered, so a class spans updates and ranks)."""
+    ids = torch.randint(0, 12, (N_ROWS,), generator=g)
+    base = torch.randn(12, 8, generator=g, dtype=torch.float64)
+    return (base[ids] + 0.2 * torch.randn(N_ROWS, 8, generator=g, dtype=torch.float64)).float(), ids * 10 + 3
+
+
+def _bank_and_queries(g: torch.Generator) -> Data:
+    emb, labels = _labelled(g)
+    return emb, labels, emb + 0.3 * _embeddings(g), torch.randint(0, 4, (N_ROWS,), generator=g)
+
+
+def _knn_update(metric: Metric, data: Data) -> None:
+    metric.update(data[0], data[1], role="bank")
+    metric.update(data[2], data[3], role="query")
+
+
+def _representation_cases(**kw: Any) -> dict[str, Case]:
+    em: Any = embedmetrics
+    return {
+        "RankMe": Case(lambda **kw: em.RankMe(**kw), lambda g: (_embeddings(g),)),
+        "AlphaReQ": Case(lambda **kw: em.AlphaReQ(fit_range=(1, 8), **kw), lambda g: (_embeddings(g),)),
+        "LiDAR": Case(lambda **kw: em.LiDAR(**kw), _sources),
+        "LinearCKA": Case(lambda **kw: em.LinearCKA(**kw), lambda g: (_embeddings(g), _embeddings(g, d=3))),
+        "KNNAccuracy": Case(
+            lambda **kw: em.KNNAccuracy(k=5, top=(1, 2), **kw), _bank_and_queries, _knn_update
+        ),
+    }
 
 
 #: Per world size, the update plans: per rank, the fractions of the rows of each ``update`` call.
@@ -279,6 +310,11 @@ def _sharded_cases() -> dict[str, Case]:
         cases["ContrastiveAccuracy(default blocks)"] = Case(
             lambda **kw: em.ContrastiveAccuracy(topk=(1, 5), **kw), _pairs
         )
+    cases["KNNAccuracy"] = Case(
+        lambda **kw: em.KNNAccuracy(k=5, top=(1, 2), block_bytes=SMALL_BLOCKS, **kw),
+        _bank_and_queries,
+        _knn_update,
+    )
     return cases
 
 

@@ -119,6 +119,11 @@ CASES: dict[str, tuple[Callable[[], Metric], list[Batch]]] = {
     "Uniformity": (em.Uniformity, _views_pool(False)),
     "Alignment": (em.Alignment, _views_pool(True)),
     "EmbeddingAccuracy": (lambda: em.EmbeddingAccuracy(include=("precision_at_1",)), _accuracy_pool()),
+    "RankMe": (em.RankMe, _views_pool(False)),
+    "AlphaReQ": (em.AlphaReQ, _views_pool(False)),
+    "LinearCKA": (em.LinearCKA, _views_pool(True)),
+    "LiDAR": (em.LiDAR, _accuracy_pool()[:7]),
+    "KNNAccuracy": (lambda: em.KNNAccuracy(k=3), _accuracy_pool()),
 }
 
 

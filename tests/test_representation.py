@@ -31,7 +31,9 @@ def _splits(n: int, cuts: list[int]) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(points, points[1:]) if b > a]
 
 
-def _views(sources: int, per: int, d: int, seed: int, noise: float = 0.3) -> tuple[torch.Tensor, torch.Tensor]:
+def _views(
+    sources: int, per: int, d: int, seed: int, noise: float = 0.3
+) -> tuple[torch.Tensor, torch.Tensor]:
     base = _randn(sources, d, seed=seed)
     z = base.repeat_interleave(per, dim=0) + noise * _randn(sources * per, d, seed=seed + 1)
     return z, torch.arange(sources).repeat_interleave(per)
@@ -82,7 +84,9 @@ def test_alpha_req_recovers_a_power_law(alpha: float) -> None:
     assert float(alpha_req(z)) == pytest.approx(alpha, abs=0.05)
 
 
-@pytest.mark.parametrize(("n", "d", "fit_range"), [(300, 20, (6, 100)), (50, 120, (6, 100)), (80, 10, (1, 5))])
+@pytest.mark.parametrize(
+    ("n", "d", "fit_range"), [(300, 20, (6, 100)), (50, 120, (6, 100)), (80, 10, (1, 5))]
+)
 def test_alpha_req_equals_the_reference(n: int, d: int, fit_range: tuple[int, int]) -> None:
     z = _randn(n, d, seed=n + d) * torch.arange(1, d + 1, dtype=torch.float64) ** -0.7
     got, want = float(alpha_req(z, fit_range=fit_range)), ref.alpha_req(z.numpy(), fit_range)
@@ -152,10 +156,23 @@ def test_linear_cka_invariances_and_constants() -> None:
 def test_knn_accuracy_equals_the_reference(k: int, temperature: float, ties: str) -> None:
     bank, queries = _randn(300, 8, seed=10).float(), _randn(90, 8, seed=11).float()
     gen = torch.Generator().manual_seed(12)
-    bank_labels, query_labels = torch.randint(0, 6, (300,), generator=gen), torch.randint(0, 7, (90,), generator=gen)
-    got = knn_accuracy(bank, bank_labels, queries, query_labels, k=k, temperature=temperature, top=(1, 2, 5), ties=ties)
+    bank_labels, query_labels = (
+        torch.randint(0, 6, (300,), generator=gen),
+        torch.randint(0, 7, (90,), generator=gen),
+    )
+    got = knn_accuracy(
+        bank, bank_labels, queries, query_labels, k=k, temperature=temperature, top=(1, 2, 5), ties=ties
+    )
     want = ref.knn_accuracy(
-        bank.numpy(), bank_labels.numpy(), queries.numpy(), query_labels.numpy(), k, temperature, (1, 2, 5), None, ties
+        bank.numpy(),
+        bank_labels.numpy(),
+        queries.numpy(),
+        query_labels.numpy(),
+        k,
+        temperature,
+        (1, 2, 5),
+        None,
+        ties,
     )
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, atol=1e-9)
 
@@ -164,7 +181,10 @@ def test_knn_accuracy_top1_is_the_argmax_of_the_votes_on_tie_free_data() -> None
     """The DINO / solo-learn classifier: topk by similarity, exp(s/T) votes, argmax."""
     bank, queries = _randn(500, 16, seed=20).float(), _randn(200, 16, seed=21).float()
     gen = torch.Generator().manual_seed(22)
-    bank_labels, query_labels = torch.randint(0, 10, (500,), generator=gen), torch.randint(0, 10, (200,), generator=gen)
+    bank_labels, query_labels = (
+        torch.randint(0, 10, (500,), generator=gen),
+        torch.randint(0, 10, (200,), generator=gen),
+    )
     sim = torch.nn.functional.normalize(queries) @ torch.nn.functional.normalize(bank).T
     top_sim, top_idx = sim.topk(20, dim=1)
     votes = torch.zeros(200, 10).scatter_add_(1, bank_labels[top_idx], (top_sim / 0.07).exp())
@@ -197,7 +217,12 @@ def test_knn_accuracy_collapsed_bank_is_the_class_frequency() -> None:
     out = knn_accuracy(bank, labels, queries, torch.tensor([0] * 6 + [1] * 4), k=5, top=1)
     assert float(out) == pytest.approx(0.6)  # class 0 always wins the vote
     for block in (64, 256, 10**6):
-        assert torch.equal(knn_accuracy(bank, labels, queries, torch.tensor([0] * 6 + [1] * 4), k=5, top=1, block_bytes=block), out)
+        assert torch.equal(
+            knn_accuracy(
+                bank, labels, queries, torch.tensor([0] * 6 + [1] * 4), k=5, top=1, block_bytes=block
+            ),
+            out,
+        )
 
 
 def test_knn_accuracy_identical_rows_across_the_cut_off_any_order() -> None:
@@ -210,7 +235,8 @@ def test_knn_accuracy_identical_rows_across_the_cut_off_any_order() -> None:
     perm = torch.randperm(60, generator=torch.Generator().manual_seed(3))
     assert torch.equal(knn_accuracy(bank[perm], labels[perm], queries, qlab, k=5, top=(1, 2)), want)
     np.testing.assert_allclose(
-        want.numpy(), ref.knn_accuracy(bank.numpy(), labels.numpy(), queries.numpy(), qlab.numpy(), 5, 0.07, (1, 2))
+        want.numpy(),
+        ref.knn_accuracy(bank.numpy(), labels.numpy(), queries.numpy(), qlab.numpy(), 5, 0.07, (1, 2)),
     )
 
 
@@ -246,7 +272,13 @@ def test_modules_over_any_batch_split_equal_the_functionals(cuts: list[int], see
         metrics[4].update(z[a:b], y[a:b])
         knn.update(z[a:b], labels[a:b] % 5, role="bank")
         knn.update(y[a:b, :1].repeat(1, 6) + z[a:b], labels[a:b] % 5, role="query")
-    wants = [rankme(z), rankme(z, center=True), alpha_req(z, fit_range=(1, 5)), lidar(z, labels), linear_cka(z, y)]
+    wants = [
+        rankme(z),
+        rankme(z, center=True),
+        alpha_req(z, fit_range=(1, 5)),
+        lidar(z, labels),
+        linear_cka(z, y),
+    ]
     for m, want in zip(metrics, wants):
         assert m.compute().dtype == torch.float32  # modules report in the default dtype
         m._computed = None
@@ -298,6 +330,7 @@ def test_modules_reject_bad_batches_and_keep_state() -> None:
         knn.update(z, torch.zeros(10))
 
 
+@pytest.mark.filterwarnings("ignore:The ``compute`` method")
 def test_empty_modules_are_nan_and_work_in_a_collection() -> None:
     assert math.isnan(RankMe().compute())
     assert math.isnan(LinearCKA().compute())

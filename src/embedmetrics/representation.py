@@ -90,10 +90,11 @@ class _MomentMetric(_RepresentationMetric):
 
     def update(self, z: Tensor) -> None:
         """Add a batch of embeddings ``(n_samples, n_features)``."""
-        m = spectral.moments(self._embeddings("z", z))
-        self.accumulate(total=m.total, gram=m.gram)
-        self.n = self.n + m.n.to(self.n.device)
-        self._remember(z=z.shape[1])
+        t = self._embeddings("z", z)
+        total, gram = spectral.column_sums(t)
+        self.accumulate(total=total, gram=gram)
+        self.n = self.n + t.shape[0]
+        self._remember(z=t.shape[1])
 
     def _moments(self) -> Optional[spectral.Moments]:
         total, gram = self.running_sum("total"), self.running_sum("gram")
@@ -231,7 +232,7 @@ class LiDAR(_RepresentationMetric):
         """Add a batch of embeddings with their source-sample ids."""
         t, lab = self._batch(z, labels)
         classes, counts, sums = spectral.class_partials(t, lab)
-        self.accumulate(gram=spectral.moments(t).gram)
+        self.accumulate(gram=spectral.column_sums(t)[1])
         self.class_labels.append(classes)
         self.class_counts.append(counts)
         self.class_sums.append(sums)
@@ -298,9 +299,9 @@ class LinearCKA(_RepresentationMetric):
     def update(self, x: Tensor, y: Tensor) -> None:
         """Add a batch of paired rows."""
         a, b = self._pair(x, y)
-        ma, mb = spectral.moments(a), spectral.moments(b)
-        self.accumulate(sum_x=ma.total, sum_y=mb.total, xx=ma.gram, yy=mb.gram, xy=spectral.cross_gram(a, b))
-        self.n = self.n + ma.n.to(self.n.device)
+        (sum_x, xx), (sum_y, yy) = spectral.column_sums(a), spectral.column_sums(b)
+        self.accumulate(sum_x=sum_x, sum_y=sum_y, xx=xx, yy=yy, xy=spectral.cross_gram(a, b))
+        self.n = self.n + a.shape[0]
         self._remember(x=a.shape[1], y=b.shape[1])
 
     def compute(self) -> Tensor:

@@ -45,11 +45,15 @@ class Moments(NamedTuple):
     gram: Tensor
 
 
-def moments(z: Tensor) -> Moments:
-    """The sufficient statistics of one batch ``z`` (``(n, d)``)."""
+def column_sums(z: Tensor) -> tuple[Tensor, Tensor]:
+    """``Σz`` and ``ZᵀZ`` of one batch ``z`` (``(n, d)``), in float64, without reading the data."""
     z64 = z.detach().to(torch.float64)
-    n = torch.tensor(z.shape[0], dtype=torch.int64, device=z.device)
-    return Moments(n, z64.sum(dim=0), z64.T @ z64)
+    return z64.sum(dim=0), z64.T @ z64
+
+
+def moments(z: Tensor) -> Moments:
+    """The sufficient statistics of all rows ``z`` (``(n, d)``)."""
+    return Moments(torch.tensor(z.shape[0], dtype=torch.int64, device=z.device), *column_sums(z))
 
 
 def cross_gram(x: Tensor, y: Tensor) -> Tensor:
