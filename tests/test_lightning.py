@@ -162,3 +162,40 @@ def test_flatten_value_names_per_k() -> None:
     values = flatten_value("val/acc", torch.tensor([0.25, 0.75]), m)
     assert list(values) == ["val/acc@1", "val/acc@5"]
     assert float(values["val/acc@5"]) == 0.75
+
+
+def _representation_callback(knn: bool) -> EmbeddingMetricsCallback:
+    metrics: dict[str, Any] = {"rankme": em.RankMe(), "cka": em.LinearCKA(), "lidar": em.LiDAR()}
+    inputs: dict[str, Any] = {"rankme": ["z1"], "cka": ["z1", "z2"], "lidar": ["z1", "labels"]}
+    if knn:  # the first half of the items is the bank, the second half the queries
+        metrics["knn"] = em.KNNAccuracy(k=3, top=(1, 2))
+        inputs["knn"] = lambda out: {
+            "embeddings": out["z1"],
+            "labels": out["labels"],
+            "role": "bank" if int(out["query"][0]) < h.N // 2 else "query",
+        }
+    return EmbeddingMetricsCallback(metrics, inputs, name_format="{stage}/rep/{name}")
+
+
+def _representation_expected(knn: bool) -> dict[str, float]:
+    z1, z2, labels = h.dataset().tensors[:3]
+    out = {
+        "val/rep/rankme": float(em.functional.rankme(z1)),
+        "val/rep/cka": float(em.functional.linear_cka(z1, z2)),
+        "val/rep/lidar": float(em.functional.lidar(z1, labels)),
+    }
+    if knn:
+        half = h.N // 2
+        acc = em.functional.knn_accuracy(z1[:half], labels[:half], z1[half:], labels[half:], k=3, top=(1, 2))
+        out["val/rep/knn@1"], out["val/rep/knn@2"] = float(acc[0]), float(acc[1])
+    return out
+
+
+def test_representation_metrics_in_the_callback(tmp_path: Path) -> None:
+    trainer = _trainer(callbacks=[_representation_callback(knn=True)])
+    trainer.validate(h.EvalModule(), dataloaders=h.loader(), verbose=False)
+    _assert_values(dict(trainer.callback_metrics), _representation_expected(knn=True), "single device")
+    # two processes: the sufficient statistics are summed across ranks, the value is the same
+    trainer = _trainer(strategy="ddp_spawn", devices=2, callbacks=[_representation_callback(knn=False)])
+    trainer.validate(h.EvalModule(), dataloaders=h.loader(), verbose=False)
+    _assert_values(dict(trainer.callback_metrics), _representation_expected(knn=False), "ddp_spawn")

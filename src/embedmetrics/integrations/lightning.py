@@ -34,7 +34,7 @@ except ImportError as err:  # pragma: no cover - depends on the environment
 InputSpec = Union[Mapping[str, str], Sequence[str], Callable[[Mapping[str, Any]], Mapping[str, Any]]]
 
 _STAGES = {"validate": "val", "test": "test"}
-_K_ATTRS = ("topk", "top_k", "k", "ks")
+_K_ATTRS = ("topk", "top_k", "k", "ks", "top")
 
 
 def _metric_dict(metrics: Mapping[str, Metric] | MetricCollection) -> dict[str, Metric]:
