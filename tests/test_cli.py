@@ -489,8 +489,17 @@ def test_embeddings_match_accuracy_calculator(tmp_path: Path, capsys: pytest.Cap
     assert status == 0, err
     got = json.loads(out_json.read_text())["embeddings"]
     keys = ["precision_at_1", "r_precision", "mean_average_precision_at_r", "NMI", "AMI"]
-    assert list(got) == [*keys, "precision@1", "precision@3"]
+    health = ["rankme", "alpha_req", "knn_accuracy@1", "knn_accuracy@5"]
+    assert list(got) == [*keys, *health, "precision@1", "precision@3"]
     assert table_rows(out) == [(k, f"{v:.4f}") for k, v in got.items()]
+    # representation health: the file's rows against themselves (leave-one-out kNN)
+    from tests import _representation_oracle as rep
+
+    assert got["rankme"] == pytest.approx(rep.rankme(x), rel=1e-5)
+    fit = (6, 100) if x.shape[1] > 6 else (1, x.shape[1])
+    assert got["alpha_req"] == pytest.approx(rep.alpha_req(x, fit), rel=1e-5)
+    knn = rep.knn_accuracy(x, y, x, y, 20, 0.07, (1, 5), exclude_self=True)
+    assert [got["knn_accuracy@1"], got["knn_accuracy@5"]] == pytest.approx(list(knn), abs=1e-6)
     expected = AccuracyCalculator().get_accuracy(
         torch.from_numpy(x), torch.from_numpy(x), torch.from_numpy(y), torch.from_numpy(y), True
     )

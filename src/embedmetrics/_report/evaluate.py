@@ -100,6 +100,32 @@ def evaluate_views(z1: Tensor, z2: Tensor, ks: Sequence[int]) -> dict[str, float
     return out
 
 
+def alpha_fit_range(n_features: int) -> tuple[int, int]:
+    """The α-ReQ ranks the report fits: the authors' 6 to 100, or every rank when ``d <= 6``."""
+    return (6, 100) if n_features > 6 else (1, max(n_features, 2))
+
+
+def representation_health(
+    query: Tensor, query_labels: Tensor, reference: Tensor, reference_labels: Tensor, same_source: bool
+) -> dict[str, float]:
+    """RankMe and α-ReQ (:func:`alpha_fit_range`) of the query embeddings, and the weighted k-NN accuracy (k=20, T=0.07, top 1
+    and 5) of the queries against the references (leave-one-out when they are the same rows)."""
+    from embedmetrics._engine.knn_vote import knn_vote_hits
+    from embedmetrics.functional import alpha_req, rankme
+
+    hits = knn_vote_hits(
+        reference, reference_labels, query, query_labels, k=20, temperature=0.07, tops=(1, 5),
+        exclude_self=same_source,
+    )  # fmt: skip
+    acc = _floats(hits / query.shape[0])
+    return {
+        "rankme": _floats(rankme(query))[0],
+        "alpha_req": _floats(alpha_req(query, fit_range=alpha_fit_range(query.shape[1])))[0],
+        "knn_accuracy@1": acc[0],
+        "knn_accuracy@5": acc[1],
+    }
+
+
 def evaluate_embeddings(
     query: Tensor,
     query_labels: Tensor,
@@ -110,8 +136,8 @@ def evaluate_embeddings(
     ks: Sequence[int],
     n_classes: int,
 ) -> EmbeddingResult:
-    """precision_at_1, r_precision, mean_average_precision_at_r, NMI, AMI, precision@k, and
-    precision_at_1 per class.
+    """precision_at_1, r_precision, mean_average_precision_at_r, NMI, AMI, representation health
+    (RankMe, α-ReQ, weighted k-NN accuracy), precision@k, and precision_at_1 per class.
 
     Two scans keep memory bounded: the calculator's default metrics (``k`` = the largest class, no
     neighbour lists kept), then a ``k = max(ks)`` scan whose neighbour lists give precision@k
@@ -124,6 +150,7 @@ def evaluate_embeddings(
 
     base = AccuracyCalculator().get_accuracy(query, reference, query_labels, reference_labels, same_source)
     metrics = {key: float(base[key]) for key in DEFAULT_EMBEDDING_KEYS}
+    metrics.update(representation_health(query, query_labels, reference, reference_labels, same_source))
 
     klist = list(ks)
     found = neighbor_statistics(
