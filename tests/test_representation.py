@@ -243,7 +243,8 @@ def test_knn_accuracy_identical_rows_across_the_cut_off_any_order() -> None:
 def test_knn_accuracy_numpy_and_errors() -> None:
     bank, labels = _randn(10, 3, seed=1).numpy(), np.arange(10) % 2
     out = knn_accuracy(bank, labels, bank, labels, k=3)
-    assert isinstance(out, np.ndarray) and out.shape == (2,)
+    assert isinstance(out, np.ndarray)
+    assert out.shape == (2,)
     assert isinstance(knn_accuracy(bank, labels, bank, labels, top=1), np.float64)
     with pytest.raises(ValueError, match="num_classes"):
         knn_accuracy(bank, labels, bank, labels, num_classes=1)

@@ -108,8 +108,9 @@ def alpha_fit_range(n_features: int) -> tuple[int, int]:
 def representation_health(
     query: Tensor, query_labels: Tensor, reference: Tensor, reference_labels: Tensor, same_source: bool
 ) -> dict[str, float]:
-    """RankMe and α-ReQ (:func:`alpha_fit_range`) of the query embeddings, and the weighted k-NN accuracy (k=20, T=0.07, top 1
-    and 5) of the queries against the references (leave-one-out when they are the same rows)."""
+    """RankMe and α-ReQ (:func:`alpha_fit_range`) of the query embeddings, and the weighted k-NN
+    accuracy (k=20, T=0.07, top 1 and 5) of the queries against the references (leave-one-out when
+    they are the same rows)."""
     from embedmetrics._engine.knn_vote import knn_vote_hits
     from embedmetrics.functional import alpha_req, rankme
 
