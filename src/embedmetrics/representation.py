@@ -134,10 +134,17 @@ class RankMe(_MomentMetric):
     higher_is_better: bool = True
     plot_lower_bound: float = 0.0
 
-    def __init__(self, center: bool = False, eps: float = spectral.RANKME_EPS, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        center: bool = False,
+        eps: float = spectral.RANKME_EPS,
+        *,
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
         self.center = check_bool("center", center)
         self.eps = spectral.check_eps("eps", eps)
-        super().__init__(**kwargs)
+        super().__init__(validate_args=validate_args, **kwargs)
 
     def compute(self) -> Tensor:
         """RankMe of every row seen (NaN before any update)."""
@@ -170,9 +177,15 @@ class AlphaReQ(_MomentMetric):
 
     higher_is_better: Optional[bool] = None
 
-    def __init__(self, fit_range: tuple[int, int] = spectral.ALPHA_FIT_RANGE, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        fit_range: tuple[int, int] = spectral.ALPHA_FIT_RANGE,
+        *,
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
         self.fit_range = spectral.check_fit_range(fit_range)
-        super().__init__(**kwargs)
+        super().__init__(validate_args=validate_args, **kwargs)
 
     def compute(self) -> Tensor:
         """α of every row seen (NaN before any update or with fewer than two eigenvalues to fit)."""
@@ -210,11 +223,16 @@ class LiDAR(_RepresentationMetric):
     plot_lower_bound: float = 0.0
 
     def __init__(
-        self, delta: float = spectral.LIDAR_DELTA, eps: float = spectral.LIDAR_EPS, **kwargs: Any
+        self,
+        delta: float = spectral.LIDAR_DELTA,
+        eps: float = spectral.LIDAR_EPS,
+        *,
+        validate_args: bool = True,
+        **kwargs: Any,
     ) -> None:
         self.delta = spectral.check_eps("delta", delta)
         self.eps = spectral.check_eps("eps", eps)
-        super().__init__(**kwargs)
+        super().__init__(validate_args=validate_args, **kwargs)
         self.add_running_sum("gram")
         self.add_row_store("class_labels", "class_counts", "class_sums")
 
@@ -280,8 +298,8 @@ class LinearCKA(_RepresentationMetric):
 
     n: Tensor
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, *, validate_args: bool = True, **kwargs: Any) -> None:
+        super().__init__(validate_args=validate_args, **kwargs)
         self.add_state("n", default=torch.tensor(0, dtype=torch.int64), dist_reduce_fx="sum")
         self.add_running_sum("sum_x", "sum_y", "xx", "yy", "xy")
 
@@ -362,13 +380,14 @@ class KNNAccuracy(_RepresentationMetric):
         ties: str = "average",
         *,
         block_bytes: int | None = None,
+        validate_args: bool = True,
         **kwargs: Any,
     ) -> None:
         options = check_knn_options(k, temperature, top, num_classes, ties, block_bytes)
         self.k, self.temperature, self._tops, self._single = options[:4]
         self.num_classes, self.ties, self.block_bytes = options[4:]
         self.top = top
-        super().__init__(**kwargs)
+        super().__init__(validate_args=validate_args, **kwargs)
         self.add_row_store("bank", "bank_labels", "query", "query_labels")
 
     def _batch(self, embeddings: Any, labels: Any, role: Any) -> tuple[Tensor, Tensor, str]:
