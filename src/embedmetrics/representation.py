@@ -62,6 +62,16 @@ class _RepresentationMetric(BaseMetric):
             check_finite(name, t)
         return t
 
+    @staticmethod
+    def _two_arguments(names: tuple[str, str], args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+        """The two ``update`` arguments ``names`` from a call's positional and keyword arguments."""
+        values = list(args) + [kwargs[n] for n in names[len(args) :] if n in kwargs]
+        if len(values) != 2:
+            raise ArgumentKindError(
+                f"`update` takes `{names[0]}` and `{names[1]}`, got {len(values)} argument(s)."
+            )
+        return values
+
     def _remember(self, **dims: int) -> None:
         self._dims.update(dims)
 
@@ -241,10 +251,7 @@ class LiDAR(_RepresentationMetric):
         return t, check_class_labels("labels", labels, t)
 
     def _check_batch(self, *args: Any, **kwargs: Any) -> None:
-        values = list(args) + [kwargs[n] for n in ("z", "labels")[len(args) :] if n in kwargs]
-        if len(values) != 2:
-            raise ArgumentKindError(f"`update` takes `z` and `labels`, got {len(values)} argument(s).")
-        self._batch(*values)
+        self._batch(*self._two_arguments(("z", "labels"), args, kwargs))
 
     def update(self, z: Tensor, labels: Tensor) -> None:
         """Add a batch of embeddings with their source-sample ids."""
@@ -309,10 +316,7 @@ class LinearCKA(_RepresentationMetric):
         return a, b
 
     def _check_batch(self, *args: Any, **kwargs: Any) -> None:
-        values = list(args) + [kwargs[n] for n in ("x", "y")[len(args) :] if n in kwargs]
-        if len(values) != 2:
-            raise ArgumentKindError(f"`update` takes `x` and `y`, got {len(values)} argument(s).")
-        self._pair(*values)
+        self._pair(*self._two_arguments(("x", "y"), args, kwargs))
 
     def update(self, x: Tensor, y: Tensor) -> None:
         """Add a batch of paired rows."""
