@@ -203,10 +203,8 @@ def test_knn_accuracy_ties_hand_worked() -> None:
     assert float(knn_accuracy(bank, labels, query, torch.tensor([0]), k=1, top=1, ties="optimistic")) == 1.0
     assert float(knn_accuracy(bank, labels, query, torch.tensor([2]), k=1, top=1)) == 0.0
     # a class without a vote ties with the other vote-less classes: 1 of 3 places among 3 classes
-    five = torch.tensor([0, 1, 2])
     got = knn_accuracy(bank, labels, query, torch.tensor([2]), k=1, top=3, num_classes=5)
     assert float(got) == pytest.approx(1 / 3)
-    del five
 
 
 def test_knn_accuracy_collapsed_bank_is_the_class_frequency() -> None:

@@ -27,6 +27,7 @@ from embedmetrics._engine.checks import (
     check_embeddings,
     check_finite,
     check_like_earlier,
+    check_number,
 )
 from embedmetrics._engine.knn_vote import knn_vote_hits
 from embedmetrics._engine.representation import (
@@ -51,7 +52,7 @@ class _RepresentationMetric(BaseMetric):
         self.validate_args = check_bool("validate_args", validate_args)
         self._dims: dict[str, int] = {}
 
-    def _embeddings(self, name: str, z: Any, *, remember: bool = True) -> Tensor:
+    def _embeddings(self, name: str, z: Any) -> Tensor:
         """One batch of embeddings as a tensor on the metric's device, checked; touches no state."""
         t = as_tensor(name, z)
         if not isinstance(z, Tensor):
@@ -153,7 +154,7 @@ class RankMe(_MomentMetric):
         **kwargs: Any,
     ) -> None:
         self.center = check_bool("center", center)
-        self.eps = spectral.check_eps("eps", eps)
+        self.eps = check_number("eps", eps)
         super().__init__(validate_args=validate_args, **kwargs)
 
     def compute(self) -> Tensor:
@@ -240,8 +241,8 @@ class LiDAR(_RepresentationMetric):
         validate_args: bool = True,
         **kwargs: Any,
     ) -> None:
-        self.delta = spectral.check_eps("delta", delta)
-        self.eps = spectral.check_eps("eps", eps)
+        self.delta = check_number("delta", delta)
+        self.eps = check_number("eps", eps)
         super().__init__(validate_args=validate_args, **kwargs)
         self.add_running_sum("gram")
         self.add_row_store("class_labels", "class_counts", "class_sums")

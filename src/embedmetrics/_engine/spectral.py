@@ -24,7 +24,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.checks import ArgumentKindError, check_number, check_positive_int
+from embedmetrics._engine.checks import ArgumentKindError, check_positive_int
 
 #: Default ``eps`` of RankMe's distribution (Garrido et al., 2023).
 RANKME_EPS = 1e-7
@@ -201,8 +201,3 @@ def check_fit_range(fit_range: object) -> tuple[int, int]:
     if lo >= hi:
         raise ValueError(f"Argument `fit_range` must have first < last, got {tuple(fit_range)!r}.")
     return lo, hi
-
-
-def check_eps(name: str, value: object) -> float:
-    """A finite ``eps``/``delta`` ``>= 0``."""
-    return check_number(name, value)

@@ -24,6 +24,7 @@ from embedmetrics._engine.checks import (
     check_bool,
     check_embeddings,
     check_finite,
+    check_number,
     to_tensors,
 )
 from embedmetrics._engine.knn_vote import knn_vote_hits
@@ -37,12 +38,16 @@ def _embeddings(
     names: tuple[str, ...], arrays: tuple[Any, ...], validate_args: bool
 ) -> tuple[list[Tensor], bool]:
     tensors, numpy = to_tensors(names, *arrays)
+    _check(names, tensors, validate_args)
+    return tensors, numpy
+
+
+def _check(names: tuple[str, ...], tensors: list[Tensor], validate_args: bool) -> None:
     validate = check_bool("validate_args", validate_args)
     for name, t in zip(names, tensors):
         check_embeddings(name, t)
         if validate:
             check_finite(name, t)
-    return tensors, numpy
 
 
 def _finish(value: Tensor, like: list[Tensor], numpy: bool) -> Any:
@@ -79,7 +84,7 @@ def rankme(
     """
     (t,), numpy = _embeddings(("z",), (z,), validate_args)
     value = spectral.rankme(
-        spectral.moments(t), center=check_bool("center", center), eps=spectral.check_eps("eps", eps)
+        spectral.moments(t), center=check_bool("center", center), eps=check_number("eps", eps)
     )
     return _finish(value, [t], numpy)
 
@@ -153,15 +158,15 @@ def lidar(
         7.0
     """
     (t, raw_labels), numpy = to_tensors(("z", "labels"), z, labels)
-    (t,), _ = _embeddings(("z",), (t,), validate_args)
+    _check(("z",), [t], validate_args)
     lab = check_class_labels("labels", raw_labels, t)
     _, counts, sums = spectral.class_partials(t, lab)
     value = spectral.lidar(
         counts,
         sums,
         spectral.moments(t).gram,
-        delta=spectral.check_eps("delta", delta),
-        eps=spectral.check_eps("eps", eps),
+        delta=check_number("delta", delta),
+        eps=check_number("eps", eps),
     )
     return _finish(value, [t], numpy)
 
@@ -248,7 +253,7 @@ def knn_accuracy(
     options = check_knn_options(k, temperature, top, num_classes, ties, block_bytes)
     names = ("bank", "bank_labels", "queries", "query_labels")
     (b, bl, q, ql), numpy = to_tensors(names, bank, bank_labels, queries, query_labels)
-    (b, q), _ = _embeddings(("bank", "queries"), (b, q), validate_args)
+    _check(("bank", "queries"), [b, q], validate_args)
     if b.shape[1] != q.shape[1]:
         raise ValueError(
             "Arguments `bank` and `queries` must have the same number of features, "
