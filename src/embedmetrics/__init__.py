@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from embedmetrics import retrieval as _retrieval
 from embedmetrics._engine.checks import ArgumentKindError
+from embedmetrics.dense import DenseRetrieval
 from embedmetrics.embedding import Alignment, ContrastiveAccuracy, Uniformity
 from embedmetrics.losses import ContrastiveLoss
 from embedmetrics.neighbors import AccuracyCalculator, EmbeddingAccuracy
@@ -19,3 +20,4 @@ __all__ += [name for name in _retrieval.__all__ if name != "RetrievalMetric"]  #
 
 __all__ += ["Alignment", "ContrastiveAccuracy", "Uniformity"]
 __all__ += ["AlphaReQ", "KNNAccuracy", "LiDAR", "LinearCKA", "RankMe"]
+__all__ += ["DenseRetrieval"]

@@ -128,7 +128,8 @@ class KnnResult:
 class KeyBlocks:
     """Ranking keys of query blocks against all references (ascending = nearer), one block at a time.
 
-    Euclidean: ``||r||² − 2 q·r`` as one product ``[−2q, 1] · [r, ||r||²]``; cosine: ``−cos``. Identical
+    Euclidean: ``||r||² − 2 q·r`` as one product ``[−2q, 1] · [r, ||r||²]``; cosine: ``−cos``; dot:
+    ``−q·r``. Identical
     reference rows get bit-identical keys in every row (each distinct row is multiplied once and its
     key copied to every column that holds it). Columns past ``n_r`` (padding for
     :func:`smallest_keys`' groups) and each query's own column (``self_index``) are ``+inf``.
@@ -168,6 +169,8 @@ class KeyBlocks:
         if distance == "cosine":
             q = -l2_normalize(q, 1e-12)
             ref = l2_normalize(ref, 1e-12)
+        elif distance == "dot":
+            q = -q
         else:
             q_sq = (q * q).sum(dim=1)
             ref = torch.cat([ref, (ref * ref).sum(dim=1, keepdim=True)], dim=1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from embedmetrics.functional import retrieval
+from embedmetrics.functional.dense import dense_retrieval
 from embedmetrics.functional.embedding import alignment_score, contrastive_accuracy_score, uniformity_score
 from embedmetrics.functional.losses import contrastive_loss
 from embedmetrics.functional.neighbors import embedding_accuracy
@@ -16,3 +17,4 @@ __all__ += retrieval.__all__
 
 __all__ += ["alignment_score", "contrastive_accuracy_score", "uniformity_score"]
 __all__ += ["alpha_req", "knn_accuracy", "lidar", "linear_cka", "rankme"]
+__all__ += ["dense_retrieval"]

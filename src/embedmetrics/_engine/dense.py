@@ -1,0 +1,351 @@
+"""Dense retrieval, part 2: trec_eval's measures on the exact top-``depth`` lists, ties included.
+
+The lists come from :mod:`embedmetrics._engine.dense_scan`. Every measure is a prefix sum of four
+per-position terms (expected relevance, expected gain, the AP summand, the probability that the first
+relevant document is at the position), read at the cut-off:
+
+==============  =================================================================  ================
+key             value                                                              trec_eval
+==============  =================================================================  ================
+``ndcg@k``      ``Σ_{p<k} gain(p)/log2(p+2)`` over the ideal DCG@k of the qrels     ``ndcg_cut_k``
+``recall@k``    relevant in the top ``k`` over ``R``                                ``recall_k``
+``precision@k`` relevant in the top ``k`` over ``k``                                ``P_k``
+``mrr@k``       ``1/rank`` of the first relevant document within the top ``k``     (``recip_rank``)
+``map@k``       ``Σ_{p<k} rel(p)·precision@(p+1)`` over ``R``                       ``map_cut_k``
+``hit_rate@k``  a relevant document in the top ``k``                                (``success_k``)
+``r_precision`` relevant in the top ``min(R, depth)`` over ``R``                    ``Rprec``
+==============  =================================================================  ================
+
+``R`` counts the relevant lines of the qrels (``relevance >= 1``), retrieved or not, in the corpus or
+not; the ideal DCG orders every judged document of the query. Under ``ties="average"`` each term is
+its expectation over a uniformly random order of tied documents (:mod:`~embedmetrics._engine.tie_stats`),
+the tie block at the end of the list counted whole; ``"pessimistic"`` / ``"optimistic"`` order every
+tie block by increasing / decreasing gain. Queries without a qrels line are skipped (NaN per query).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+from torch import Tensor
+
+from embedmetrics._engine import tie_stats
+from embedmetrics._engine.checks import (
+    AGGREGATIONS,
+    TIES,
+    Aggregation,
+    check_block_bytes,
+    check_bool,
+    check_choice,
+    check_embeddings,
+    check_finite,
+    check_positive_int,
+    check_same_device,
+    normalize_ks,
+)
+from embedmetrics._engine.dense_scan import TopLists, gather_lists, merge_lists, scan_corpus
+from embedmetrics._engine.qrels import Judgements, check_ids, check_unique_ids, per_row_sorted
+from embedmetrics._engine.ranking import aggregate
+from embedmetrics._engine.scan import compute_dtype
+
+#: The measures of :func:`dense_values`, in the order results list them.
+DENSE_METRICS = ("ndcg", "recall", "precision", "mrr", "map", "hit_rate", "r_precision")
+SIMILARITIES = ("cosine", "dot", "euclidean")
+
+
+@dataclass(frozen=True)
+class DenseOptions:
+    """Checked options of dense retrieval (see :func:`check_dense_options`)."""
+
+    ks: tuple[int, ...]
+    metrics: tuple[str, ...]
+    depth: int
+    similarity: str
+    exclude_self: bool
+    ties: str
+    aggregation: Aggregation
+    return_run: bool
+    block_bytes: Optional[int]
+
+    def result_keys(self) -> list[str]:
+        """``f"{metric}@{k}"`` for every metric and cut-off (``r_precision`` alone), in order."""
+        keys: list[str] = []
+        for m in self.metrics:
+            keys += [m] if m == "r_precision" else [f"{m}@{k}" for k in self.ks]
+        return keys
+
+
+def check_dense_options(
+    k: Any,
+    metrics: Any,
+    depth: Any,
+    similarity: Any,
+    exclude_self: Any,
+    ties: Any,
+    aggregation: Any,
+    return_run: Any,
+    block_bytes: Any,
+) -> DenseOptions:
+    """Validate the options; ``depth`` defaults to the largest ``k`` and must be at least it."""
+    ks = tuple(int(v) for v in normalize_ks("k", k, allow_none=False)[0] if v is not None)
+    ks = tuple(sorted(set(ks)))
+    if metrics is None:
+        names: tuple[str, ...] = DENSE_METRICS
+    else:
+        if isinstance(metrics, str) or not isinstance(metrics, (list, tuple)) or len(metrics) == 0:
+            raise ValueError(f"Argument `metrics` must be a non-empty sequence of {DENSE_METRICS}, got {metrics!r}.")
+        for m in metrics:
+            check_choice("metrics", m, DENSE_METRICS)
+        names = tuple(m for m in DENSE_METRICS if m in metrics)
+    d = max(ks) if depth is None else check_positive_int("depth", depth)
+    if d < max(ks):
+        raise ValueError(f"Argument `depth` must be at least the largest `k` ({max(ks)}), got {depth!r}.")
+    check_choice("similarity", similarity, SIMILARITIES)
+    check_choice("ties", ties, TIES)
+    if not (callable(aggregation) or (isinstance(aggregation, str) and aggregation in AGGREGATIONS)):
+        raise ValueError(f"Argument `aggregation` must be one of {AGGREGATIONS} or a callable, got {aggregation!r}.")
+    return DenseOptions(
+        ks, names, d, str(similarity), check_bool("exclude_self", exclude_self), str(ties), aggregation,
+        check_bool("return_run", return_run), check_block_bytes(block_bytes),
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- per-position terms
+
+
+@dataclass
+class Terms:
+    """``(Q, depth)`` float64 per-position terms whose prefix sums are the measures."""
+
+    relevance: Tensor
+    gain: Tensor
+    precision: Tensor
+    first: Tensor
+
+
+def _runs(keys: Tensor) -> tuple[Tensor, Tensor]:
+    """Run (tie block) index of every position and the position where its run starts."""
+    new = torch.ones_like(keys, dtype=torch.bool)
+    new[:, 1:] = keys[:, 1:] != keys[:, :-1]
+    pos = torch.arange(keys.shape[1], device=keys.device)
+    return new.cumsum(dim=1) - 1, torch.where(new, pos, 0).cummax(dim=1).values
+
+
+def _run_sums(values: Tensor, run: Tensor) -> Tensor:
+    """Per position, the sum of ``values`` over its run."""
+    return torch.zeros_like(values).scatter_add_(1, run, values).gather(1, run)
+
+
+def _boundary(lists: TopLists, judgements: Judgements) -> tuple[Tensor, Tensor, Tensor]:
+    """Per query: is the list full with a finite last key, and the relevant documents and gain sum of
+    the whole tie block at that key (from the judged pairs' keys)."""
+    last = lists.keys[:, -1]
+    full = torch.isfinite(last)
+    rows = judgements.entry_row
+    in_block = (lists.judged_keys == last[rows]) & full[rows]
+    n_q = last.shape[0]
+    rel = torch.zeros(n_q, dtype=torch.float64, device=last.device)
+    rel.index_add_(0, rows, (in_block & (judgements.entry_rel >= 1)).double())
+    gain = torch.zeros_like(rel).index_add_(0, rows, judgements.gains() * in_block)
+    return full, rel, gain
+
+
+def average_terms(lists: TopLists, grades: Tensor, judgements: Judgements) -> Terms:
+    """Expected terms under a random order of tied documents (``ties="average"``)."""
+    rel = (grades >= 1).double()
+    gain = grades.clamp_min(0).double()
+    run, start = _runs(lists.keys)
+    t = _run_sums(torch.ones_like(rel), run)
+    r, g = _run_sums(rel, run), _run_sums(gain, run)
+    full, r_b, g_b = _boundary(lists, judgements)
+    last = (run == run[:, -1:]) & full[:, None]
+    t = torch.where(last, lists.tail.double()[:, None], t)
+    r = torch.where(last, r_b[:, None], r)
+    g = torch.where(last, g_b[:, None], g)
+    c = (rel.cumsum(dim=1) - rel).gather(1, start)
+    x = (torch.arange(rel.shape[1], device=rel.device) - start).double()
+    return _terms(tie_stats.PositionStats(t, r, c, x), g / t)
+
+
+def ordered_terms(lists: TopLists, grades: Tensor, judgements: Judgements, optimistic: bool) -> Terms:
+    """Terms when every tie block is ordered by gain: decreasing (optimistic) or increasing."""
+    gain = grades.clamp_min(0).double()
+    keys = lists.keys
+    order = torch.argsort(gain, dim=1, descending=optimistic, stable=True)
+    order = order.gather(1, torch.argsort(keys.gather(1, order), dim=1, stable=True))
+    gain = gain.gather(1, order)
+    run, start = _runs(keys)
+    full, _, _ = _boundary(lists, judgements)
+    last = (run == run[:, -1:]) & full[:, None]
+    if bool(full.any()):
+        gain = torch.where(last, _boundary_gains(lists, judgements, start, optimistic), gain)
+    rel = (gain > 0).double()
+    ones = torch.ones_like(rel)
+    return _terms(tie_stats.PositionStats(ones, rel, rel.cumsum(dim=1) - rel, torch.zeros_like(rel)), gain)
+
+
+def _boundary_gains(lists: TopLists, judgements: Judgements, start: Tensor, optimistic: bool) -> Tensor:
+    """``(Q, depth)`` gain at each position of the boundary block when the whole block is ordered by
+    gain: its relevant members' gains (decreasing), or its zero-gain members then the gains (increasing)."""
+    last = lists.keys[:, -1]
+    rows, gains = judgements.entry_row, judgements.gains()
+    member = (lists.judged_keys == last[rows]) & (gains > 0)
+    n_q, depth = lists.keys.shape
+    block = per_row_sorted(rows[member], gains[member], n_q, depth, descending=optimistic)
+    n_pos = torch.bincount(rows[member], minlength=n_q)
+    x = torch.arange(depth, device=last.device) - start[:, -1:]
+    if not optimistic:
+        x = x - (lists.tail - n_pos)[:, None]
+    ok = (x >= 0) & (x < n_pos[:, None])
+    if block.shape[1] == 0:
+        return torch.zeros_like(lists.keys)
+    return torch.where(ok, block.gather(1, x.clamp(0, block.shape[1] - 1)), 0.0)
+
+
+def _terms(ps: tie_stats.PositionStats, gain: Tensor) -> Terms:
+    p1 = torch.arange(1, gain.shape[1] + 1, device=gain.device, dtype=torch.float64)
+    return Terms(
+        tie_stats.expected_relevance(ps),
+        gain,
+        tie_stats.position_precision_terms(ps),
+        tie_stats.reciprocal_rank_terms(ps) * p1,
+    )
+
+
+# --------------------------------------------------------------------------- measures
+
+
+def measure_values(terms: Terms, judgements: Judgements, opts: DenseOptions) -> dict[str, Tensor]:
+    """``{key: (Q,) float64}`` per-query values (NaN for queries without judgements)."""
+    depth = terms.relevance.shape[1]
+    dev = terms.relevance.device
+    p = torch.arange(depth, device=dev, dtype=torch.float64)
+    disc = 1.0 / torch.log2(p + 2.0)
+    cols = torch.tensor([k - 1 for k in opts.ks], device=dev)
+    R = judgements.num_relevant.double()[:, None]
+    kf = torch.tensor(opts.ks, device=dev, dtype=torch.float64)[None]
+
+    def at(x: Tensor) -> Tensor:
+        return x.cumsum(dim=1).index_select(1, cols)
+
+    def over(num: Tensor, den: Tensor) -> Tensor:
+        return torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 0.0)
+
+    found = at(terms.relevance)
+    table: dict[str, Any] = {
+        "ndcg": lambda: over(at(terms.gain * disc), judgements.ideal_dcg(opts.ks, disc)),
+        "recall": lambda: over(found, R),
+        "precision": lambda: found / kf,
+        "mrr": lambda: at(terms.first / (p + 1)),
+        "map": lambda: over(at(terms.precision), R),
+        "hit_rate": lambda: at(terms.first),
+    }
+    skip = ~judgements.judged
+    out: dict[str, Tensor] = {}
+    for name in opts.metrics:
+        if name == "r_precision":
+            upto = (judgements.num_relevant.clamp(max=depth) - 1).clamp_min(0)[:, None]
+            value = over(terms.relevance.cumsum(dim=1).gather(1, upto), R)[:, 0]
+            out[name] = value.masked_fill(skip, math.nan)
+            continue
+        values = table[name]()
+        for j, k in enumerate(opts.ks):
+            out[f"{name}@{k}"] = values[:, j].masked_fill(skip, math.nan)
+    return out
+
+
+# --------------------------------------------------------------------------- the whole evaluation
+
+
+def dense_values(
+    queries: Tensor,
+    query_ids: Tensor,
+    corpus: Tensor,
+    corpus_ids: Tensor,
+    qrels: Tensor,
+    opts: DenseOptions,
+    *,
+    distributed: bool = False,
+) -> dict[str, Any]:
+    """The result dict of :func:`~embedmetrics.functional.dense_retrieval`.
+
+    ``distributed``: the queries are the same on every process and each holds its own corpus part;
+    the lists are merged across processes (a collective) and every process returns the same result.
+    """
+    order = torch.argsort(query_ids)
+    query_ids = query_ids[order]
+    check_unique_ids("query_ids", query_ids)
+    if not distributed:
+        check_unique_ids("corpus_ids", torch.sort(corpus_ids).values)
+    queries = queries[order]
+    judgements = Judgements.build(qrels, query_ids)
+    lists = scan_corpus(
+        queries, query_ids, corpus, corpus_ids, judgements, depth=opts.depth,
+        similarity=opts.similarity, exclude_self=opts.exclude_self, block_bytes=opts.block_bytes,
+    )  # fmt: skip
+    lists = gather_lists(lists) if distributed else merge_lists(lists, 1)
+    valid = torch.isfinite(lists.keys)
+    rows = torch.arange(lists.keys.shape[0], device=lists.keys.device)[:, None]
+    grades = torch.where(valid, judgements.relevance(rows, lists.ids), 0)
+    if opts.ties == "average":
+        terms = average_terms(lists, grades, judgements)
+    else:
+        terms = ordered_terms(lists, grades, judgements, opts.ties == "optimistic")
+    per_query = measure_values(terms, judgements, opts)
+    result: dict[str, Any] = {}
+    judged = judgements.judged
+    any_judged = bool(judged.any())
+    dtype = compute_dtype(queries, corpus)
+    for key, values in per_query.items():
+        values = values.to(dtype)
+        if isinstance(opts.aggregation, str) and opts.aggregation == "none":
+            result[key] = values
+        elif not any_judged:
+            result[key] = values.new_full((), math.nan)
+        else:
+            result[key] = aggregate(values[judged][:, None], opts.aggregation).reshape(())
+    if opts.return_run or (isinstance(opts.aggregation, str) and opts.aggregation == "none"):
+        result["query_ids"] = query_ids
+    if opts.return_run:
+        result["run"] = _run(lists, queries, opts.similarity, _corpus_size(corpus, distributed))
+    return result
+
+
+def _corpus_size(corpus: Tensor, distributed: bool) -> int:
+    n = torch.tensor([corpus.shape[0]], dtype=torch.int64, device=corpus.device)
+    if distributed:
+        torch.distributed.all_reduce(n)
+    return int(n)
+
+
+def _run(lists: TopLists, queries: Tensor, similarity: str, n_corpus: int) -> tuple[Tensor, Tensor]:
+    """``(doc_ids, scores)`` ``(Q, min(depth, corpus))``: similarity (``-distance`` for euclidean)."""
+    width = min(lists.keys.shape[1], n_corpus)
+    keys, ids = lists.keys[:, :width], lists.ids[:, :width]
+    if similarity == "euclidean":
+        q_sq = (queries.double() ** 2).sum(dim=1, keepdim=True)
+        scores = -(keys + q_sq).clamp_min(0).sqrt()
+    else:
+        scores = -keys
+    return ids, scores.to(queries.dtype if queries.dtype == torch.float64 else torch.float32)
+
+
+def check_dense_rows(
+    queries: Tensor, corpus: Tensor, query_ids: Tensor, corpus_ids: Tensor, validate_args: bool
+) -> tuple[Tensor, Tensor]:
+    """Check the embeddings and their ids (``(n,)`` integers, one per row); return the ids as int64."""
+    check_embeddings("queries", queries)
+    check_embeddings("corpus", corpus)
+    if queries.shape[1] != corpus.shape[1]:
+        raise ValueError(
+            f"Arguments `queries` and `corpus` must have the same number of features, got "
+            f"{queries.shape[1]} and {corpus.shape[1]}."
+        )
+    check_same_device(("queries", "corpus"), queries, corpus)
+    if validate_args:
+        check_finite("queries", queries)
+        check_finite("corpus", corpus)
+    return check_ids("query_ids", query_ids, queries.shape[0]), check_ids("corpus_ids", corpus_ids, corpus.shape[0])

@@ -1,0 +1,196 @@
+"""``DenseRetrieval``: query embeddings against a corpus with qrels, accumulated and sharded across processes.
+
+Queries and documents are kept as rows (with their int64 ids) until ``compute``. After a distributed
+sync every process holds all queries but only *its own* corpus rows: each scans its corpus share
+against all queries and the per-process top-``depth`` lists are merged exactly
+(:mod:`embedmetrics._engine.dense_scan`), so the corpus is never gathered and per-process compute is
+proportional to its share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Callable, Optional
+
+import torch
+from torch import Tensor
+from torchmetrics.utilities.distributed import gather_all_tensors
+
+from embedmetrics._engine.base import BaseMetric
+from embedmetrics._engine.checks import (
+    Aggregation,
+    ArgumentKindError,
+    KArg,
+    as_tensor,
+    check_bool,
+    check_choice,
+    check_embeddings,
+    check_finite,
+    check_like_earlier,
+)
+from embedmetrics._engine.dense import check_dense_options, dense_values
+from embedmetrics._engine.qrels import check_ids, check_qrels
+from embedmetrics._engine.scan import metric_shard
+
+__all__ = ["DenseRetrieval"]
+
+#: Row stores that stay on their process at a sync (the corpus shards).
+_LOCAL_STATES = ("corpus", "corpus_ids")
+_ROLES = ("query", "corpus")
+
+
+class DenseRetrieval(BaseMetric):
+    r"""Dense retrieval metrics of query embeddings against a corpus, with qrels, as trec_eval computes them.
+
+    ``update(embeddings, ids, role="query")`` adds query rows, ``role="corpus"`` document rows, any
+    number of times, in any order, on any process; ids are integers, unique per role across all
+    processes (dataset indices, say). The qrels (``(n, 3)`` ``(query_id, doc_id, relevance)``) are
+    given at construction or through :meth:`set_qrels`, the same on every process. ``compute``
+    returns what :func:`~embedmetrics.functional.dense_retrieval` returns on all the rows: a dict with
+    ``f"{metric}@{k}"`` for every metric and cut-off (``"r_precision"`` alone), and the run when asked.
+    In a distributed run each process scans only its own corpus rows against all queries and the
+    top-``depth`` lists are merged exactly: every process returns the same, equal to one process
+    holding everything.
+
+    Args:
+        qrels: ``(n, 3)`` integer relevance judgements, or ``None`` to set them later.
+        k: a cut-off or a sequence of them.
+        metrics: a subset of ``("ndcg", "recall", "precision", "mrr", "map", "hit_rate",
+            "r_precision")``; ``None``: all.
+        depth: length of the retrieved list; default ``max(k)``.
+        similarity: ``"cosine"``, ``"dot"`` or ``"euclidean"``.
+        exclude_self: drop the document whose id equals the query's id from its ranking.
+        ties: ``"average"``, ``"pessimistic"`` or ``"optimistic"``.
+        aggregation: ``"mean"``, ``"median"``, ``"min"``, ``"max"``, a callable, or ``"none"``.
+        return_run: also return ``"run"`` (``(doc_ids, scores)`` per query).
+        block_bytes: memory budget of one similarity block, in bytes; ``None`` chooses it per device.
+        validate_args: reject NaN and infinite embeddings in ``update`` (``ValueError``; a host sync).
+        kwargs: passed to :class:`torchmetrics.Metric`.
+
+    Examples:
+        >>> import torch
+        >>> from embedmetrics import DenseRetrieval
+        >>> metric = DenseRetrieval(torch.tensor([[10, 100, 1], [11, 102, 2]]), k=(1, 2), metrics=["ndcg"])
+        >>> metric.update(torch.tensor([[1.0, 0.0], [0.0, 1.0]]), torch.tensor([10, 11]), role="query")
+        >>> metric.update(torch.tensor([[0.9, 0.1], [0.1, 0.9]]), torch.tensor([100, 101]), role="corpus")
+        >>> metric.update(torch.tensor([[0.6, 0.8]]), torch.tensor([102]), role="corpus")
+        >>> {key: round(float(v), 4) for key, v in metric.compute().items()}
+        {'ndcg@1': 0.5, 'ndcg@2': 0.8155}
+    """
+
+    full_state_update: bool = False
+    is_differentiable: bool = False
+    higher_is_better: bool = True
+    plot_lower_bound: float = 0.0
+    plot_upper_bound: float = 1.0
+
+    query: list[Tensor]
+    query_ids: list[Tensor]
+    corpus: list[Tensor]
+    corpus_ids: list[Tensor]
+
+    def __init__(
+        self,
+        qrels: Any = None,
+        k: KArg = 10,
+        metrics: Optional[Sequence[str]] = None,
+        depth: Optional[int] = None,
+        similarity: str = "cosine",
+        exclude_self: bool = False,
+        ties: str = "average",
+        aggregation: Aggregation = "mean",
+        return_run: bool = False,
+        *,
+        block_bytes: Optional[int] = None,
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        self._options = check_dense_options(
+            k, metrics, depth, similarity, exclude_self, ties, aggregation, return_run, block_bytes
+        )
+        self.k, self.metrics, self.depth, self.similarity = k, metrics, self._options.depth, similarity
+        self.exclude_self, self.ties, self.aggregation, self.return_run = exclude_self, ties, aggregation, return_run
+        self.block_bytes = block_bytes
+        super().__init__(**kwargs)
+        self.validate_args = check_bool("validate_args", validate_args)
+        self._qrels: Optional[Tensor] = None if qrels is None else check_qrels(qrels)
+        self._features: Optional[int] = None
+        self.add_row_store("query", "query_ids", *_LOCAL_STATES)
+
+    def set_qrels(self, qrels: Any) -> None:
+        """Set (or replace) the ``(n, 3)`` ``(query_id, doc_id, relevance)`` judgements."""
+        self._qrels = check_qrels(qrels)
+        self._computed = None
+
+    @property
+    def qrels(self) -> Optional[Tensor]:
+        """The judgements, ``(n, 3)`` int64, or ``None`` before they are set."""
+        return self._qrels
+
+    def _batch(self, embeddings: Any, ids: Any, role: Any) -> tuple[Tensor, Tensor, str]:
+        check_choice("role", role, _ROLES)
+        t = as_tensor("embeddings", embeddings)
+        if not isinstance(embeddings, Tensor):
+            t = t.to(self.device)
+        check_embeddings("embeddings", t, allow_empty=True)
+        check_like_earlier("embeddings", "features", t.shape[1], self._features, tuple(t.shape))
+        if self.validate_args:
+            check_finite("embeddings", t)
+        i = check_ids("ids", as_tensor("ids", ids).to(t.device), t.shape[0])
+        return t, i, str(role)
+
+    def _check_batch(self, *args: Any, **kwargs: Any) -> None:
+        names = ("embeddings", "ids", "role")
+        values = dict(zip(names, args)) | {n: kwargs[n] for n in names if n in kwargs}
+        unknown = set(kwargs) - set(names)
+        if unknown or "embeddings" not in values or "ids" not in values:
+            raise ArgumentKindError(
+                f"`update` takes `embeddings`, `ids` and `role`, got {sorted(values)} and unknown {sorted(unknown)}."
+            )
+        self._batch(values["embeddings"], values["ids"], values.get("role", "query"))
+
+    def update(self, embeddings: Tensor, ids: Tensor, role: str = "query") -> None:
+        """Add query rows (``role="query"``) or corpus rows (``role="corpus"``) with their int ids."""
+        t, i, which = self._batch(embeddings, ids, role)
+        getattr(self, which).append(t)
+        getattr(self, f"{which}_ids").append(i)
+        self._features = t.shape[1]
+
+    def compute(self) -> dict[str, Any]:
+        """The measures of every query against the whole corpus (see the class docstring)."""
+        if self._qrels is None:
+            raise ValueError("DenseRetrieval needs qrels: pass them to the constructor or call `set_qrels` first.")
+        shard = metric_shard(self)
+        query, query_ids = self.stored_rows("query"), self.stored_rows("query_ids")
+        corpus, corpus_ids = self.stored_rows("corpus"), self.stored_rows("corpus_ids")
+        width = self._features or 1
+        if query is None or query_ids is None:
+            query = torch.zeros(0, width, device=self.device)
+            query_ids = torch.zeros(0, dtype=torch.int64, device=self.device)
+        if corpus is None or corpus_ids is None:
+            corpus = query.new_zeros(0, query.shape[1])
+            corpus_ids = torch.zeros(0, dtype=torch.int64, device=query.device)
+        qrels = self._qrels.to(query.device)
+        return dense_values(query, query_ids, corpus, corpus_ids, qrels, self._options, distributed=shard is not None)
+
+    def reset(self) -> None:
+        """Clear the rows (the qrels stay)."""
+        super().reset()
+        self._features = None
+
+    def _sync_dist(
+        self, dist_sync_fn: Callable[..., Any] = gather_all_tensors, process_group: Optional[Any] = None
+    ) -> None:
+        """Gather the queries only: each process keeps its own corpus rows (merged in ``compute``)."""
+        reductions = self._reductions
+        self._reductions = {name: fx for name, fx in reductions.items() if name not in _LOCAL_STATES}
+        try:
+            super()._sync_dist(dist_sync_fn, process_group)
+        finally:
+            self._reductions = reductions
+
+    def plot(self, val: Any = None, ax: Any = None) -> Any:
+        """Plot the measures of one ``compute`` (or the current one), one point per key (needs matplotlib)."""
+        value = self.compute() if val is None else val
+        scalars = {key: v for key, v in value.items() if isinstance(v, Tensor) and key != "query_ids"}
+        return self._plot(scalars, ax)

@@ -1,0 +1,119 @@
+"""Functional dense retrieval: query embeddings against a corpus, scored against qrels as trec_eval does."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Optional
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from embedmetrics._engine.checks import Aggregation, KArg, as_tensor, check_bool, to_tensors
+from embedmetrics._engine.dense import check_dense_options, check_dense_rows, dense_values
+from embedmetrics._engine.qrels import check_qrels
+
+__all__ = ["dense_retrieval"]
+
+
+def _ids(name: str, ids: Any, like: Tensor) -> Tensor:
+    if ids is None:
+        return torch.arange(like.shape[0], device=like.device)
+    return as_tensor(name, ids).to(like.device)
+
+
+def _output(result: dict[str, Any], numpy: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in result.items():
+        if key == "run":
+            ids, scores = value
+            out[key] = (ids.cpu().numpy(), scores.cpu().numpy()) if numpy else (ids, scores)
+        elif key == "query_ids":
+            out[key] = value.cpu().numpy() if numpy else value
+        else:
+            out[key] = (np.float64(value) if value.ndim == 0 else value.cpu().double().numpy()) if numpy else value
+    return out
+
+
+def dense_retrieval(
+    queries: Any,
+    corpus: Any,
+    qrels: Any,
+    *,
+    query_ids: Any = None,
+    corpus_ids: Any = None,
+    k: KArg = 10,
+    metrics: Optional[Sequence[str]] = None,
+    depth: Optional[int] = None,
+    similarity: str = "cosine",
+    exclude_self: bool = False,
+    ties: str = "average",
+    aggregation: Aggregation = "mean",
+    return_run: bool = False,
+    block_bytes: Optional[int] = None,
+    validate_args: bool = True,
+) -> dict[str, Any]:
+    r"""Dense retrieval: every query against the whole corpus, scored on the qrels as trec_eval does.
+
+    The exact ``depth`` nearest documents of every query are found by a blocked scan (one matrix
+    product per block of queries, never a ``queries × corpus`` matrix), then nDCG, recall, precision,
+    MRR, MAP, hit rate and R-precision are computed at every cut-off of ``k`` at once, with trec_eval's
+    semantics: relevant documents that were not retrieved (or are not in the corpus) still count in
+    ``R`` and in the ideal DCG, a judged query without a relevant document scores 0, and queries
+    without any qrels line are skipped. ``map@k`` is ``map_cut_k``, ``recall@k`` ``recall_k``,
+    ``precision@k`` ``P_k`` (over ``k``), ``ndcg@k`` ``ndcg_cut_k``, ``mrr@k`` the reciprocal rank within
+    the top ``k``, ``hit_rate@k`` whether a relevant document is in the top ``k``, ``r_precision`` the
+    relevant share of the top ``R``.
+
+    Tied similarities are decided by ``ties``, never by the kernel, the block size or the corpus
+    order: ``"average"`` gives the exact expected value under a random order of tied documents (also
+    for the tie block that straddles a cut-off or ``depth``), ``"pessimistic"`` / ``"optimistic"``
+    rank tied documents by increasing / decreasing relevance.
+
+    Args:
+        queries: ``(Q, d)`` query embeddings (tensor or NumPy array; all inputs of one kind).
+        corpus: ``(N, d)`` document embeddings.
+        qrels: ``(n, 3)`` integer ``(query_id, doc_id, relevance)`` rows, graded relevance allowed
+            (relevant when ``>= 1``; the nDCG gain is the relevance, negative grades count as 0).
+        query_ids: ``(Q,)`` integer ids of the queries, unique; default: row numbers.
+        corpus_ids: ``(N,)`` integer ids of the documents, unique; default: row numbers.
+        k: a cut-off or a sequence of them.
+        metrics: a subset of ``("ndcg", "recall", "precision", "mrr", "map", "hit_rate",
+            "r_precision")``; ``None``: all.
+        depth: length of the retrieved list (``r_precision`` reads at most this far); default
+            ``max(k)``. BEIR-style evaluation retrieves 1000.
+        similarity: ``"cosine"``, ``"dot"`` or ``"euclidean"`` (nearer is better).
+        exclude_self: drop the document whose id equals the query's id from its ranking (BEIR's
+            ``ignore_identical_ids``, for sets whose queries are also in the corpus).
+        ties: ``"average"``, ``"pessimistic"`` or ``"optimistic"``.
+        aggregation: ``"mean"``, ``"median"``, ``"min"``, ``"max"``, a callable ``f(values, dim=0)``, or
+            ``"none"`` for per-query values (ascending query id, NaN where a query has no judgement).
+        return_run: also return ``"run"``: ``(doc_ids, scores)``, ``(Q, min(depth, N))`` per query in
+            ascending query id, nearest first, ties by ascending document id; scores are the
+            similarity (minus the distance for ``"euclidean"``); ``-1`` / ``-inf`` pad rows with fewer.
+        block_bytes: memory budget of one similarity block, in bytes; ``None`` chooses it per device.
+        validate_args: reject NaN and infinite embeddings (reads the data).
+
+    Returns:
+        A dict with a key ``f"{metric}@{k}"`` for every metric and cut-off (``"r_precision"`` without
+        one), each a 0-dim tensor (per-query tensors with ``aggregation="none"``; NaN when no query is
+        judged); ``"query_ids"`` (ascending) with ``aggregation="none"`` or ``return_run``; ``"run"``
+        when asked. NumPy inputs give NumPy outputs.
+
+    Examples:
+        >>> import torch
+        >>> from embedmetrics.functional import dense_retrieval
+        >>> queries = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+        >>> corpus = torch.tensor([[0.9, 0.1], [0.1, 0.9], [0.7, 0.7]])
+        >>> qrels = torch.tensor([[0, 0, 1], [1, 2, 1]])  # (query_id, doc_id, relevance)
+        >>> result = dense_retrieval(queries, corpus, qrels, k=(1, 2), metrics=["recall", "mrr"])
+        >>> {key: round(float(v), 4) for key, v in result.items()}
+        {'recall@1': 0.5, 'recall@2': 1.0, 'mrr@1': 0.5, 'mrr@2': 0.75}
+    """
+    opts = check_dense_options(k, metrics, depth, similarity, exclude_self, ties, aggregation, return_run, block_bytes)
+    (q, c), numpy = to_tensors(("queries", "corpus"), queries, corpus)
+    qids, cids = check_dense_rows(
+        q, c, _ids("query_ids", query_ids, q), _ids("corpus_ids", corpus_ids, c), check_bool("validate_args", validate_args)
+    )
+    result = dense_values(q, qids, c, cids, check_qrels(qrels).to(q.device), opts)
+    return _output(result, numpy)

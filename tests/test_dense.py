@@ -1,0 +1,355 @@
+"""DenseRetrieval / dense_retrieval: against a brute-force full-matrix trec_eval reference, with ties,
+any batch split and order, a corpus sharded over gloo processes, and a corpus too large for one matrix."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from _dist import run_distributed
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import embedmetrics as em
+from embedmetrics.functional import dense_retrieval
+from _dense_oracle import dense_reference
+
+ALL_KEYS_DEPTH_10 = ("ndcg", "recall", "precision", "mrr", "map", "hit_rate", "r_precision")
+
+
+def _keys(ks: tuple[int, ...], metrics: tuple[str, ...] = ALL_KEYS_DEPTH_10) -> list[str]:
+    out: list[str] = []
+    for m in metrics:
+        out += [m] if m == "r_precision" else [f"{m}@{k}" for k in ks]
+    return out
+
+
+def _data(seed: int, n_q: int = 15, n_c: int = 60, d: int = 6) -> dict[str, Any]:
+    """Tie-free embeddings, scattered ids, graded qrels with -1/0 grades, documents outside the corpus
+    and two unjudged queries."""
+    rng = np.random.default_rng(seed)
+    q, c = rng.normal(size=(n_q, d)), rng.normal(size=(n_c, d))
+    qids, dids = rng.permutation(1000)[:n_q], rng.permutation(10_000)[:n_c] + 5
+    qrels = []
+    for qi in qids[:-2]:
+        for doc in rng.choice(dids, 7, replace=False):
+            qrels.append((int(qi), int(doc), int(rng.integers(-1, 4))))
+        qrels.append((int(qi), -7 - int(qi), 2))  # relevant, not in the corpus
+    qrels.append((99_999, int(dids[0]), 1))  # a query that does not exist
+    return {"q": q, "c": c, "qids": qids, "dids": dids, "qrels": qrels}
+
+
+def _assert_matches(result: dict[str, Any], expected: dict[str, list[float]], where: str) -> None:
+    for key, values in expected.items():
+        np.testing.assert_allclose(
+            np.asarray(result[key], dtype=np.float64), values, rtol=1e-9, atol=1e-12, err_msg=f"{where} {key}"
+        )
+
+
+@pytest.mark.parametrize("similarity", ["cosine", "dot", "euclidean"])
+@pytest.mark.parametrize(("ks", "depth"), [((1, 3, 5), None), ((1, 5, 10), 40), ((2,), 7)])
+def test_equals_full_matrix_reference(similarity: str, ks: tuple[int, ...], depth: int | None) -> None:
+    data = _data(sum(ks) + len(similarity))
+    out = dense_retrieval(
+        data["q"], data["c"], np.asarray(data["qrels"]), query_ids=data["qids"], corpus_ids=data["dids"], k=ks,
+        depth=depth, similarity=similarity, aggregation="none", block_bytes=4096,
+    )  # fmt: skip
+    expected = dense_reference(
+        data["q"], data["c"], data["qrels"], _keys(ks), depth=depth or max(ks), similarity_kind=similarity,
+        query_ids=data["qids"], corpus_ids=data["dids"],
+    )  # fmt: skip
+    _assert_matches(out, expected, similarity)
+    assert np.array_equal(out["query_ids"], np.sort(data["qids"]))
+    assert np.isnan(out[f"ndcg@{ks[0]}"]).sum() == 2  # the unjudged queries
+
+
+def test_mean_skips_unjudged_queries_and_keys_are_in_order() -> None:
+    data = _data(3)
+    t = {n: torch.as_tensor(v) for n, v in data.items()}
+    args = (t["q"], t["c"], t["qrels"])
+    kw = {"query_ids": t["qids"], "corpus_ids": t["dids"], "k": (5, 1)}
+    per_query = dense_retrieval(*args, aggregation="none", **kw)
+    mean = dense_retrieval(*args, **kw)
+    assert list(mean) == _keys((1, 5))
+    for key, value in mean.items():
+        assert value.ndim == 0 and value.dtype == torch.float64
+        torch.testing.assert_close(value, per_query[key].nanmean())
+    median = dense_retrieval(*args, aggregation="median", **kw)
+    assert float(median["ndcg@5"]) == float(per_query["ndcg@5"].nanmedian())
+
+
+def test_exclude_self_is_beirs_ignore_identical_ids() -> None:
+    rng = np.random.default_rng(5)
+    corpus = rng.normal(size=(30, 4))
+    queries = corpus[:10] + 0.01 * rng.normal(size=(10, 4))  # each query is (almost) its own document
+    qrels = [(i, (i + 1) % 30, 1) for i in range(10)] + [(i, i, 1) for i in range(0, 10, 3)]
+    keys = _keys((1, 5))
+    for exclude in (False, True):
+        out = dense_retrieval(queries, corpus, np.asarray(qrels), k=(1, 5), exclude_self=exclude, aggregation="none")
+        expected = dense_reference(queries, corpus, qrels, keys, depth=5, exclude_self=exclude)
+        _assert_matches(out, expected, f"exclude_self={exclude}")
+    run = dense_retrieval(queries, corpus, np.asarray(qrels), k=3, exclude_self=True, return_run=True)["run"][0]
+    assert not (run == np.arange(10)[:, None]).any()
+
+
+def _tie_data(seed: int) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    c = rng.integers(0, 2, size=(7, 2)).astype(np.float64)
+    q = rng.integers(0, 2, size=(4, 2)).astype(np.float64)
+    q[q.sum(1) == 0] = 1.0
+    qrels = [(int(i), int(doc), int(rng.integers(0, 4))) for i in range(3) for doc in rng.choice(7, 4, replace=False)]
+    return {"q": q, "c": c, "qrels": qrels, "depth": int(rng.integers(1, 8))}
+
+
+@pytest.mark.parametrize("ties", ["average", "pessimistic", "optimistic"])
+@pytest.mark.parametrize("seed", range(12))
+def test_ties_equal_every_order_reference(ties: str, seed: int) -> None:
+    data = _tie_data(seed)
+    similarity = ("dot", "euclidean")[seed % 2]
+    depth = data["depth"]
+    ks = tuple(sorted({1, depth}))
+    expected = dense_reference(
+        data["q"], data["c"], data["qrels"], _keys(ks), depth=depth, similarity_kind=similarity,
+        exclude_self=seed % 3 == 0, ties=ties,
+    )  # fmt: skip
+    for block_bytes in (None, 64):
+        out = dense_retrieval(
+            data["q"], data["c"], np.asarray(data["qrels"]), k=ks, depth=depth, similarity=similarity,
+            exclude_self=seed % 3 == 0, ties=ties, aggregation="none", block_bytes=block_bytes,
+        )  # fmt: skip
+        _assert_matches(out, expected, f"{ties} block_bytes={block_bytes}")
+
+
+def test_constant_scorer_scores_a_random_order() -> None:
+    """Every document ties: the expected value of a random ranking, not 1.0 and not 0."""
+    n, relevant = 1000, 4
+    corpus = torch.ones(n, 8, dtype=torch.float64)
+    qrels = torch.tensor([[0, d, 1] for d in range(relevant)])
+    out = dense_retrieval(torch.ones(1, 8, dtype=torch.float64), corpus, qrels, k=(1, 10), depth=100)
+    hit10 = 1 - math.comb(n - relevant, 10) / math.comb(n, 10)
+    assert float(out["hit_rate@1"]) == pytest.approx(relevant / n, rel=1e-12)
+    assert float(out["hit_rate@10"]) == pytest.approx(hit10, rel=1e-12)
+    assert float(out["precision@10"]) == pytest.approx(relevant / n, rel=1e-12)
+    assert float(out["recall@10"]) == pytest.approx(10 / n, rel=1e-12)
+    mrr10 = sum(math.comb(n - p, relevant - 1) / math.comb(n, relevant) / p for p in range(1, 11))
+    assert float(out["mrr@10"]) == pytest.approx(mrr10, rel=1e-12)
+    assert float(out["r_precision"]) == pytest.approx(relevant / n, rel=1e-12)
+    pess = dense_retrieval(torch.ones(1, 8, dtype=torch.float64), corpus, qrels, k=10, ties="pessimistic")
+    opt = dense_retrieval(torch.ones(1, 8, dtype=torch.float64), corpus, qrels, k=10, ties="optimistic")
+    assert float(pess["hit_rate@10"]) == 0.0 and float(opt["hit_rate@10"]) == 1.0
+    assert float(opt["ndcg@10"]) == pytest.approx(1.0)
+
+
+def test_duplicates_straddling_the_cutoff_by_hand() -> None:
+    """Documents 0-1 strictly first, 2-5 identical (one relevant, grade 2) across the cut-off k=3."""
+    corpus = torch.tensor([[1.0, 0.0], [0.9, 0.1], *([[0.5, 0.5]] * 4), [0.0, 1.0]])
+    qrels = torch.tensor([[0, 1, 1], [0, 4, 2], [0, 6, 1]])
+    out = dense_retrieval(torch.tensor([[1.0, 0.0]]), corpus, qrels, k=3, return_run=True)
+    # position 3 holds one of the 4 tied documents: the relevant one with probability 1/4
+    assert float(out["precision@3"]) == pytest.approx((1 + 0.25) / 3)
+    assert float(out["recall@3"]) == pytest.approx((1 + 0.25) / 3)
+    assert float(out["mrr@3"]) == pytest.approx(0.5)
+    assert float(out["map@3"]) == pytest.approx((1 / 2 + 0.25 * 2 / 3) / 3)
+    idcg = 2 + 1 / math.log2(3) + 1 / math.log2(4)
+    assert float(out["ndcg@3"]) == pytest.approx((1 / math.log2(3) + 0.5 / math.log2(4)) / idcg)
+    ids, scores = out["run"]
+    assert ids.tolist() == [[0, 1, 2]]  # the tie block at the cut-off by lowest id
+    assert scores[0, 2] == scores[0, 2]
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_any_corpus_order_block_size_and_batches_give_the_same(data: st.DataObject) -> None:
+    rng = np.random.default_rng(data.draw(st.integers(0, 10**6)))
+    base = rng.normal(size=(6, 3)).astype(np.float32)
+    corpus = base[rng.integers(0, 6, size=40)]  # many identical documents
+    queries = rng.normal(size=(9, 3)).astype(np.float32)
+    qrels = torch.tensor([(int(q), int(d), int(rng.integers(0, 3))) for q in range(9) for d in rng.choice(40, 5, replace=False)])
+    ref = dense_retrieval(torch.from_numpy(queries), torch.from_numpy(corpus), qrels, k=(1, 4), depth=6, return_run=True)
+    perm = rng.permutation(40)
+    qperm = rng.permutation(9)
+    metric = em.DenseRetrieval(qrels, k=(1, 4), depth=6, return_run=True, block_bytes=data.draw(st.sampled_from([None, 200, 1000])))
+    cuts = sorted(data.draw(st.lists(st.integers(1, 39), max_size=4, unique=True)))
+    for lo, hi in zip([0, *cuts], [*cuts, 40]):
+        metric.update(torch.from_numpy(corpus[perm[lo:hi]]), torch.from_numpy(perm[lo:hi]), role="corpus")
+    metric.update(torch.from_numpy(queries[qperm]), torch.from_numpy(qperm), role="query")
+    out = metric.compute()
+    for key in ref:
+        if key == "run":
+            assert torch.equal(out["run"][0], ref["run"][0])
+            assert torch.equal(out["run"][1], ref["run"][1])
+        elif key == "query_ids":
+            assert torch.equal(out[key], ref[key])
+        else:
+            assert float(out[key]) == float(ref[key]), key
+
+
+def test_module_matches_functional_and_keeps_qrels_across_reset() -> None:
+    data = _data(11)
+    t = {n: torch.as_tensor(v) for n, v in data.items()}
+    expected = dense_retrieval(t["q"], t["c"], t["qrels"], query_ids=t["qids"], corpus_ids=t["dids"], k=(1, 10))
+    metric = em.DenseRetrieval(k=(1, 10))
+    with pytest.raises(ValueError, match="needs qrels"):
+        metric.update(t["q"], t["qids"])
+        metric.compute()
+    metric.reset()
+    metric.set_qrels(t["qrels"])
+    for _ in range(2):
+        metric.update(t["c"][:20], t["dids"][:20], role="corpus")
+        metric.update(t["q"], t["qids"], role="query")
+        metric.update(t["c"][20:], t["dids"][20:], role="corpus")
+        out = metric.compute()
+        assert out.keys() == expected.keys()
+        for key in expected:
+            assert float(out[key]) == pytest.approx(float(expected[key]), rel=1e-6), key
+        metric.reset()
+    assert metric.qrels is not None
+
+
+def test_errors_name_the_argument() -> None:
+    g = torch.Generator().manual_seed(0)
+    q, c = torch.randn(3, 4, generator=g), torch.randn(5, 4, generator=g)
+    qrels = torch.tensor([[0, 1, 1]])
+    with pytest.raises(ValueError, match="`depth`"):
+        dense_retrieval(q, c, qrels, k=10, depth=5)
+    with pytest.raises(ValueError, match="`metrics`"):
+        dense_retrieval(q, c, qrels, metrics=["ndcg", "auc"])
+    with pytest.raises(ValueError, match="`similarity`"):
+        dense_retrieval(q, c, qrels, similarity="l2")
+    with pytest.raises(ValueError, match="`qrels`"):
+        dense_retrieval(q, c, torch.tensor([0, 1, 1]))
+    with pytest.raises(TypeError, match="`qrels`"):
+        dense_retrieval(q, c, torch.tensor([[0.0, 1.0, 1.0]]))
+    with pytest.raises(ValueError, match=r"pair \(query_id=0, doc_id=1\)"):
+        dense_retrieval(q, c, torch.tensor([[0, 1, 1], [0, 1, 2]]))
+    with pytest.raises(ValueError, match="`corpus_ids` must hold unique ids, got 4"):
+        dense_retrieval(q, c, qrels, corpus_ids=torch.tensor([0, 4, 2, 4, 1]))
+    with pytest.raises(ValueError, match="`query_ids`"):
+        dense_retrieval(q, c, qrels, query_ids=torch.tensor([0, 1]))
+    with pytest.raises(TypeError, match="`corpus_ids`"):
+        dense_retrieval(q, c, qrels, corpus_ids=torch.arange(5.0))
+    with pytest.raises(ValueError, match="same number of features"):
+        dense_retrieval(q, c[:, :3], qrels)
+    with pytest.raises(ValueError, match="finite"):
+        dense_retrieval(q, c.clone().fill_(float("nan")), qrels)
+    metric = em.DenseRetrieval(qrels)
+    with pytest.raises(ValueError, match="`role`"):
+        metric.update(q, torch.arange(3), role="documents")
+    with pytest.raises(ValueError, match="`ids`"):
+        metric.update(q, torch.arange(4))
+
+
+def test_numpy_in_numpy_out() -> None:
+    data = _data(2)
+    out = dense_retrieval(data["q"], data["c"], np.asarray(data["qrels"]), query_ids=data["qids"], corpus_ids=data["dids"], k=3, return_run=True)
+    assert isinstance(out["ndcg@3"], np.float64)
+    ids, scores = out["run"]
+    assert isinstance(ids, np.ndarray) and ids.shape == (15, 3) and scores.dtype == np.float64
+
+
+def test_run_lists_the_nearest_documents() -> None:
+    data = _data(4)
+    out = dense_retrieval(data["q"], data["c"], np.asarray(data["qrels"]), query_ids=data["qids"], corpus_ids=data["dids"], k=5, return_run=True, similarity="euclidean")
+    ids, scores = out["run"]
+    order = np.argsort(data["qids"])
+    dist = np.sqrt(((data["q"][order, None, :] - data["c"][None]) ** 2).sum(-1))
+    nearest = np.argsort(dist, axis=1)[:, :5]
+    assert np.array_equal(ids, data["dids"][nearest])
+    np.testing.assert_allclose(scores, -np.take_along_axis(dist, nearest, 1), rtol=1e-5)
+
+
+def test_no_queries_by_corpus_matrix() -> None:
+    """A corpus whose full similarity matrix (2.4 GB) exceeds the address space the process may still
+    grow by (1 GB): the scan must run in blocks."""
+    code = textwrap.dedent(
+        """
+        import resource, torch
+        from embedmetrics.functional import dense_retrieval
+        torch.set_num_threads(1)
+        g = torch.Generator().manual_seed(0)
+        q, c = torch.randn(3000, 16, generator=g), torch.randn(200_000, 16, generator=g)
+        qrels = torch.stack([torch.arange(3000), torch.arange(3000) * 7, torch.ones(3000, dtype=torch.long)], 1)
+        dense_retrieval(q[:10], c[:100], qrels)  # warm up the libraries before measuring
+        vm = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+        resource.setrlimit(resource.RLIMIT_AS, (vm + 2**30, resource.RLIM_INFINITY))
+        try:
+            torch.empty(3000, 200_000)
+            raise SystemExit("the limit does not bind")
+        except RuntimeError:
+            pass
+        out = dense_retrieval(q, c, qrels, k=(1, 10), depth=20, block_bytes=64 * 2**20)
+        print(float(out["recall@10"]) >= 0)
+        """
+    )
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "True"
+
+
+# ----------------------------------------------------------------------------- distributed
+
+_DIST_QRELS = [(q, d, (q * 7 + d) % 4 - 1) for q in range(0, 60, 2) for d in range(q % 5, 90, 11)]
+
+
+def _dist_data() -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(7)
+    base = torch.randn(30, 5, generator=g)
+    corpus = base[torch.randint(0, 30, (90,), generator=g)] + (torch.rand(90, 1, generator=g) < 0.5) * 0.1
+    return torch.randn(60, 5, generator=g), corpus
+
+
+#: per world size, per rank: (query rows, corpus rows) - uneven, a rank without corpus, one without queries
+_DIST_PLANS = {
+    2: [((0, 60), (0, 0)), ((60, 60), (0, 90))],
+    3: [((0, 10), (0, 70)), ((10, 10), (70, 90)), ((10, 60), (90, 90))],
+}
+_DIST_OPTIONS: dict[str, Any] = {"k": (1, 3, 10), "depth": 12, "return_run": True, "exclude_self": True}
+
+
+def _dense_worker(rank: int, world: int) -> dict[str, Any]:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    queries, corpus = _dist_data()
+    (q0, q1), (c0, c1) = _DIST_PLANS[world][rank]
+    out: dict[str, Any] = {}
+    for ties in ("average", "pessimistic"):
+        metric = em.DenseRetrieval(torch.tensor(_DIST_QRELS), ties=ties, block_bytes=2048, **_DIST_OPTIONS)
+        half = (c0 + c1) // 2
+        metric.update(corpus[half:c1], torch.arange(half, c1), role="corpus")
+        metric.update(queries[q0:q1], torch.arange(q0, q1), role="query")
+        metric.update(corpus[c0:half], torch.arange(c0, half), role="corpus")
+        with FlopCounterMode(display=False) as counter:
+            out[ties] = metric.compute()
+        out[f"{ties}_flops"] = counter.get_total_flops()
+    return out
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_sharded_corpus_equals_one_process(world: int) -> None:
+    queries, corpus = _dist_data()
+    results = run_distributed(_dense_worker, world, timeout=180)
+    for ties in ("average", "pessimistic"):
+        expected = dense_retrieval(queries, corpus, torch.tensor(_DIST_QRELS), ties=ties, **_DIST_OPTIONS)
+        for rank, res in enumerate(results):
+            got = res[ties]
+            assert got.keys() == expected.keys()
+            for key in expected:
+                if key == "run":
+                    assert torch.equal(got["run"][0], expected["run"][0]), (rank, ties)
+                    torch.testing.assert_close(got["run"][1], expected["run"][1])
+                elif key == "query_ids":
+                    assert torch.equal(got[key], expected[key])
+                else:
+                    assert float(got[key]) == pytest.approx(float(expected[key]), rel=1e-6), (rank, ties, key)
+        # each rank multiplies all queries by only its own (distinct) corpus rows
+        flops = [res[f"{ties}_flops"] for res in results]
+        shares = [torch.unique(corpus[c0:c1], dim=0).shape[0] for _, (c0, c1) in _DIST_PLANS[world]]
+        assert flops == [2 * 60 * share * 5 for share in shares], (flops, shares)
