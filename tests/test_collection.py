@@ -47,12 +47,18 @@ def _flat_batches(seed: int = 0, n_batches: int = 3) -> list[dict[str, Tensor]]:
                 "z2": z1 + 0.9 * torch.randn(N, DIM, generator=g),
                 "z": z1,
                 "embeddings": z1,
+                "ids": torch.arange(b * N, b * N + N),
                 "labels": torch.randint(0, 3, (N,), generator=g),
                 "x": z1,
                 "y": z1[:, :2] + 0.5 * torch.randn(N, 2, generator=g),
             }
         )
     return out
+
+
+#: judgements over the ``ids`` of the batches (every row is a query there: no corpus, so each judged
+#: query scores 0; the collection must still route ``embeddings`` and ``ids`` and return the dict)
+_DENSE_QRELS = torch.tensor([[i, i + 1, 1] for i in range(0, 30, 3)])
 
 
 def _all_metrics() -> dict[str, Callable[[], Metric]]:
@@ -78,6 +84,9 @@ def _all_metrics() -> dict[str, Callable[[], Metric]]:
         "lidar": em.LiDAR,
         "cka": em.LinearCKA,
         "knn": lambda: em.KNNAccuracy(k=5),
+        # without r_precision: EmbeddingAccuracy returns that key too, and torchmetrics then prefixes
+        # every key of every dict result with its metric's name
+        "dense": lambda: em.DenseRetrieval(_DENSE_QRELS, k=(1, 3), metrics=("ndcg", "recall", "map")),
     }
 
 

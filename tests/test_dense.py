@@ -13,13 +13,13 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from _dist import run_distributed
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import embedmetrics as em
-from embedmetrics.functional import dense_retrieval
 from _dense_oracle import dense_reference
+from _dist import run_distributed
+from embedmetrics.functional import dense_retrieval
 
 ALL_KEYS_DEPTH_10 = ("ndcg", "recall", "precision", "mrr", "map", "hit_rate", "r_precision")
 
@@ -58,8 +58,8 @@ def _assert_matches(result: dict[str, Any], expected: dict[str, list[float]], wh
 def test_equals_full_matrix_reference(similarity: str, ks: tuple[int, ...], depth: int | None) -> None:
     data = _data(sum(ks) + len(similarity))
     out = dense_retrieval(
-        data["q"], data["c"], np.asarray(data["qrels"]), query_ids=data["qids"], corpus_ids=data["dids"], k=ks,
-        depth=depth, similarity=similarity, aggregation="none", block_bytes=4096,
+        data["q"], data["c"], np.asarray(data["qrels"]), query_ids=data["qids"], corpus_ids=data["dids"],
+        k=ks, depth=depth, similarity=similarity, aggregation="none", block_bytes=4096,
     )  # fmt: skip
     expected = dense_reference(
         data["q"], data["c"], data["qrels"], _keys(ks), depth=depth or max(ks), similarity_kind=similarity,
@@ -79,7 +79,8 @@ def test_mean_skips_unjudged_queries_and_keys_are_in_order() -> None:
     mean = dense_retrieval(*args, **kw)
     assert list(mean) == _keys((1, 5))
     for key, value in mean.items():
-        assert value.ndim == 0 and value.dtype == torch.float64
+        assert value.ndim == 0
+        assert value.dtype == torch.float64
         torch.testing.assert_close(value, per_query[key].nanmean())
     median = dense_retrieval(*args, aggregation="median", **kw)
     assert float(median["ndcg@5"]) == float(per_query["ndcg@5"].nanmedian())
@@ -92,10 +93,14 @@ def test_exclude_self_is_beirs_ignore_identical_ids() -> None:
     qrels = [(i, (i + 1) % 30, 1) for i in range(10)] + [(i, i, 1) for i in range(0, 10, 3)]
     keys = _keys((1, 5))
     for exclude in (False, True):
-        out = dense_retrieval(queries, corpus, np.asarray(qrels), k=(1, 5), exclude_self=exclude, aggregation="none")
+        out = dense_retrieval(
+            queries, corpus, np.asarray(qrels), k=(1, 5), exclude_self=exclude, aggregation="none"
+        )
         expected = dense_reference(queries, corpus, qrels, keys, depth=5, exclude_self=exclude)
         _assert_matches(out, expected, f"exclude_self={exclude}")
-    run = dense_retrieval(queries, corpus, np.asarray(qrels), k=3, exclude_self=True, return_run=True)["run"][0]
+    run = dense_retrieval(queries, corpus, np.asarray(qrels), k=3, exclude_self=True, return_run=True)["run"][
+        0
+    ]
     assert not (run == np.arange(10)[:, None]).any()
 
 
@@ -104,7 +109,11 @@ def _tie_data(seed: int) -> dict[str, Any]:
     c = rng.integers(0, 2, size=(7, 2)).astype(np.float64)
     q = rng.integers(0, 2, size=(4, 2)).astype(np.float64)
     q[q.sum(1) == 0] = 1.0
-    qrels = [(int(i), int(doc), int(rng.integers(0, 4))) for i in range(3) for doc in rng.choice(7, 4, replace=False)]
+    qrels = [
+        (int(i), int(doc), int(rng.integers(0, 4)))
+        for i in range(3)
+        for doc in rng.choice(7, 4, replace=False)
+    ]
     return {"q": q, "c": c, "qrels": qrels, "depth": int(rng.integers(1, 8))}
 
 
@@ -143,7 +152,8 @@ def test_constant_scorer_scores_a_random_order() -> None:
     assert float(out["r_precision"]) == pytest.approx(relevant / n, rel=1e-12)
     pess = dense_retrieval(torch.ones(1, 8, dtype=torch.float64), corpus, qrels, k=10, ties="pessimistic")
     opt = dense_retrieval(torch.ones(1, 8, dtype=torch.float64), corpus, qrels, k=10, ties="optimistic")
-    assert float(pess["hit_rate@10"]) == 0.0 and float(opt["hit_rate@10"]) == 1.0
+    assert float(pess["hit_rate@10"]) == 0.0
+    assert float(opt["hit_rate@10"]) == 1.0
     assert float(opt["ndcg@10"]) == pytest.approx(1.0)
 
 
@@ -171,11 +181,21 @@ def test_any_corpus_order_block_size_and_batches_give_the_same(data: st.DataObje
     base = rng.normal(size=(6, 3)).astype(np.float32)
     corpus = base[rng.integers(0, 6, size=40)]  # many identical documents
     queries = rng.normal(size=(9, 3)).astype(np.float32)
-    qrels = torch.tensor([(int(q), int(d), int(rng.integers(0, 3))) for q in range(9) for d in rng.choice(40, 5, replace=False)])
-    ref = dense_retrieval(torch.from_numpy(queries), torch.from_numpy(corpus), qrels, k=(1, 4), depth=6, return_run=True)
+    qrels = torch.tensor(
+        [
+            (int(q), int(d), int(rng.integers(0, 3)))
+            for q in range(9)
+            for d in rng.choice(40, 5, replace=False)
+        ]
+    )
+    ref = dense_retrieval(
+        torch.from_numpy(queries), torch.from_numpy(corpus), qrels, k=(1, 4), depth=6, return_run=True
+    )
     perm = rng.permutation(40)
     qperm = rng.permutation(9)
-    metric = em.DenseRetrieval(qrels, k=(1, 4), depth=6, return_run=True, block_bytes=data.draw(st.sampled_from([None, 200, 1000])))
+    metric = em.DenseRetrieval(
+        qrels, k=(1, 4), depth=6, return_run=True, block_bytes=data.draw(st.sampled_from([None, 200, 1000]))
+    )
     cuts = sorted(data.draw(st.lists(st.integers(1, 39), max_size=4, unique=True)))
     for lo, hi in zip([0, *cuts], [*cuts, 40]):
         metric.update(torch.from_numpy(corpus[perm[lo:hi]]), torch.from_numpy(perm[lo:hi]), role="corpus")
@@ -194,10 +214,12 @@ def test_any_corpus_order_block_size_and_batches_give_the_same(data: st.DataObje
 def test_module_matches_functional_and_keeps_qrels_across_reset() -> None:
     data = _data(11)
     t = {n: torch.as_tensor(v) for n, v in data.items()}
-    expected = dense_retrieval(t["q"], t["c"], t["qrels"], query_ids=t["qids"], corpus_ids=t["dids"], k=(1, 10))
+    expected = dense_retrieval(
+        t["q"], t["c"], t["qrels"], query_ids=t["qids"], corpus_ids=t["dids"], k=(1, 10)
+    )
     metric = em.DenseRetrieval(k=(1, 10))
+    metric.update(t["q"], t["qids"])
     with pytest.raises(ValueError, match="needs qrels"):
-        metric.update(t["q"], t["qids"])
         metric.compute()
     metric.reset()
     metric.set_qrels(t["qrels"])
@@ -246,17 +268,46 @@ def test_errors_name_the_argument() -> None:
         metric.update(q, torch.arange(4))
 
 
+def test_no_query_gives_nan_and_no_corpus_gives_zero() -> None:
+    qrels = torch.tensor([[0, 0, 1]])
+    metric = em.DenseRetrieval(qrels, k=2, metrics=("recall",))
+    metric.update(torch.ones(3, 2), torch.arange(3), role="corpus")
+    assert math.isnan(float(metric.compute()["recall@2"]))
+    metric.reset()
+    metric.update(torch.ones(2, 2), torch.arange(2), role="query")
+    assert float(metric.compute()["recall@2"]) == 0.0  # a judged query that retrieved nothing
+
+
 def test_numpy_in_numpy_out() -> None:
     data = _data(2)
-    out = dense_retrieval(data["q"], data["c"], np.asarray(data["qrels"]), query_ids=data["qids"], corpus_ids=data["dids"], k=3, return_run=True)
+    out = dense_retrieval(
+        data["q"],
+        data["c"],
+        np.asarray(data["qrels"]),
+        query_ids=data["qids"],
+        corpus_ids=data["dids"],
+        k=3,
+        return_run=True,
+    )
     assert isinstance(out["ndcg@3"], np.float64)
     ids, scores = out["run"]
-    assert isinstance(ids, np.ndarray) and ids.shape == (15, 3) and scores.dtype == np.float64
+    assert isinstance(ids, np.ndarray)
+    assert ids.shape == (15, 3)
+    assert scores.dtype == np.float64
 
 
 def test_run_lists_the_nearest_documents() -> None:
     data = _data(4)
-    out = dense_retrieval(data["q"], data["c"], np.asarray(data["qrels"]), query_ids=data["qids"], corpus_ids=data["dids"], k=5, return_run=True, similarity="euclidean")
+    out = dense_retrieval(
+        data["q"],
+        data["c"],
+        np.asarray(data["qrels"]),
+        query_ids=data["qids"],
+        corpus_ids=data["dids"],
+        k=5,
+        return_run=True,
+        similarity="euclidean",
+    )
     ids, scores = out["run"]
     order = np.argsort(data["qids"])
     dist = np.sqrt(((data["q"][order, None, :] - data["c"][None]) ** 2).sum(-1))
@@ -275,7 +326,8 @@ def test_no_queries_by_corpus_matrix() -> None:
         torch.set_num_threads(1)
         g = torch.Generator().manual_seed(0)
         q, c = torch.randn(3000, 16, generator=g), torch.randn(200_000, 16, generator=g)
-        qrels = torch.stack([torch.arange(3000), torch.arange(3000) * 7, torch.ones(3000, dtype=torch.long)], 1)
+        ones = torch.ones(3000, dtype=torch.long)
+        qrels = torch.stack([torch.arange(3000), torch.arange(3000) * 7, ones], 1)
         dense_retrieval(q[:10], c[:100], qrels)  # warm up the libraries before measuring
         vm = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
         resource.setrlimit(resource.RLIMIT_AS, (vm + 2**30, resource.RLIM_INFINITY))

@@ -154,6 +154,9 @@ def _cases() -> dict[str, Case]:
     if hasattr(em, "EmbeddingAccuracy"):
         cases["EmbeddingAccuracy"] = Case(em.EmbeddingAccuracy, _labelled)
     cases.update(_representation_cases())
+    cases["DenseRetrieval"] = Case(
+        lambda: em.DenseRetrieval(_DENSE_QRELS, k=(1, 5), depth=8), _queries_and_corpus, _dense_update
+    )
     return cases
 
 
@@ -172,6 +175,19 @@ def _bank_and_queries(g: torch.Generator) -> Data:
 def _knn_update(metric: Metric, data: Data) -> None:
     metric.update(data[0], data[1], role="bank")
     metric.update(data[2], data[3], role="query")
+
+
+def _queries_and_corpus(g: torch.Generator) -> Data:
+    # row i holds query 2i+1 and document 3i (ids scattered, unique across ranks)
+    return _embeddings(g), torch.arange(N_ROWS) * 2 + 1, _embeddings(g), torch.arange(N_ROWS) * 3
+
+
+def _dense_update(metric: Metric, data: Data) -> None:
+    metric.update(data[2], data[3], role="corpus")
+    metric.update(data[0], data[1], role="query")
+
+
+_DENSE_QRELS = torch.tensor([[2 * q + 1, 3 * ((q * 5) % N_ROWS), 1 + q % 3] for q in range(0, N_ROWS, 2)])
 
 
 def _representation_cases(**kw: Any) -> dict[str, Case]:

@@ -97,6 +97,10 @@ _OTHERS: dict[str, tuple[Callable[[], Metric], Callable[[], tuple[Tensor, ...]]]
     "RankMe": (lambda: em.RankMe(validate_args=False), lambda: (_meta((6, 4)),)),
     "AlphaReQ": (lambda: em.AlphaReQ(validate_args=False), lambda: (_meta((6, 4)),)),
     "LinearCKA": (lambda: em.LinearCKA(validate_args=False), lambda: (_meta((6, 4)), _meta((6, 3)))),
+    "DenseRetrieval": (
+        lambda: em.DenseRetrieval(validate_args=False),
+        lambda: (_meta((6, 4)), _meta((6,), torch.int64)),
+    ),
     "KNNAccuracy": (
         lambda: em.KNNAccuracy(validate_args=False),
         lambda: (_meta((6, 4)), _meta((6,), torch.int64)),

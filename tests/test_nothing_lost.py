@@ -88,6 +88,24 @@ def _accuracy_pool() -> list[Batch]:
     ]
 
 
+def _dense_pool() -> list[Batch]:
+    g = _gen(3)
+    emb = torch.randn(6, 3, generator=g)
+    ids = torch.arange(6)
+    nan = emb.clone()
+    nan[1, 2] = float("nan")
+    return [
+        ((emb, ids), {}),
+        ((emb[:4], ids[:4] + 10), {"role": "corpus"}),
+        ((emb, ids), {"role": "corpus"}),
+        ((nan, ids), {}),  # NaN embedding (validate_args)
+        ((emb, ids.float()), {}),  # float ids
+        ((emb, ids[:3]), {}),  # one id per row
+        ((torch.randn(4, 5, generator=g), ids[:4]), {}),  # another dimension (fine as the first batch)
+        ((emb, ids), {"role": "documents"}),  # unknown role
+    ]
+
+
 CASES: dict[str, tuple[Callable[[], Metric], list[Batch]]] = {
     "RetrievalHitRate": (
         lambda: em.RetrievalHitRate(k=2, empty_target_action="error"),
@@ -124,6 +142,7 @@ CASES: dict[str, tuple[Callable[[], Metric], list[Batch]]] = {
     "LinearCKA": (em.LinearCKA, _views_pool(True)),
     "LiDAR": (em.LiDAR, _accuracy_pool()[:7]),
     "KNNAccuracy": (lambda: em.KNNAccuracy(k=3), _accuracy_pool()),
+    "DenseRetrieval": (lambda: em.DenseRetrieval(torch.tensor([[0, 10, 1], [2, 12, 2]]), k=2), _dense_pool()),
 }
 
 

@@ -109,7 +109,12 @@ class DenseRetrieval(BaseMetric):
             k, metrics, depth, similarity, exclude_self, ties, aggregation, return_run, block_bytes
         )
         self.k, self.metrics, self.depth, self.similarity = k, metrics, self._options.depth, similarity
-        self.exclude_self, self.ties, self.aggregation, self.return_run = exclude_self, ties, aggregation, return_run
+        self.exclude_self, self.ties, self.aggregation, self.return_run = (
+            exclude_self,
+            ties,
+            aggregation,
+            return_run,
+        )
         self.block_bytes = block_bytes
         super().__init__(**kwargs)
         self.validate_args = check_bool("validate_args", validate_args)
@@ -145,7 +150,8 @@ class DenseRetrieval(BaseMetric):
         unknown = set(kwargs) - set(names)
         if unknown or "embeddings" not in values or "ids" not in values:
             raise ArgumentKindError(
-                f"`update` takes `embeddings`, `ids` and `role`, got {sorted(values)} and unknown {sorted(unknown)}."
+                f"`update` takes `embeddings`, `ids` and `role`, got {sorted(values)} "
+                f"and unknown {sorted(unknown)}."
             )
         self._batch(values["embeddings"], values["ids"], values.get("role", "query"))
 
@@ -159,7 +165,9 @@ class DenseRetrieval(BaseMetric):
     def compute(self) -> dict[str, Any]:
         """The measures of every query against the whole corpus (see the class docstring)."""
         if self._qrels is None:
-            raise ValueError("DenseRetrieval needs qrels: pass them to the constructor or call `set_qrels` first.")
+            raise ValueError(
+                "DenseRetrieval needs qrels: pass them to the constructor or call `set_qrels` first."
+            )
         shard = metric_shard(self)
         query, query_ids = self.stored_rows("query"), self.stored_rows("query_ids")
         corpus, corpus_ids = self.stored_rows("corpus"), self.stored_rows("corpus_ids")
@@ -171,7 +179,9 @@ class DenseRetrieval(BaseMetric):
             corpus = query.new_zeros(0, query.shape[1])
             corpus_ids = torch.zeros(0, dtype=torch.int64, device=query.device)
         qrels = self._qrels.to(query.device)
-        return dense_values(query, query_ids, corpus, corpus_ids, qrels, self._options, distributed=shard is not None)
+        return dense_values(
+            query, query_ids, corpus, corpus_ids, qrels, self._options, distributed=shard is not None
+        )
 
     def reset(self) -> None:
         """Clear the rows (the qrels stay)."""

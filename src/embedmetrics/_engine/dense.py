@@ -96,7 +96,9 @@ def check_dense_options(
         names: tuple[str, ...] = DENSE_METRICS
     else:
         if isinstance(metrics, str) or not isinstance(metrics, (list, tuple)) or len(metrics) == 0:
-            raise ValueError(f"Argument `metrics` must be a non-empty sequence of {DENSE_METRICS}, got {metrics!r}.")
+            raise ValueError(
+                f"Argument `metrics` must be a non-empty sequence of {DENSE_METRICS}, got {metrics!r}."
+            )
         for m in metrics:
             check_choice("metrics", m, DENSE_METRICS)
         names = tuple(m for m in DENSE_METRICS if m in metrics)
@@ -106,7 +108,9 @@ def check_dense_options(
     check_choice("similarity", similarity, SIMILARITIES)
     check_choice("ties", ties, TIES)
     if not (callable(aggregation) or (isinstance(aggregation, str) and aggregation in AGGREGATIONS)):
-        raise ValueError(f"Argument `aggregation` must be one of {AGGREGATIONS} or a callable, got {aggregation!r}.")
+        raise ValueError(
+            f"Argument `aggregation` must be one of {AGGREGATIONS} or a callable, got {aggregation!r}."
+        )
     return DenseOptions(
         ks, names, d, str(similarity), check_bool("exclude_self", exclude_self), str(ties), aggregation,
         check_bool("return_run", return_run), check_block_bytes(block_bytes),
@@ -275,6 +279,8 @@ def dense_values(
     ``distributed``: the queries are the same on every process and each holds its own corpus part;
     the lists are merged across processes (a collective) and every process returns the same result.
     """
+    if queries.shape[0] == 0:  # the same on every process (the queries are gathered)
+        return _no_queries(queries, corpus, opts)
     order = torch.argsort(query_ids)
     query_ids = query_ids[order]
     check_unique_ids("query_ids", query_ids)
@@ -314,6 +320,24 @@ def dense_values(
     return result
 
 
+def _no_queries(queries: Tensor, corpus: Tensor, opts: DenseOptions) -> dict[str, Any]:
+    """The result without any query: NaN (an empty tensor per query with ``aggregation="none"``)."""
+    per_query = isinstance(opts.aggregation, str) and opts.aggregation == "none"
+    dtype, dev = compute_dtype(queries, corpus), queries.device
+    empty = torch.zeros(0, dtype=torch.int64, device=dev)
+    result: dict[str, Any] = {
+        key: torch.zeros(0, dtype=dtype, device=dev)
+        if per_query
+        else torch.full((), math.nan, dtype=dtype, device=dev)
+        for key in opts.result_keys()
+    }
+    if opts.return_run or per_query:
+        result["query_ids"] = empty
+    if opts.return_run:
+        result["run"] = (empty.view(0, 0), torch.zeros(0, 0, dtype=dtype, device=dev))
+    return result
+
+
 def _corpus_size(corpus: Tensor, distributed: bool) -> int:
     n = torch.tensor([corpus.shape[0]], dtype=torch.int64, device=corpus.device)
     if distributed:
@@ -348,4 +372,6 @@ def check_dense_rows(
     if validate_args:
         check_finite("queries", queries)
         check_finite("corpus", corpus)
-    return check_ids("query_ids", query_ids, queries.shape[0]), check_ids("corpus_ids", corpus_ids, corpus.shape[0])
+    return check_ids("query_ids", query_ids, queries.shape[0]), check_ids(
+        "corpus_ids", corpus_ids, corpus.shape[0]
+    )

@@ -108,7 +108,9 @@ def scan_corpus(
             spill = ((vals[:, width] == last) & torch.isfinite(last)).nonzero().flatten()
             if spill.numel() > 0:
                 block = s[spill, : keys.n_r]
-                tail[spill], ids[spill] = _spilled_block(block, last[spill], corpus_ids, ids[spill], tail[spill])
+                tail[spill], ids[spill] = _spilled_block(
+                    block, last[spill], corpus_ids, ids[spill], tail[spill]
+                )
         ids = torch.where(torch.isfinite(top), ids, -1)
         out.keys[start:stop, :width] = top.to(torch.float64)
         out.ids[start:stop, :width] = ids

@@ -105,7 +105,7 @@ class Judgements:
 
     def relevance(self, rows: Tensor, doc_ids: Tensor) -> Tensor:
         """Relevance of ``doc_ids`` (any shape) for the queries ``rows`` (broadcast); 0 when unjudged."""
-        rows, doc_ids = torch.broadcast_tensors(rows, doc_ids)
+        rows = rows.expand_as(doc_ids)
         at = find_sorted(self._docs, doc_ids)
         keys = rows * max(1, self._docs.numel()) + at.clamp_min(0)
         entry = find_sorted(self._keys, keys)

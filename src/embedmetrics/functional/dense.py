@@ -31,7 +31,9 @@ def _output(result: dict[str, Any], numpy: bool) -> dict[str, Any]:
         elif key == "query_ids":
             out[key] = value.cpu().numpy() if numpy else value
         else:
-            out[key] = (np.float64(value) if value.ndim == 0 else value.cpu().double().numpy()) if numpy else value
+            out[key] = (
+                (np.float64(value) if value.ndim == 0 else value.cpu().double().numpy()) if numpy else value
+            )
     return out
 
 
@@ -110,10 +112,16 @@ def dense_retrieval(
         >>> {key: round(float(v), 4) for key, v in result.items()}
         {'recall@1': 0.5, 'recall@2': 1.0, 'mrr@1': 0.5, 'mrr@2': 0.75}
     """
-    opts = check_dense_options(k, metrics, depth, similarity, exclude_self, ties, aggregation, return_run, block_bytes)
+    opts = check_dense_options(
+        k, metrics, depth, similarity, exclude_self, ties, aggregation, return_run, block_bytes
+    )
     (q, c), numpy = to_tensors(("queries", "corpus"), queries, corpus)
     qids, cids = check_dense_rows(
-        q, c, _ids("query_ids", query_ids, q), _ids("corpus_ids", corpus_ids, c), check_bool("validate_args", validate_args)
+        q,
+        c,
+        _ids("query_ids", query_ids, q),
+        _ids("corpus_ids", corpus_ids, c),
+        check_bool("validate_args", validate_args),
     )
     result = dense_values(q, qids, c, cids, check_qrels(qrels).to(q.device), opts)
     return _output(result, numpy)
