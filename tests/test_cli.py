@@ -767,3 +767,71 @@ def test_collapsed_views_score_the_same_in_float32_and_float64(
     for value in values:  # float64 used to give 0.0 (kernel-dependent ties), float32 0.02
         assert value["contrastive_accuracy@1"] == pytest.approx(0.02, abs=1e-8)
         assert value["uniformity"] == 0.0
+
+
+# ----------------------------------------------------------------------------- dense retrieval
+def _dense_files(tmp: Path, seed: int = 0) -> tuple[str, str, str, str]:
+    """Queries (.npy + .ids.txt sidecar), corpus (.npz with an 'ids' array), the same qrels as a BEIR
+    .tsv and as a TREC file; one query is unjudged, one judged document is not in the corpus."""
+    rng = np.random.default_rng(seed)
+    queries, corpus = rng.normal(size=(12, 6)).astype(np.float32), rng.normal(size=(40, 6)).astype(np.float32)
+    np.save(tmp / "queries.npy", queries)
+    write(tmp / "queries.ids.txt", "\n".join(f"q{i}" for i in range(12)) + "\n")
+    np.savez(tmp / "corpus.npz", emb=corpus, ids=np.array([f"d{i}" for i in range(40)]))
+    lines = [
+        (f"q{i}", f"d{d}", int(rng.integers(0, 3)))
+        for i in range(11)
+        for d in rng.choice(40, 4, replace=False)
+    ]
+    lines.append(("q0", "d999", 1))
+    tsv = write(
+        tmp / "qrels.tsv", "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{r}\n" for q, d, r in lines)
+    )
+    trec = write(tmp / "qrels.txt", "".join(f"{q} 0 {d} {r}\n" for q, d, r in lines))
+    return str(tmp / "queries.npy"), str(tmp / "corpus.npz"), tsv, trec
+
+
+def test_dense_report_equals_trec_eval_on_its_own_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    queries, corpus, tsv, trec = _dense_files(tmp_path)
+    run, out_json = tmp_path / "run.txt", tmp_path / "dense.json"
+    args = ("--queries", queries, "--corpus", corpus, "--qrels", tsv, "--k", "1,5,40", "--depth", "40")
+    status, out, err = call(capsys, *args, "--save-run", str(run), "--json", str(out_json))
+    assert status == 0, err
+    got = json.loads(out_json.read_text())["dense"]
+    assert table_rows(out) == [(k, f"{v:.4f}") for k, v in got.items()]
+    expected = trec_eval_reference(run.read_text(), Path(trec).read_text(), [1, 5, 40])
+    for key in ("ndcg", "precision", "recall", "hit_rate"):
+        for k in (1, 5, 40):
+            assert got[f"{key}@{k}"] == pytest.approx(expected[f"{key}@{k}"], abs=1e-6), f"{key}@{k}"
+    assert got["map@40"] == pytest.approx(expected["map"], abs=1e-6)
+    assert got["mrr@40"] == pytest.approx(expected["mrr"], abs=1e-6)
+    assert got["r_precision"] == pytest.approx(expected["r_precision"], abs=1e-6)
+    lines = run.read_text().splitlines()
+    assert len(lines) == 12 * 40
+    assert lines[0].split()[:4] == ["q0", "Q0", lines[0].split()[2], "1"]
+    # the TREC file gives the same numbers as the BEIR .tsv
+    status, _, err = call(capsys, *args[:4], "--qrels", trec, *args[6:], "--json", str(tmp_path / "t.json"))
+    assert status == 0, err
+    assert json.loads((tmp_path / "t.json").read_text())["dense"] == got
+
+
+def test_dense_report_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    queries, corpus, tsv, _ = _dense_files(tmp_path)
+    cases = [
+        (["--queries", queries, "--qrels", tsv], "--queries needs --corpus too"),
+        (["--queries", queries, "--corpus", corpus], "need --qrels too"),
+        (
+            ["--queries", queries, "--corpus", corpus, "--qrels", tsv, "--k", "10", "--depth", "5"],
+            "--depth 5",
+        ),
+        (["--run", tsv, "--qrels", tsv, "--save-run", "x.txt"], "--save-run"),
+        (["--queries", queries, "--corpus", str(tmp_path / "none.npy"), "--qrels", tsv], "no such file"),
+    ]
+    for args, fragment in cases:
+        status, _, err = call(capsys, *args)
+        assert_one_line_error(status, err, fragment)
+    write(tmp_path / "queries.ids.txt", "q1\nq2\n")
+    status, _, err = call(capsys, "--queries", queries, "--corpus", corpus, "--qrels", tsv)
+    assert_one_line_error(status, err, "2 ids for 12 embedding rows")

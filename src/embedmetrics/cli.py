@@ -76,7 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--view2", metavar="FILE", help="second view (n, d)")
     group = report.add_argument_group("TREC run")
     group.add_argument("--run", metavar="FILE", help="run file: qid Q0 docno rank score tag")
-    group.add_argument("--qrels", metavar="FILE", help="qrels file: qid iter docno rel")
+    group.add_argument(
+        "--qrels", metavar="FILE", help="qrels file: qid iter docno rel (or a BEIR .tsv with --queries)"
+    )
     group.add_argument(
         "--ties",
         choices=TIES,
@@ -84,6 +86,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="tied scores in the run: expected value over random tie orders (average, default), worst "
         "or best case, or trec_eval's order (docno descending)",
     )
+    group = report.add_argument_group("dense retrieval (query embeddings against a corpus)")
+    group.add_argument(
+        "--queries", metavar="FILE", help="query embeddings (ids: an 'ids' array or FILE's .ids.txt sidecar)"
+    )
+    group.add_argument("--corpus", metavar="FILE", help="document embeddings (ids as for --queries)")
+    group.add_argument(
+        "--similarity", choices=("cosine", "dot", "euclidean"), default="cosine", help="default: cosine"
+    )
+    group.add_argument(
+        "--depth", metavar="N", type=int, help="documents retrieved per query (default: max k)"
+    )
+    group.add_argument("--save-run", metavar="FILE", help="write the retrieved lists as a TREC run file")
     group = report.add_argument_group("options")
     group.add_argument("--key", metavar="NAME", help="array to read from .npz files or .pt dicts")
     group.add_argument("--labels-key", metavar="NAME", help="array to read for labels (default: --key)")

@@ -15,6 +15,7 @@ import torch
 
 from embedmetrics._report import evaluate, output, plots
 from embedmetrics._report.arrays import as_embeddings, check_labels, encode_labels, load_array
+from embedmetrics._report.dense import DenseInputs, load_dense, write_run
 from embedmetrics._report.errors import ReportInputError
 from embedmetrics._report.progress import progress_bar
 from embedmetrics._report.trec import Qrels, Run, build_tensors, read_qrels, read_run
@@ -31,6 +32,7 @@ class Inputs:
     embeddings: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, bool, list[str]] | None = None
     views: tuple[torch.Tensor, torch.Tensor] | None = None
     trec: tuple[Run, Qrels] | None = None
+    dense: DenseInputs | None = None
     info: dict[str, Any] = field(default_factory=dict)
 
 
@@ -43,12 +45,25 @@ def check_arguments(args: argparse.Namespace) -> None:
         ("--run", args.run, "--qrels", args.qrels),
     )
     for first, a, second, b in pairs:
+        if first == "--run" and args.queries is not None:
+            continue
         if (a is None) != (b is None):
             given, missing = (first, second) if a is not None else (second, first)
             raise ReportInputError(f"{given} needs {missing} too.")
+    if (args.queries is None) != (args.corpus is None):
+        given, missing = ("--queries", "--corpus") if args.queries is not None else ("--corpus", "--queries")
+        raise ReportInputError(f"{given} needs {missing} too.")
+    if args.queries is not None and args.qrels is None:
+        raise ReportInputError("--queries and --corpus need --qrels too.")
+    if args.queries is not None and args.run is not None:
+        raise ReportInputError(
+            "--run evaluates a run file, --queries/--corpus retrieve one: give one of them."
+        )
+    if args.save_run is not None and args.queries is None:
+        raise ReportInputError("--save-run writes the run that --queries/--corpus retrieve; give those too.")
     if args.reference is not None and args.embeddings is None:
         raise ReportInputError("--reference needs --embeddings and --labels (the queries) too.")
-    any_input = any(v is not None for v in (args.embeddings, args.view1, args.run))
+    any_input = any(v is not None for v in (args.embeddings, args.view1, args.run, args.queries))
     if not any_input and (args.key is not None or args.labels_key is not None):
         raise ReportInputError(
             "--key/--labels-key select arrays in .npz/.pt inputs; no input file was given."
@@ -88,7 +103,7 @@ def _load_embedding_family(args: argparse.Namespace) -> tuple[Any, dict[str, Any
 
 def load_inputs(args: argparse.Namespace) -> Inputs:
     """Read every file the arguments name, or build the built-in example when none is named."""
-    if args.embeddings is None and args.view1 is None and args.run is None:
+    if args.embeddings is None and args.view1 is None and args.run is None and args.queries is None:
         from embedmetrics._report.default import NOISE, QUERY_STEP, RUN_DEPTH, load_default
 
         data = load_default()
@@ -128,6 +143,12 @@ def load_inputs(args: argparse.Namespace) -> Inputs:
     if args.run is not None:
         inputs.trec = (read_run(args.run), read_qrels(args.qrels))
         inputs.info["trec"] = {}
+    if args.queries is not None:
+        inputs.dense = load_dense(args.queries, args.corpus, args.qrels, args.key)
+        inputs.info["dense"] = {
+            "n_queries": int(inputs.dense.queries.shape[0]),
+            "n_corpus": int(inputs.dense.corpus.shape[0]),
+        }
     inputs.info["source"] = "files"
     return inputs
 
@@ -238,6 +259,37 @@ def _trec_family(inputs: Inputs, ks: list[int], ties: str, plot_dir: str | None,
     )
 
 
+def _dense_family(inputs: Inputs, args: argparse.Namespace, ks: list[int], report: Report) -> None:
+    assert inputs.dense is not None
+    data = inputs.dense
+    if args.depth is not None and args.depth < max(ks):
+        raise ReportInputError(
+            f"--depth {args.depth} retrieves fewer documents than the largest --k {max(ks)}."
+        )
+    depth = max(ks) if args.depth is None else args.depth
+    curve_k = min(max(CURVE_MIN_K, *ks), depth) if args.plot is not None else 0
+    try:
+        result = evaluate.evaluate_dense(
+            data, ks, depth=depth, similarity=args.similarity, ties=args.ties, curve_k=curve_k,
+            return_run=args.save_run is not None,
+        )  # fmt: skip
+    except (ValueError, TypeError) as err:
+        raise _library_error("dense", err) from None
+    report.results["dense"] = result.metrics
+    if args.save_run is not None:
+        write_run(args.save_run, result.query_ids, result.run, data.qrels.queries, data.qrels.docs)
+        report.notes.append(f"run: {args.save_run}")
+    if args.plot is not None:
+        report.written.append(
+            plots.plot_curves(args.plot, result.curve_ks, result.curve_hit_rate, result.curve_recall)
+        )
+    inputs.info["dense"].update({"depth": depth, "similarity": args.similarity, "ties": args.ties})
+    report.notes.append(
+        f"dense: {result.n_judged} judged queries evaluated (queries without qrels are skipped, as "
+        f"trec_eval does); depth {depth}, {args.similarity} similarity, ties: {args.ties}"
+    )
+
+
 def run_report(args: argparse.Namespace, ks: list[int]) -> int:
     """Evaluate, print the table, and write the JSON file and plots when asked."""
     with warnings.catch_warnings():
@@ -268,6 +320,7 @@ def _run_report(args: argparse.Namespace, ks: list[int]) -> int:
         ),
         ("views: similarity scan", inputs.views, partial(_views_family, inputs, ks, args.plot, report)),
         ("trec: ranking", inputs.trec, partial(_trec_family, inputs, ks, args.ties, args.plot, report)),
+        ("dense: corpus scan", inputs.dense, partial(_dense_family, inputs, args, ks, report)),
     ]
     todo = [(label, step) for label, given, step in steps if given is not None]
     with progress_bar(total=len(todo), desc="embedmetrics report", unit="family") as bar:

@@ -183,3 +183,54 @@ def evaluate_embeddings(
     sums = torch.zeros(n_classes, dtype=torch.float64).index_add_(0, labels, values).numpy()
     per_class = np.divide(sums, counts, out=np.full(n_classes, np.nan), where=counts > 0)
     return EmbeddingResult(metrics, per_class, counts)
+
+
+@dataclass
+class DenseResult:
+    """Numbers of the dense family, the curve of the plot, and the run (when asked)."""
+
+    metrics: dict[str, float]
+    n_judged: int
+    query_ids: Tensor
+    run: Any = None
+    curve_ks: list[int] = field(default_factory=list)
+    curve_hit_rate: list[float] = field(default_factory=list)
+    curve_recall: list[float] = field(default_factory=list)
+
+
+def evaluate_dense(
+    data: Any, ks: Sequence[int], *, depth: int, similarity: str, ties: str, curve_k: int, return_run: bool
+) -> DenseResult:
+    """Every dense-retrieval measure at every cut-off in one call (and ``1..curve_k`` for the plot)."""
+    from embedmetrics.functional import dense_retrieval
+
+    curve_ks = list(range(1, curve_k + 1))
+    wide = sorted(set(ks) | set(curve_ks))
+    options: dict[str, Any] = {
+        "query_ids": data.query_ids,
+        "corpus_ids": data.corpus_ids,
+        "k": wide,
+        "depth": max(depth, *wide),
+        "similarity": similarity,
+        "ties": "average" if ties == "trec_eval" else ties,
+        "aggregation": "none",
+        "return_run": return_run,
+    }
+    out = dense_retrieval(data.queries, data.corpus, data.qrels.qrels, **options)
+    judged = ~torch.isnan(out["r_precision"])
+    metrics = {}
+    for key, values in out.items():
+        if key in ("run", "query_ids"):
+            continue
+        cut = key.partition("@")[2]
+        if not cut or int(cut) in ks:
+            metrics[key] = float(values[judged].mean()) if bool(judged.any()) else math.nan
+    mean = {
+        key: float(v[judged].mean()) if bool(judged.any()) else math.nan
+        for key, v in out.items()
+        if "@" in key
+    }
+    return DenseResult(
+        metrics, int(judged.sum()), out["query_ids"], out.get("run"), curve_ks,
+        [mean[f"hit_rate@{k}"] for k in curve_ks], [mean[f"recall@{k}"] for k in curve_ks],
+    )  # fmt: skip

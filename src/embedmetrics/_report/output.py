@@ -10,11 +10,12 @@ from typing import Any
 from embedmetrics._report.errors import ReportInputError
 
 #: Families in the order the table lists them (also the top-level JSON keys).
-FAMILIES = ("embeddings", "views", "trec")
+FAMILIES = ("embeddings", "views", "trec", "dense")
 TITLES = {
     "embeddings": "embeddings + labels",
     "views": "two views",
     "trec": "TREC run + qrels",
+    "dense": "dense retrieval",
 }
 
 
