@@ -19,7 +19,6 @@ from torchmetrics.utilities.distributed import gather_all_tensors
 from embedmetrics._engine.base import BaseMetric
 from embedmetrics._engine.checks import (
     Aggregation,
-    ArgumentKindError,
     KArg,
     as_tensor,
     check_bool,
@@ -27,6 +26,7 @@ from embedmetrics._engine.checks import (
     check_embeddings,
     check_finite,
     check_like_earlier,
+    role_update_arguments,
 )
 from embedmetrics._engine.dense import check_dense_options, dense_values
 from embedmetrics._engine.qrels import check_ids, check_qrels
@@ -145,15 +145,7 @@ class DenseRetrieval(BaseMetric):
         return t, i, str(role)
 
     def _check_batch(self, *args: Any, **kwargs: Any) -> None:
-        names = ("embeddings", "ids", "role")
-        values = dict(zip(names, args)) | {n: kwargs[n] for n in names if n in kwargs}
-        unknown = set(kwargs) - set(names)
-        if unknown or "embeddings" not in values or "ids" not in values:
-            raise ArgumentKindError(
-                f"`update` takes `embeddings`, `ids` and `role`, got {sorted(values)} "
-                f"and unknown {sorted(unknown)}."
-            )
-        self._batch(values["embeddings"], values["ids"], values.get("role", "query"))
+        self._batch(*role_update_arguments("ids", args, kwargs, "query"))
 
     def update(self, embeddings: Tensor, ids: Tensor, role: str = "query") -> None:
         """Add query rows (``role="query"``) or corpus rows (``role="corpus"``) with their int ids."""

@@ -28,6 +28,7 @@ from embedmetrics._engine.checks import (
     check_finite,
     check_like_earlier,
     check_number,
+    role_update_arguments,
 )
 from embedmetrics._engine.knn_vote import knn_vote_hits
 from embedmetrics._engine.representation import (
@@ -401,15 +402,7 @@ class KNNAccuracy(_RepresentationMetric):
         return t, check_class_labels("labels", labels, t), str(role)
 
     def _check_batch(self, *args: Any, **kwargs: Any) -> None:
-        names = ("embeddings", "labels", "role")
-        values = dict(zip(names, args)) | {n: kwargs[n] for n in names if n in kwargs}
-        unknown = set(kwargs) - set(names)
-        if unknown or "embeddings" not in values or "labels" not in values:
-            raise ArgumentKindError(
-                f"`update` takes `embeddings`, `labels` and `role`, got {sorted(values)}"
-                f" and unknown {sorted(unknown)}."
-            )
-        self._batch(values["embeddings"], values["labels"], values.get("role", "bank"))
+        self._batch(*role_update_arguments("labels", args, kwargs, "bank"))
 
     def update(self, embeddings: Tensor, labels: Tensor, role: str = "bank") -> None:
         """Add labelled rows to the bank (``role="bank"``) or to the queries (``role="query"``)."""

@@ -447,3 +447,19 @@ def check_labelled_batch(embeddings: Any, labels: Any) -> None:
     check_labels("labels", labels, embeddings.shape[0], "embeddings")
     if labels.is_floating_point() or labels.is_complex():
         raise ArgumentKindError(f"Argument `labels` must be an integer tensor, got dtype {labels.dtype}.")
+
+
+def role_update_arguments(
+    second: str, args: tuple[Any, ...], kwargs: dict[str, Any], default_role: str
+) -> tuple[Any, Any, Any]:
+    """``(embeddings, second, role)`` of an ``update(embeddings, second, role=...)`` call, as ``forward``
+    receives it; a missing or unknown argument is an ``ArgumentKindError``."""
+    names = ("embeddings", second, "role")
+    values = dict(zip(names, args)) | {n: kwargs[n] for n in names if n in kwargs}
+    unknown = set(kwargs) - set(names)
+    if unknown or "embeddings" not in values or second not in values:
+        raise ArgumentKindError(
+            f"`update` takes `embeddings`, `{second}` and `role`, got {sorted(values)}"
+            f" and unknown {sorted(unknown)}."
+        )
+    return values["embeddings"], values[second], values.get("role", default_role)
