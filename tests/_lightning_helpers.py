@@ -190,3 +190,23 @@ class Interrupted(RuntimeError):
 
 def callback() -> EmbeddingMetricsCallback:
     return EmbeddingMetricsCallback(make_metrics(), CALLBACK_INPUTS, name_format="{stage}/cb/{name}")
+
+
+#: Dense retrieval in the callback: items of the first half are the corpus (their ``z2``), items of the
+#: second half the queries (their ``z1``); query ``i`` is relevant to document ``i - N/2`` (grade 1 or 2)
+#: and to document ``(5 i + 1) mod N/2`` (grade 1).
+DENSE_QRELS = torch.tensor(
+    [[i, i - N // 2, 1 + i % 2] for i in range(N // 2, N)]
+    + [[i, (5 * i + 1) % (N // 2), 1] for i in range(N // 2, N)]
+)
+
+
+def dense_inputs(out: dict[str, Tensor]) -> list[dict[str, Any]]:
+    """The ``DenseRetrieval.update`` calls of one validation batch: its corpus items and its queries (a
+    module-level function: the processes of ``ddp_spawn`` unpickle it by name)."""
+    ids = out["query"][::DOCS]
+    corpus = ids < N // 2
+    return [
+        {"embeddings": out["z2"][corpus], "ids": ids[corpus], "role": "corpus"},
+        {"embeddings": out["z1"][~corpus], "ids": ids[~corpus], "role": "query"},
+    ]

@@ -199,3 +199,28 @@ def test_representation_metrics_in_the_callback(tmp_path: Path) -> None:
     trainer = _trainer(strategy="ddp_spawn", devices=2, callbacks=[_representation_callback(knn=False)])
     trainer.validate(h.EvalModule(), dataloaders=h.loader(), verbose=False)
     _assert_values(dict(trainer.callback_metrics), _representation_expected(knn=False), "ddp_spawn")
+
+
+def test_dense_retrieval_in_the_callback() -> None:
+    """Queries and corpus logged from the validation step; one value per epoch, the same on 1 and 2 devices
+    (under DDP each rank keeps its corpus rows and the top lists are merged)."""
+    z1, z2 = h.dataset().tensors[:2]
+    half = h.N // 2
+    expected_values = em.functional.dense_retrieval(
+        z1[half:],
+        z2[:half],
+        h.DENSE_QRELS,
+        query_ids=torch.arange(half, h.N),
+        k=(1, 3),
+        metrics=("ndcg", "recall"),
+    )
+    expected = {f"val/dense/{key}": float(v) for key, v in expected_values.items()}
+
+    def callback() -> EmbeddingMetricsCallback:
+        metric = em.DenseRetrieval(h.DENSE_QRELS, k=(1, 3), metrics=("ndcg", "recall"))
+        return EmbeddingMetricsCallback({"dense": metric}, {"dense": h.dense_inputs})
+
+    for kwargs in ({}, {"strategy": "ddp_spawn", "devices": 2}):
+        trainer = _trainer(callbacks=[callback()], **kwargs)
+        trainer.validate(h.EvalModule(), dataloaders=h.loader(), verbose=False)
+        _assert_values(dict(trainer.callback_metrics), expected, str(kwargs))

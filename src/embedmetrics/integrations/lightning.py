@@ -30,8 +30,9 @@ except ImportError as err:  # pragma: no cover - depends on the environment
 
 #: How one metric's ``update`` arguments come out of a step's returned dict: ``{argument: key}``
 #: (keyword arguments), a sequence of keys (positional arguments), or a callable that receives the
-#: returned dict and gives the keyword arguments.
-InputSpec = Union[Mapping[str, str], Sequence[str], Callable[[Mapping[str, Any]], Mapping[str, Any]]]
+#: returned dict and gives the keyword arguments (or a list of them: one ``update`` each).
+UpdateArguments = Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]
+InputSpec = Union[Mapping[str, str], Sequence[str], Callable[[Mapping[str, Any]], UpdateArguments]]
 
 _STAGES = {"validate": "val", "test": "test"}
 _K_ATTRS = ("topk", "top_k", "k", "ks", "top")
@@ -104,7 +105,8 @@ class EmbeddingMetricsCallback(Callback):
             one mapping ``{argument: key}`` shared by all metrics (each metric receives the arguments its
             ``update`` accepts, as ``MetricCollection.update`` does), or ``{name: spec}`` for every
             metric, where ``spec`` is ``{argument: key}``, a sequence of keys passed positionally, or a
-            callable ``outputs -> {argument: value}``.
+            callable ``outputs -> {argument: value}`` (or a list of such dicts: one ``update`` each, e.g.
+            the queries and the documents of a batch for :class:`~embedmetrics.DenseRetrieval`).
         stages: which of ``"validate"`` and ``"test"`` to evaluate.
         name_format: logged name of each value; ``{stage}`` is ``val`` or ``test``, ``{name}`` the
             metric name (dict results add ``/key``, per-``k`` results ``@k``).
@@ -199,7 +201,9 @@ class EmbeddingMetricsCallback(Callback):
         for name, metric in self._metrics[stage].items():
             spec = self._inputs[name]
             if callable(spec):
-                metric.update(**spec(outputs))
+                arguments = spec(outputs)
+                for one in [arguments] if isinstance(arguments, Mapping) else arguments:
+                    metric.update(**one)
             elif isinstance(spec, Mapping):
                 metric.update(**{arg: get(key) for arg, key in spec.items()})
             else:
