@@ -46,7 +46,7 @@ from embedmetrics._engine.checks import (
     check_same_device,
     normalize_ks,
 )
-from embedmetrics._engine.dense_scan import TopLists, gather_lists, merge_lists, scan_corpus
+from embedmetrics._engine.dense_scan import TopLists, gather_lists, scan_corpus
 from embedmetrics._engine.qrels import Judgements, check_ids, check_unique_ids, per_row_sorted
 from embedmetrics._engine.ranking import aggregate
 from embedmetrics._engine.scan import compute_dtype
@@ -292,7 +292,7 @@ def dense_values(
         queries, query_ids, corpus, corpus_ids, judgements, depth=opts.depth,
         similarity=opts.similarity, exclude_self=opts.exclude_self, block_bytes=opts.block_bytes,
     )  # fmt: skip
-    lists = gather_lists(lists) if distributed else merge_lists(lists, 1)
+    lists = (gather_lists(lists) if distributed else lists).canonical()
     valid = torch.isfinite(lists.keys)
     rows = torch.arange(lists.keys.shape[0], device=lists.keys.device)[:, None]
     grades = torch.where(valid, judgements.relevance(rows, lists.ids), 0)

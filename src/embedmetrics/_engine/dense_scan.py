@@ -1,26 +1,31 @@
 """Dense retrieval, part 1: the exact top-``depth`` documents of every query, corpus sharded or not.
 
-Each process scans *its own* corpus rows against all queries, one block of queries at a time
-(:class:`~embedmetrics._engine.knn.KeyBlocks`: one matrix product per block, identical corpus rows
-given bit-identical keys, the query's own document masked with ``exclude_self``), and keeps per query
-the ``depth`` smallest keys (:func:`~embedmetrics._engine.knn.smallest_keys` with ``depth + 1`` keys,
-so that a tie block continuing past ``depth`` is seen) and their document ids. Where the tie block at
-the cut-off continues past ``depth`` ("spill"), the whole row is read again for that query only: its
-full size is counted (``tail``) and the listed members become the lowest document ids of the block,
-so the list does not depend on the kernel, the block size or the corpus order.
+Each process scans *its own* corpus rows against all queries, one block of corpus columns at a time:
+one matrix product of all queries by the block (a tall product, near the bare GEMM's speed), the
+``depth + 1`` smallest keys of every row of the block (:func:`~embedmetrics._engine.knn.smallest_keys`),
+and an exact merge into the running top-``depth`` lists (:func:`merge_lists`). Memory: the queries,
+one key block (``block_bytes``, default :data:`DENSE_BLOCK_BYTES`) and ``O(queries × depth)``; the
+corpus is never copied whole and no ``queries × corpus`` matrix exists.
 
-:func:`merge_lists` merges the per-process lists exactly: the ``depth`` smallest of the union ordered
-by (key, document id), and the size of the global boundary block as the sum of each part's count at
-that key (a part whose own list ends at that key counted its whole block, every other part holds its
-members of the block in its list). The keys of the judged (query, document) pairs are read from the
-same products (:attr:`TopLists.judged_keys`): they tell which relevant documents share the boundary
-block, all that the tie statistics need beyond the list.
+Identical rows, identical keys: the corpus columns are grouped by distinct row
+(:class:`CorpusLayout`) and blocks never split a group, so each distinct row is multiplied once and its
+key copied to all its columns. Where the tie block at a block's cut-off continues past ``depth``
+("spill"), that query's row of the block is read again: the block's full size is counted (``tail``) and
+the listed members become its lowest document ids, so the lists do not depend on the kernel, the block
+size or the corpus order. ``exclude_self`` masks the column whose id is the query's.
 
-Memory: the embeddings, one block, and ``O(queries × depth)``; never ``queries × corpus``.
+:func:`merge_lists` merges lists of disjoint corpus parts exactly (blocks of one process, or processes):
+the ``depth`` smallest keys of the union, the lowest ids where the boundary block does not fit, and the
+global boundary block's size as the sum of each part's count at that key (a part whose own list ends
+at that key counted its whole block, every other part holds its members of the block in its list).
+The keys of the judged (query, document) pairs are read from the same products
+(:attr:`TopLists.judged_keys`): they tell which relevant documents share the boundary block, all that
+the tie statistics need beyond the lists.
 """
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from typing import Optional
 
@@ -28,8 +33,13 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from embedmetrics._engine.knn import KeyBlocks, smallest_keys
+from embedmetrics._engine.distinct import distinct_rows
+from embedmetrics._engine.knn import GROUP_SIZE, column_groups, smallest_keys
 from embedmetrics._engine.qrels import Judgements, find_sorted
+from embedmetrics._engine.scan import block_budget, compute_dtype, l2_normalize
+
+#: Default budget of one key block (all queries x a block of corpus columns), bytes.
+DENSE_BLOCK_BYTES = 128 * 2**20
 
 _NO_ID = torch.iinfo(torch.int64).max
 
@@ -50,6 +60,11 @@ class TopLists:
     tail: Tensor
     judged_keys: Tensor
 
+    def canonical(self) -> TopLists:
+        """The same lists ordered by (key, document id) in every row."""
+        order = by_key_then_id(self.keys, self.ids)
+        return TopLists(self.keys.gather(1, order), self.ids.gather(1, order), self.tail, self.judged_keys)
+
     @classmethod
     def empty(cls, n_queries: int, depth: int, n_entries: int, device: torch.device) -> TopLists:
         inf = float("inf")
@@ -68,6 +83,80 @@ def _columns_of(ids: Tensor, corpus_ids: Tensor) -> Tensor:
     return torch.where(at >= 0, order[at.clamp_min(0)], -1)
 
 
+def query_side(queries: Tensor, similarity: str, dtype: torch.dtype) -> Tensor:
+    """Queries as the left factor of the key product (ascending key = nearer): ``−q̂`` (cosine),
+    ``−q`` (dot) or ``[−2q, 1]`` against ``[r, ||r||²]`` (Euclidean up to the query's own ``||q||²``)."""
+    q = queries.detach().to(dtype)
+    if similarity == "cosine":
+        return -l2_normalize(q, 1e-12)
+    if similarity == "dot":
+        return -q
+    return torch.cat([q * -2.0, q.new_ones(q.shape[0], 1)], dim=1)
+
+
+def corpus_side(rows: Tensor, similarity: str, n_cols: int) -> Tensor:
+    """``(n_cols, d')`` right factor of the key product for ``rows``, zero rows as padding."""
+    if similarity == "cosine":
+        rows = l2_normalize(rows, 1e-12)
+    elif similarity == "euclidean":
+        rows = torch.cat([rows, (rows * rows).sum(dim=1, keepdim=True)], dim=1)
+    out = rows.new_zeros(n_cols, rows.shape[1])
+    out[: rows.shape[0]] = rows
+    return out
+
+
+@dataclass
+class CorpusLayout:
+    """The corpus columns grouped by distinct row (every copy of a row next to the others).
+
+    ``order``: ordered column -> corpus row (``None``: the identity, every row distinct);
+    ``ends``: per distinct row, the ordered column after its last copy; ``rows``: the distinct rows.
+    """
+
+    rows: Tensor
+    order: Optional[Tensor]
+    inverse: Optional[Tensor]
+    ends: Tensor
+
+    @classmethod
+    def build(cls, corpus: Tensor) -> CorpusLayout:
+        distinct = distinct_rows(corpus)
+        if distinct.inverse is None or distinct.counts is None:
+            n = corpus.shape[0]
+            return cls(distinct.rows, None, None, torch.arange(1, n + 1, device=corpus.device))
+        order = torch.argsort(distinct.inverse, stable=True)
+        return cls(distinct.rows, order, distinct.inverse, distinct.counts.cumsum(0))
+
+    def blocks(self, columns: int) -> list[tuple[int, int, int, int]]:
+        """``(first distinct row, end, first column, end column)`` of blocks of about ``columns`` columns
+        that never split the copies of a row."""
+        ends = self.ends.tolist()
+        out, u0, c0 = [], 0, 0
+        while u0 < len(ends):
+            u1 = max(u0 + 1, bisect.bisect_right(ends, c0 + columns, lo=u0))
+            out.append((u0, u1, c0, ends[u1 - 1]))
+            u0, c0 = u1, ends[u1 - 1]
+        return out
+
+
+def _block_keys(
+    q: Tensor, layout: CorpusLayout, block: tuple[int, int, int, int], similarity: str, padded: int
+) -> Tensor:
+    """``(Q, padded)`` keys of the block's columns, ``+inf`` in the padding columns. Each distinct row
+    is multiplied once and its key copied to every column holding it (bit-identical keys)."""
+    u0, u1, c0, c1 = block
+    inf = float("inf")
+    if layout.order is None or layout.inverse is None:
+        s = q @ corpus_side(layout.rows[u0:u1], similarity, padded).T
+        s[:, c1 - c0 :] = inf
+        return s
+    keys_u = q @ corpus_side(layout.rows[u0:u1], similarity, u1 - u0 + 1).T
+    keys_u[:, -1] = inf
+    local = torch.full((padded,), u1 - u0, dtype=torch.int64, device=q.device)
+    local[: c1 - c0] = layout.inverse[layout.order[c0:c1]] - u0
+    return keys_u.index_select(1, local)
+
+
 def scan_corpus(
     queries: Tensor,
     query_ids: Tensor,
@@ -81,41 +170,78 @@ def scan_corpus(
     block_bytes: Optional[int],
 ) -> TopLists:
     """The top-``depth`` lists of every query against this corpus part (see the module docstring)."""
-    out = TopLists.empty(queries.shape[0], depth, judgements.entry_row.numel(), queries.device)
-    n_c = corpus.shape[0]
-    if n_c == 0 or queries.shape[0] == 0:
+    n_q, n_c = queries.shape[0], corpus.shape[0]
+    out = TopLists.empty(n_q, depth, judgements.entry_row.numel(), queries.device)
+    if n_c == 0 or n_q == 0:
         return out
-    self_index = _columns_of(query_ids, corpus_ids) if exclude_self else None
-    entry_col = _columns_of(judgements.entry_doc, corpus_ids)
-    kk, width = min(depth + 1, n_c), min(depth, n_c)
-    keys = KeyBlocks.prepare(queries, corpus, similarity, kk, self_index)
-    ranges = keys.plan(block_bytes, None)
-    bounds = torch.searchsorted(
-        judgements.entry_row, torch.tensor([r for rng in ranges for r in rng], device=queries.device)
-    ).tolist()
-    for i, (start, stop) in enumerate(ranges):
-        s = keys.block(start, stop)
-        lo, hi = bounds[2 * i], bounds[2 * i + 1]
-        cols, rows = entry_col[lo:hi], judgements.entry_row[lo:hi] - start
-        found = s[rows, cols.clamp_min(0)].to(torch.float64)
-        out.judged_keys[lo:hi] = torch.where(cols >= 0, found, float("inf"))
-        vals, idx = smallest_keys(s, kk, keys.groups)
-        top = vals[:, :width]
-        ids = corpus_ids[idx[:, :width]]
-        last = top[:, -1]
-        tail = (top == last[:, None]).sum(dim=1)
-        if kk > width:
-            spill = ((vals[:, width] == last) & torch.isfinite(last)).nonzero().flatten()
-            if spill.numel() > 0:
-                block = s[spill, : keys.n_r]
-                tail[spill], ids[spill] = _spilled_block(
-                    block, last[spill], corpus_ids, ids[spill], tail[spill]
-                )
-        ids = torch.where(torch.isfinite(top), ids, -1)
-        out.keys[start:stop, :width] = top.to(torch.float64)
-        out.ids[start:stop, :width] = ids
-        out.tail[start:stop] = tail
-    return out
+    dtype = compute_dtype(queries, corpus)
+    q = query_side(queries, similarity, dtype)
+    layout = CorpusLayout.build(corpus.detach().to(dtype))
+    position = torch.arange(n_c, device=q.device)
+    ordered_ids = corpus_ids
+    if layout.order is not None:
+        position = torch.empty_like(position).scatter_(0, layout.order, position)
+        ordered_ids = corpus_ids[layout.order]
+
+    def ordered(cols: Tensor) -> Tensor:
+        return torch.where(cols >= 0, position[cols.clamp_min(0)], -1)
+
+    self_pos = ordered(_columns_of(query_ids, corpus_ids)) if exclude_self else None
+    entry_pos = ordered(_columns_of(judgements.entry_doc, corpus_ids))
+    columns = max(1, block_budget(block_bytes, q.device, DENSE_BLOCK_BYTES) // (n_q * q.element_size()))
+    running: Optional[TopLists] = None
+    for block in layout.blocks(columns):
+        c0, c1 = block[2], block[3]
+        part, keys = _scan_block(q, layout, block, similarity, depth, ordered_ids[c0:c1], self_pos)
+        inside = ((entry_pos >= c0) & (entry_pos < c1)).nonzero().flatten()
+        rows, cols = judgements.entry_row[inside], entry_pos[inside] - c0
+        out.judged_keys[inside] = keys[rows, cols].to(torch.float64)
+        part.judged_keys = out.judged_keys
+        running = part if running is None else merge_lists(_stacked(running, part), 2)
+    assert running is not None
+    running.judged_keys = out.judged_keys
+    return running
+
+
+def _stacked(a: TopLists, b: TopLists) -> TopLists:
+    return TopLists(
+        torch.cat([a.keys, b.keys]), torch.cat([a.ids, b.ids]), torch.cat([a.tail, b.tail]), a.judged_keys
+    )
+
+
+def _scan_block(
+    q: Tensor,
+    layout: CorpusLayout,
+    block: tuple[int, int, int, int],
+    similarity: str,
+    depth: int,
+    block_ids: Tensor,
+    self_pos: Optional[Tensor],
+) -> tuple[TopLists, Tensor]:
+    """The top-``depth`` lists of one corpus block, and the block's keys."""
+    n_q, n_cols, c0 = q.shape[0], block[3] - block[2], block[2]
+    kk, width = min(depth + 1, n_cols), min(depth, n_cols)
+    groups = column_groups(n_cols, kk)
+    s = _block_keys(q, layout, block, similarity, n_cols if groups is None else groups[0] * GROUP_SIZE)
+    if self_pos is not None:
+        mine = ((self_pos >= c0) & (self_pos < c0 + n_cols)).nonzero().flatten()
+        s[mine, self_pos[mine] - c0] = float("inf")
+    vals, idx = smallest_keys(s, kk, groups)
+    top = vals[:, :width]
+    ids = block_ids[idx[:, :width]]
+    last = top[:, -1]
+    tail = (top == last[:, None]).sum(dim=1)
+    if kk > width:
+        spill = ((vals[:, width] == last) & torch.isfinite(last)).nonzero().flatten()
+        if spill.numel() > 0:
+            tail[spill], ids[spill] = _spilled_block(
+                s[spill, :n_cols], last[spill], block_ids, ids[spill], tail[spill]
+            )
+    part = TopLists.empty(n_q, depth, 0, q.device)
+    part.keys[:, :width] = top.to(torch.float64)
+    part.ids[:, :width] = torch.where(torch.isfinite(top), ids, -1)
+    part.tail = tail
+    return part, s
 
 
 def _spilled_block(
@@ -133,21 +259,34 @@ def _spilled_block(
     return size, ids
 
 
+def by_key_then_id(keys: Tensor, ids: Tensor) -> Tensor:
+    """Per row, the permutation ordering ``(key, id)`` ascending."""
+    order = torch.argsort(ids, dim=1, stable=True)
+    return order.gather(1, torch.argsort(keys.gather(1, order), dim=1, stable=True))
+
+
 def merge_lists(parts: TopLists, n_parts: int) -> TopLists:
-    """Merge ``n_parts`` part lists stacked along the rows (``(n_parts * Q, depth)``) exactly."""
+    """Merge ``n_parts`` part lists stacked along the rows (``(n_parts * Q, depth)``) exactly.
+
+    The result holds the ``depth`` smallest keys of the union; where the union has more documents at
+    the last key than places, the lowest ids among them. Its order within equal keys is unspecified
+    until :meth:`TopLists.canonical`.
+    """
     n_q = parts.keys.shape[0] // n_parts
     depth = parts.keys.shape[1]
     keys = parts.keys.view(n_parts, n_q, depth)
-    ids = parts.ids.view(n_parts, n_q, depth)
     all_keys = keys.permute(1, 0, 2).reshape(n_q, n_parts * depth)
-    all_ids = ids.permute(1, 0, 2).reshape(n_q, n_parts * depth)
-    order = torch.argsort(all_ids, dim=1, stable=True)
-    order = order.gather(1, torch.argsort(all_keys.gather(1, order), dim=1, stable=True))[:, :depth]
-    top_keys, top_ids = all_keys.gather(1, order), all_ids.gather(1, order)
+    all_ids = parts.ids.view(n_parts, n_q, depth).permute(1, 0, 2).reshape(n_q, n_parts * depth)
+    top_keys, order = torch.topk(all_keys, depth, dim=1, largest=False, sorted=True)
+    top_ids = all_ids.gather(1, order)
     v = top_keys[:, -1]
-    part_last = keys[:, :, -1]
+    choice = ((all_keys == v[:, None]).sum(dim=1) > (top_keys == v[:, None]).sum(dim=1)) & torch.isfinite(v)
+    rows = choice.nonzero().flatten()
+    if rows.numel() > 0:  # the boundary block does not fit: its lowest ids
+        pick = by_key_then_id(all_keys[rows], all_ids[rows])[:, :depth]
+        top_keys[rows], top_ids[rows] = all_keys[rows].gather(1, pick), all_ids[rows].gather(1, pick)
     counted = (keys == v[None, :, None]).sum(dim=2)
-    whole = (part_last == v[None]) & torch.isfinite(v)[None]
+    whole = (keys[:, :, -1] == v[None]) & torch.isfinite(v)[None]
     tail = torch.where(whole, parts.tail.view(n_parts, n_q), counted).sum(dim=0)
     return TopLists(top_keys, top_ids, tail, parts.judged_keys)
 
