@@ -139,22 +139,48 @@ class CorpusLayout:
         return out
 
 
+def _padded_width(n_cols: int, depth: int) -> tuple[int, Optional[tuple[int, int]]]:
+    """Columns of a block's key matrix (padded for the candidate filter) and the filter's groups."""
+    groups = column_groups(n_cols, min(depth + 1, n_cols))
+    return (n_cols if groups is None else groups[0] * GROUP_SIZE), groups
+
+
+@dataclass
+class KeyBuffers:
+    """Flat storage reused by every block (a fresh block would first-touch its pages each time)."""
+
+    keys: Tensor
+    distinct: Optional[Tensor]
+
+    def view(self, which: str, rows: int, cols: int) -> Tensor:
+        flat = self.keys if which == "keys" else self.distinct
+        assert flat is not None
+        return flat[: rows * cols].view(rows, cols)
+
+
 def _block_keys(
-    q: Tensor, layout: CorpusLayout, block: tuple[int, int, int, int], similarity: str, padded: int
+    q: Tensor,
+    layout: CorpusLayout,
+    block: tuple[int, int, int, int],
+    similarity: str,
+    padded: int,
+    buffers: KeyBuffers,
 ) -> Tensor:
     """``(Q, padded)`` keys of the block's columns, ``+inf`` in the padding columns. Each distinct row
     is multiplied once and its key copied to every column holding it (bit-identical keys)."""
     u0, u1, c0, c1 = block
     inf = float("inf")
+    s = buffers.view("keys", q.shape[0], padded)
     if layout.order is None or layout.inverse is None:
-        s = q @ corpus_side(layout.rows[u0:u1], similarity, padded).T
+        torch.mm(q, corpus_side(layout.rows[u0:u1], similarity, padded).T, out=s)
         s[:, c1 - c0 :] = inf
         return s
-    keys_u = q @ corpus_side(layout.rows[u0:u1], similarity, u1 - u0 + 1).T
+    keys_u = buffers.view("distinct", q.shape[0], u1 - u0 + 1)
+    torch.mm(q, corpus_side(layout.rows[u0:u1], similarity, u1 - u0 + 1).T, out=keys_u)
     keys_u[:, -1] = inf
     local = torch.full((padded,), u1 - u0, dtype=torch.int64, device=q.device)
     local[: c1 - c0] = layout.inverse[layout.order[c0:c1]] - u0
-    return keys_u.index_select(1, local)
+    return torch.index_select(keys_u, 1, local, out=s)
 
 
 def scan_corpus(
@@ -189,10 +215,14 @@ def scan_corpus(
     self_pos = ordered(_columns_of(query_ids, corpus_ids)) if exclude_self else None
     entry_pos = ordered(_columns_of(judgements.entry_doc, corpus_ids))
     columns = max(1, block_budget(block_bytes, q.device, DENSE_BLOCK_BYTES) // (n_q * q.element_size()))
+    blocks = layout.blocks(columns)
+    widest = max(_padded_width(b[3] - b[2], depth)[0] for b in blocks)
+    distinct = None if layout.order is None else q.new_empty(n_q * (max(b[1] - b[0] for b in blocks) + 1))
+    buffers = KeyBuffers(q.new_empty(n_q * widest), distinct)
     running: Optional[TopLists] = None
-    for block in layout.blocks(columns):
+    for block in blocks:
         c0, c1 = block[2], block[3]
-        part, keys = _scan_block(q, layout, block, similarity, depth, ordered_ids[c0:c1], self_pos)
+        part, keys = _scan_block(q, layout, block, similarity, depth, ordered_ids[c0:c1], self_pos, buffers)
         inside = ((entry_pos >= c0) & (entry_pos < c1)).nonzero().flatten()
         rows, cols = judgements.entry_row[inside], entry_pos[inside] - c0
         out.judged_keys[inside] = keys[rows, cols].to(torch.float64)
@@ -217,12 +247,13 @@ def _scan_block(
     depth: int,
     block_ids: Tensor,
     self_pos: Optional[Tensor],
+    buffers: KeyBuffers,
 ) -> tuple[TopLists, Tensor]:
     """The top-``depth`` lists of one corpus block, and the block's keys."""
     n_q, n_cols, c0 = q.shape[0], block[3] - block[2], block[2]
     kk, width = min(depth + 1, n_cols), min(depth, n_cols)
-    groups = column_groups(n_cols, kk)
-    s = _block_keys(q, layout, block, similarity, n_cols if groups is None else groups[0] * GROUP_SIZE)
+    padded, groups = _padded_width(n_cols, depth)
+    s = _block_keys(q, layout, block, similarity, padded, buffers)
     if self_pos is not None:
         mine = ((self_pos >= c0) & (self_pos < c0 + n_cols)).nonzero().flatten()
         s[mine, self_pos[mine] - c0] = float("inf")
