@@ -64,7 +64,7 @@ def test_negative_zero_is_zero_and_nan_rows_group_by_bits() -> None:
 def test_a_hash_collision_falls_back_to_exact_grouping(monkeypatch: pytest.MonkeyPatch) -> None:
     from embedmetrics._engine import distinct
 
-    monkeypatch.setattr(distinct, "_row_hash", lambda bits: torch.zeros(bits.shape[0], dtype=torch.int64))
+    monkeypatch.setattr(distinct, "row_hash", lambda bits: torch.zeros(bits.shape[0], dtype=torch.int64))
     z = torch.tensor([[1.0, 2.0], [3.0, 4.0], [1.0, 2.0]])
     found = distinct.distinct_rows(z)
     assert found.inverse is not None

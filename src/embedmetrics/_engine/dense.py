@@ -49,6 +49,7 @@ from embedmetrics._engine.checks import (
 from embedmetrics._engine.dense_scan import TopLists, gather_lists, scan_corpus
 from embedmetrics._engine.qrels import Judgements, check_ids, check_unique_ids, per_row_sorted
 from embedmetrics._engine.ranking import aggregate
+from embedmetrics._engine.row_owners import route_identical_rows
 from embedmetrics._engine.scan import compute_dtype
 
 #: The measures of :func:`dense_values`, in the order results list them.
@@ -288,6 +289,10 @@ def dense_values(
         check_unique_ids("corpus_ids", torch.sort(corpus_ids).values)
     queries = queries[order]
     judgements = Judgements.build(qrels, query_ids)
+    if distributed:  # identical rows on several processes: all scanned by one (bit-identical keys)
+        corpus, corpus_ids = route_identical_rows(
+            corpus.detach().to(compute_dtype(queries, corpus)), corpus_ids
+        )
     lists = scan_corpus(
         queries, query_ids, corpus, corpus_ids, judgements, depth=opts.depth,
         similarity=opts.similarity, exclude_self=opts.exclude_self, block_bytes=opts.block_bytes,

@@ -67,10 +67,11 @@ def _bits(z: Tensor) -> Tensor:
     return z.view(_INT_OF_SIZE[z.element_size()])
 
 
-def _row_hash(z: Tensor) -> Tensor:
-    """A 64-bit hash of each row's canonical bit pattern, computed chunk by chunk (no full copy)."""
+def row_hash(z: Tensor, seed: int = _HASH_SEED) -> Tensor:
+    """A 64-bit hash of each row's canonical bit pattern, computed chunk by chunk (no full copy);
+    another ``seed`` gives an independent hash."""
     n, d = z.shape
-    gen = torch.Generator().manual_seed(_HASH_SEED)
+    gen = torch.Generator().manual_seed(seed)
     mult = (torch.randint(0, 2**62, (d,), generator=gen, dtype=torch.int64) * 2 + 1).to(z.device)
     out = torch.empty(n, dtype=torch.int64, device=z.device)
     rows = max(1, _HASH_CHUNK_BYTES // max(1, 8 * d))
@@ -97,7 +98,7 @@ def distinct_rows(z: Tensor) -> DistinctRows:
     n = z.shape[0]
     if n < 2:
         return DistinctRows(z)
-    hashes, inverse, counts = torch.unique(_row_hash(z), return_inverse=True, return_counts=True)
+    hashes, inverse, counts = torch.unique(row_hash(z), return_inverse=True, return_counts=True)
     if hashes.shape[0] == n:  # distinct hashes: distinct rows
         return DistinctRows(z)
     z = canonical(z)
