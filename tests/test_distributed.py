@@ -136,6 +136,7 @@ def _cases() -> dict[str, Case]:
         "RetrievalMAP",
         "RetrievalRPrecision",
         "RetrievalFallOut",
+        "RetrievalAUROC",
     ]
     for name in retrieval:
         if hasattr(em, name):
@@ -143,6 +144,14 @@ def _cases() -> dict[str, Case]:
             cases[f"{name}(flat)"] = Case(cls, _retrieval_flat)
             two_d = _graded_2d if name == "RetrievalNormalizedDCG" else _retrieval_2d
             cases[f"{name}(2-D)"] = Case(cls, two_d)
+    for name in ("RetrievalPrecisionRecallCurve", "RetrievalRecallAtFixedPrecision"):
+        curve = getattr(em, name)
+        cases[f"{name}(max_k=4, flat)"] = Case(lambda c=curve: c(max_k=4), _retrieval_flat)
+        cases[f"{name}(max_k=4, 2-D)"] = Case(lambda c=curve: c(max_k=4), _retrieval_2d)
+        cases[f"{name}(flat)"] = Case(curve, _retrieval_flat)
+    cases["RetrievalAUROC(top_k=3, max_fpr=0.5, flat)"] = Case(
+        lambda: em.RetrievalAUROC(top_k=3, max_fpr=0.5), _retrieval_flat
+    )
     if hasattr(em, "RetrievalHitRate"):
         cases["RetrievalHitRate(k=3, flat)"] = Case(lambda: em.RetrievalHitRate(k=3), _retrieval_flat)
     if hasattr(em, "ContrastiveAccuracy"):
@@ -407,7 +416,12 @@ def _reference(name: str, case: Case) -> Any:
 
 
 def _assert_same(actual: Any, expected: Any, where: str) -> None:
-    if isinstance(expected, dict):
+    if isinstance(expected, list):  # (precision, recall, top_k), (recall, k), as plain lists
+        assert isinstance(actual, list), where
+        assert len(actual) == len(expected), where
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            _assert_same(a, e, f"{where}[{i}]")
+    elif isinstance(expected, dict):
         assert isinstance(actual, dict), where
         assert actual.keys() == expected.keys(), where
         for k in expected:

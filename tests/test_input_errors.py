@@ -107,6 +107,9 @@ VALIDATE_ARGS_ENTRY_POINTS: dict[str, Callable[[Any], Any]] = {
             "retrieval_average_precision",
             "retrieval_normalized_dcg",
             "retrieval_fall_out",
+            "retrieval_auroc",
+            "retrieval_precision_recall_curve",
+            "retrieval_recall_at_fixed_precision",
         )
     },
     **{
@@ -120,6 +123,9 @@ VALIDATE_ARGS_ENTRY_POINTS: dict[str, Callable[[Any], Any]] = {
             "RetrievalMAP",
             "RetrievalNormalizedDCG",
             "RetrievalFallOut",
+            "RetrievalAUROC",
+            "RetrievalPrecisionRecallCurve",
+            "RetrievalRecallAtFixedPrecision",
             "ContrastiveAccuracy",
             "Uniformity",
             "Alignment",

@@ -82,6 +82,11 @@ _RETRIEVAL: dict[str, Callable[[], Metric]] = {
     "RetrievalMAP": lambda: em.RetrievalMAP(validate_args=False, ignore_index=-1, **_K),
     "RetrievalRPrecision": lambda: em.RetrievalRPrecision(validate_args=False),
     "RetrievalFallOut": lambda: em.RetrievalFallOut(validate_args=False, **_K),
+    "RetrievalAUROC": lambda: em.RetrievalAUROC(validate_args=False, max_fpr=0.5, **_K),
+    "RetrievalPrecisionRecallCurve": lambda: em.RetrievalPrecisionRecallCurve(max_k=3, validate_args=False),
+    "RetrievalRecallAtFixedPrecision": lambda: em.RetrievalRecallAtFixedPrecision(
+        0.5, max_k=3, validate_args=False
+    ),
 }
 _OTHERS: dict[str, tuple[Callable[[], Metric], Callable[[], tuple[Tensor, ...]]]] = {
     "ContrastiveAccuracy": (

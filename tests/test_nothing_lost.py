@@ -133,6 +133,18 @@ CASES: dict[str, tuple[Callable[[], Metric], list[Batch]]] = {
         lambda: em.RetrievalRPrecision(empty_target_action="error"),
         _retrieval_pool(True),
     ),
+    "RetrievalAUROC": (
+        lambda: em.RetrievalAUROC(top_k=2, max_fpr=0.5, empty_target_action="error"),
+        _retrieval_pool(True),
+    ),
+    "RetrievalPrecisionRecallCurve": (
+        lambda: em.RetrievalPrecisionRecallCurve(max_k=3, empty_target_action="error"),
+        _retrieval_pool(True),
+    ),
+    "RetrievalRecallAtFixedPrecision": (
+        lambda: em.RetrievalRecallAtFixedPrecision(0.5, max_k=3, empty_target_action="error"),
+        _retrieval_pool(True),
+    ),
     "ContrastiveAccuracy": (lambda: em.ContrastiveAccuracy(topk=(1, 2)), _views_pool(True)),
     "Uniformity": (em.Uniformity, _views_pool(False)),
     "Alignment": (em.Alignment, _views_pool(True)),

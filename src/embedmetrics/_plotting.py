@@ -49,3 +49,23 @@ def plot_metric(metric: Any, val: Any, ax: Any, ks: Sequence[int | None] | None 
         ax.set_ylim(lower - pad, upper + pad)
     ax.grid(True)
     return fig, ax
+
+
+def plot_curve(metric: Any, curve: Any, ax: Any) -> Any:
+    """Plot a precision-recall curve ``(precision, recall, top_k)`` (or a sequence of them, one line
+    each): precision against recall."""
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise ModuleNotFoundError("Plotting needs matplotlib: pip install 'embedmetrics[plot]'.") from err
+    curves = [curve] if isinstance(curve[0], Tensor) else list(curve)
+    fig, ax = plt.subplots() if ax is None else (None, ax)
+    for precision, recall, *_ in curves:
+        p, r = precision.detach().cpu().double(), recall.detach().cpu().double()
+        for pi, ri in zip(p.reshape(-1, p.shape[-1]), r.reshape(-1, r.shape[-1])):
+            ax.plot(ri.numpy(), pi.numpy(), marker="o")
+    ax.set_xlabel("recall")
+    ax.set_ylabel("precision")
+    ax.set_title(type(metric).__name__)
+    ax.grid(True)
+    return fig, ax

@@ -29,10 +29,29 @@ from embedmetrics._engine.checks import (
     check_retrieval_inputs,
     check_retrieval_options,
 )
-from embedmetrics._engine.retrieval import RetrievalDeclaration, documented, finish, out_dtype, query_values
-from embedmetrics._plotting import plot_metric
+from embedmetrics._engine.curves import (
+    check_curve_options,
+    check_min_precision,
+    cutoffs,
+    documented_curve,
+    finish_curve,
+    largest_query,
+    recall_at_precision,
+    top_k_column,
+)
+from embedmetrics._engine.retrieval import (
+    CURVE,
+    RetrievalDeclaration,
+    check_options,
+    documented,
+    finish,
+    out_dtype,
+    query_values,
+)
+from embedmetrics._plotting import plot_curve, plot_metric
 
 __all__ = [
+    "RetrievalAUROC",
     "RetrievalFallOut",
     "RetrievalHitRate",
     "RetrievalMAP",
@@ -40,8 +59,10 @@ __all__ = [
     "RetrievalMetric",
     "RetrievalNormalizedDCG",
     "RetrievalPrecision",
+    "RetrievalPrecisionRecallCurve",
     "RetrievalRPrecision",
     "RetrievalRecall",
+    "RetrievalRecallAtFixedPrecision",
 ]
 
 
@@ -76,12 +97,12 @@ class RetrievalMetric(BaseMetric):
         validate_args: bool = True,
         **kwargs: Any,
     ) -> None:
-        adaptive_k = kwargs.pop("adaptive_k", False) if self.declaration.name == "precision" else False
+        given = {name: kwargs.pop(name) for name in self.declaration.options if name in kwargs}
         super().__init__(**kwargs)
         self._ks, self._single = check_retrieval_options(
             k, top_k, ties, empty_target_action, ignore_index, aggregation
         )
-        check_bool("adaptive_k", adaptive_k)
+        self._options = check_options(self.declaration.name, self.declaration.options, **given)
         check_bool("validate_args", validate_args)
         self.k = k if top_k is None else top_k
         self.top_k = self.k
@@ -89,7 +110,8 @@ class RetrievalMetric(BaseMetric):
         self.ignore_index = ignore_index
         self.aggregation = aggregation
         self.ties = ties
-        self.adaptive_k = adaptive_k
+        for name in self.declaration.options:
+            setattr(self, name, getattr(self._options, name))
         self.validate_args = validate_args
         self.add_row_store("preds", "target", "indexes", "row_values", "row_status")
         # 2-D input stores per-query values at these settings: never share a compute group across them
@@ -98,7 +120,8 @@ class RetrievalMetric(BaseMetric):
             ks=self._ks,
             ties=ties,
             ignore_index=ignore_index,
-            adaptive_k=adaptive_k,
+            adaptive_k=self._options.adaptive_k,
+            max_fpr=self._options.max_fpr,
         )
 
     def update(self, preds: Tensor, target: Tensor, indexes: Tensor | None = None) -> None:
@@ -128,7 +151,7 @@ class RetrievalMetric(BaseMetric):
                 ks=self._ks,
                 ties=self.ties,
                 ignore_index=self.ignore_index,
-                adaptive_k=self.adaptive_k,
+                options=self._options,
             )
             self.row_values.append(values.to(out_dtype(preds)))
             self.row_status.append(status)
@@ -139,13 +162,26 @@ class RetrievalMetric(BaseMetric):
 
     def compute(self) -> Tensor:
         """The metric over every query seen since the last ``reset``."""
-        nk = len(self._ks)
+        values, status, dtype = self._query_values(self._ks)
+        return finish(
+            values,
+            status,
+            empty_target_action=self.empty_target_action,
+            aggregation=self.aggregation,
+            single=self._single,
+            dtype=dtype,
+            needs=self.declaration.needs,
+        )
+
+    def _query_values(self, ks: tuple[int | None, ...]) -> tuple[Tensor, Tensor, torch.dtype]:
+        """Per-query values (float64) and status of every stored query, and the result dtype."""
         values: list[Tensor] = []
         status: list[Tensor] = []
         dtype = torch.float32
+        width = len(ks) * (2 if self.declaration is CURVE else 1)  # a curve: precision and recall
         row_values, row_status = self.stored_rows("row_values"), self.stored_rows("row_status")
         if row_values is not None and row_status is not None:
-            values.append(row_values.reshape(-1, nk))
+            values.append(row_values.reshape(-1, width))
             status.append(row_status.reshape(-1))
             dtype = row_values.dtype
         preds, target, indexes = (self.stored_rows(n) for n in ("preds", "target", "indexes"))
@@ -155,30 +191,22 @@ class RetrievalMetric(BaseMetric):
                 preds,
                 target,
                 indexes,
-                ks=self._ks,
+                ks=ks,
                 ties=self.ties,
                 ignore_index=self.ignore_index,
-                adaptive_k=self.adaptive_k,
+                options=self._options,
             )
             flat_dtype = out_dtype(preds)
             dtype = torch.float64 if torch.float64 in (dtype, flat_dtype) else flat_dtype
             values.append(v)
             status.append(s)
         if not values:
-            all_values = torch.zeros(0, nk, dtype=dtype, device=self.device)
-            all_status = torch.zeros(0, dtype=torch.int8, device=self.device)
-        else:
-            all_values = torch.cat([v.to(torch.float64) for v in values])
-            all_status = torch.cat(status)
-        return finish(
-            all_values,
-            all_status,
-            empty_target_action=self.empty_target_action,
-            aggregation=self.aggregation,
-            single=self._single,
-            dtype=dtype,
-            needs=self.declaration.needs,
-        )
+            return (
+                torch.zeros(0, width, dtype=dtype, device=self.device),
+                torch.zeros(0, dtype=torch.int8, device=self.device),
+                dtype,
+            )
+        return torch.cat([v.to(torch.float64) for v in values]), torch.cat(status), dtype
 
     def plot(self, val: Tensor | Sequence[Tensor] | None = None, ax: Any = None) -> Any:
         """Plot a single value or a sequence of values (needs matplotlib).
@@ -301,3 +329,151 @@ class RetrievalFallOut(RetrievalMetric):
             validate_args=validate_args,
             **kwargs,
         )
+
+
+@documented("auroc", "module")
+class RetrievalAUROC(RetrievalMetric):
+    def __init__(
+        self,
+        empty_target_action: str = "neg",
+        ignore_index: int | None = None,
+        top_k: int | Sequence[int] | None = None,
+        max_fpr: float | None = None,
+        aggregation: str | Callable[..., Tensor] = "mean",
+        *,
+        k: int | Sequence[int] | None = None,
+        ties: str = "average",
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            empty_target_action,
+            ignore_index,
+            k,
+            aggregation,
+            top_k=top_k,
+            ties=ties,
+            validate_args=validate_args,
+            max_fpr=max_fpr,
+            **kwargs,
+        )
+
+
+@documented_curve("module", fixed_precision=False)
+class RetrievalPrecisionRecallCurve(RetrievalMetric):
+    def __init__(
+        self,
+        max_k: int | None = None,
+        adaptive_k: bool = False,
+        empty_target_action: str = "neg",
+        ignore_index: int | None = None,
+        aggregation: str | Callable[..., Tensor] = "mean",
+        *,
+        ties: str = "average",
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        check_curve_options(max_k, adaptive_k)
+        super().__init__(
+            empty_target_action,
+            ignore_index,
+            None if max_k is None else cutoffs(max_k),
+            aggregation,
+            ties=ties,
+            validate_args=validate_args,
+            adaptive_k=adaptive_k,
+            **kwargs,
+        )
+        self.max_k = max_k
+
+    def update(self, preds: Tensor, target: Tensor, indexes: Tensor | None = None) -> None:
+        """Validate a batch and store it (see :class:`RetrievalMetric`); 2-D input needs ``max_k``."""
+        if indexes is None and self.max_k is None:
+            raise ValueError(
+                f"{type(self).__name__} needs `max_k` for input without `indexes` (its per-query state "
+                "has one value per k), got max_k=None."
+            )
+        super().update(preds, target, indexes)
+
+    def _curve(self) -> tuple[Tensor, Tensor, Tensor]:
+        target, indexes = self.stored_rows("target"), self.stored_rows("indexes")
+        if self.max_k is not None:
+            width = self.max_k
+        elif target is not None and indexes is not None:
+            width = largest_query(target, indexes, self.ignore_index)
+        else:
+            width = 1
+        values, status, dtype = self._query_values(cutoffs(width))
+        precision, recall = finish_curve(
+            values,
+            status,
+            empty_target_action=self.empty_target_action,
+            aggregation=self.aggregation,
+            dtype=dtype,
+        )
+        return precision, recall, top_k_column(width, self.device)
+
+    def compute(self) -> tuple[Tensor, Tensor, Tensor]:  # type: ignore[override]
+        """Precision, recall and ``k`` over every query seen since the last ``reset``."""
+        return self._curve()
+
+    def plot(self, val: Any = None, ax: Any = None) -> Any:
+        """Plot the curve, precision against recall (needs matplotlib).
+
+        Args:
+            val: ``(precision, recall, top_k)`` as returned by ``compute``; ``None`` computes it.
+            ax: a matplotlib axis to draw on.
+
+        Returns:
+            The figure and axis.
+        """
+        return plot_curve(self, val if val is not None else self.compute(), ax)
+
+
+@documented_curve("module", fixed_precision=True)
+class RetrievalRecallAtFixedPrecision(RetrievalPrecisionRecallCurve):
+    def __init__(
+        self,
+        min_precision: float = 0.0,
+        max_k: int | None = None,
+        adaptive_k: bool = False,
+        empty_target_action: str = "neg",
+        ignore_index: int | None = None,
+        aggregation: str | Callable[..., Tensor] = "mean",
+        *,
+        ties: str = "average",
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        self.min_precision = check_min_precision(min_precision)
+        super().__init__(
+            max_k,
+            adaptive_k,
+            empty_target_action,
+            ignore_index,
+            aggregation,
+            ties=ties,
+            validate_args=validate_args,
+            **kwargs,
+        )
+
+    def compute(self) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+        """The best recall at the fixed precision, and its ``k``."""
+        return recall_at_precision(*self._curve(), self.min_precision)
+
+    def plot(self, val: Any = None, ax: Any = None) -> Any:
+        """Plot the recall (needs matplotlib).
+
+        Args:
+            val: ``(recall, k)`` as ``compute`` returns it, or a sequence of them (or of recalls);
+                ``None`` computes it.
+            ax: a matplotlib axis to draw on.
+
+        Returns:
+            The figure and axis.
+        """
+        value = self.compute() if val is None else val
+        recall = (
+            value[0] if isinstance(value, tuple) else [v[0] if isinstance(v, tuple) else v for v in value]
+        )
+        return self._plot(recall, ax)

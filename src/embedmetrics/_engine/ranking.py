@@ -466,6 +466,77 @@ def average_precision(st: RankedRows, ks: Ks) -> Tensor:
     return _safe_div(total, st.R.to(st.fdt).unsqueeze(1))
 
 
+def auroc(st: RankedRows, ks: Ks, max_fpr: float | None = None) -> Tensor:
+    """Area under the ROC curve of the top ``k`` documents (standardised partial area for ``max_fpr``).
+
+    Under a random order of tied items, the ``i``-th irrelevant item of a tie block (``t`` items,
+    ``r`` relevant, ``c`` relevant above it) has ``c + i·r/(t − r + 1)`` relevant items before it in
+    expectation. The area up to ``x`` irrelevant items, times ``P·N``, is the sum of those counts over
+    the first ``⌊x⌋`` irrelevant items plus ``x − ⌊x⌋`` of the next: linear, so exact in expectation
+    (the full area is the Mann–Whitney count with ties as halves). The top ``k`` cuts the block at the
+    cut-off: ``j`` of its ``r`` relevant items enter with probability ``C(r, j)·C(t − r, o − j)/C(t, o)``
+    (``o`` places left) and the area is averaged over ``j``. A top ``k`` without both a relevant and an
+    irrelevant document scores 0, as in torchmetrics. ``max_fpr`` gives McClish's standardised
+    partial area, ``0.5·(1 + (A − f²/2)/(f − f²/2))``.
+    """
+    fdt, device, L = st.fdt, st.gain.device, st.columns
+    G = st.gain.shape[0]
+    p = torch.arange(L, device=device).expand(G, L)
+    a_i, e_i = st.blocks()
+    c_i = st.crel.gather(1, a_i)
+    r_i = st.crel.gather(1, e_i) - c_i
+    before = st.crel[:, :L]
+    negative = (p < st.n.unsqueeze(1)) & (st.crel[:, 1 : L + 1] == before)
+    ordinal = p.to(fdt) - before  # irrelevant items before this one (its 0-based ordinal)
+    within = ordinal - (a_i.to(fdt) - c_i) + 1.0  # its 1-based ordinal among its block's irrelevant
+    expected_tp = c_i + within * r_i / ((e_i - a_i).to(fdt) - r_i + 1.0)
+    slot = torch.where(negative, ordinal.to(torch.int64), L)  # the rest land in a spare column
+    per_negative = torch.zeros(G, L + 1, dtype=fdt, device=device)
+    per_negative.scatter_(1, slot, torch.where(negative, expected_tp, 0.0))
+    area_upto = _running_sum(per_negative[:, :L], fdt)  # (G, L + 1): first q irrelevant items
+
+    k = _ks(ks, st)
+    m, a, t, r, c = _cutoff_block(st, k)
+    o = (m - a).clamp_min(0)
+    finite = [int(v) for v in ks if v is not None]
+    J = 1 if not finite else min(max(finite), L) + 1
+    j_lo = (o - (t - r)).clamp_min(0)
+    j = j_lo.unsqueeze(2) + torch.arange(J, dtype=fdt, device=device)  # (G, nk, J)
+    valid = j <= torch.minimum(r, o).unsqueeze(2)
+    j = torch.where(valid, j, j_lo.unsqueeze(2))
+    t3, r3, o3, c3 = (v.unsqueeze(2) for v in (t, r, o, c))
+    n_above = (a - c).unsqueeze(2)
+    P, N = c3 + j, n_above + o3 - j
+    log_w = (
+        torch.lgamma(r3 + 1)
+        - torch.lgamma(j + 1)
+        - torch.lgamma(r3 - j + 1)
+        + torch.lgamma(t3 - r3 + 1)
+        - torch.lgamma(o3 - j + 1)
+        - torch.lgamma(t3 - r3 - o3 + j + 1)
+        - torch.lgamma(t3 + 1)
+        + torch.lgamma(o3 + 1)
+        + torch.lgamma(t3 - o3 + 1)
+    )
+    weight = torch.where(o3 == t3, 1.0, torch.exp(log_w)).masked_fill(~valid, 0.0)
+
+    def area(q: Tensor) -> Tensor:  # sum of the expected counts of the first q irrelevant items
+        inside = (q - n_above).clamp_min(0)
+        upto = area_upto.gather(1, torch.minimum(q, n_above).to(torch.int64).flatten(1)).view(q.shape)
+        return upto + inside * c3 + j * inside * (inside + 1) / (2 * (o3 - j + 1))
+
+    if max_fpr is None or max_fpr == 1.0:
+        value = _safe_div(area(N), P * N)
+    else:
+        x = max_fpr * N
+        q = torch.floor(x)
+        part = area(q) + (x - q) * (area(torch.minimum(q + 1, N)) - area(q))
+        lo = 0.5 * max_fpr**2
+        value = 0.5 * (1 + (_safe_div(part, P * N) - lo) / (max_fpr - lo))
+    value = torch.where((P > 0) & (N > 0), value, 0.0)
+    return (weight * value).sum(2)
+
+
 def _discount(pos: Tensor) -> Tensor:
     return 1.0 / torch.log2(pos + 2.0)
 

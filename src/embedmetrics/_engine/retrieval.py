@@ -23,15 +23,55 @@ from torch import Tensor
 from embedmetrics._engine import ranking
 from embedmetrics._engine.checks import (
     Aggregation,
+    ArgumentKindError,
     KArg,
     check_bool,
+    check_number,
     check_retrieval_inputs,
     check_retrieval_options,
 )
 from embedmetrics._engine.ranking import RankedRows
 
 Ks = tuple[Optional[int], ...]
-PerQuery = Callable[[RankedRows, Ks, bool], Tensor]
+
+
+@dataclass(frozen=True)
+class MetricOptions:
+    """Options that only some metrics take (each declares which, in ``RetrievalDeclaration.options``)."""
+
+    adaptive_k: bool = False
+    max_fpr: Optional[float] = None
+
+
+PerQuery = Callable[[RankedRows, Ks, MetricOptions], Tensor]
+
+#: The documentation of each metric-specific option.
+OPTION_DOCS = {
+    "adaptive_k": "divide by ``min(k, n)`` (``n`` ranked documents of the query) instead of ``k``.",
+    "max_fpr": (
+        "``None`` (the whole ROC curve) or a number in ``(0, 1]``: McClish's standardised partial\n"
+        "    area up to this false-positive rate, as torchmetrics and scikit-learn compute it."
+    ),
+}
+
+
+def check_options(metric_name: str, allowed: tuple[str, ...], **given: object) -> MetricOptions:
+    """Validate the metric-specific options ``given`` (left at their defaults when not ``allowed``)."""
+    defaults = MetricOptions()
+    for name, value in given.items():
+        if name not in allowed and value != getattr(defaults, name):
+            raise ArgumentKindError(
+                f"The {metric_name} metric has no argument `{name}`, got {name}={value!r}."
+            )
+    adaptive_k = check_bool("adaptive_k", given.get("adaptive_k", False))
+    max_fpr = given.get("max_fpr")
+    if max_fpr is not None:
+        max_fpr = check_number("max_fpr", max_fpr, positive=True)
+        if max_fpr > 1:
+            raise ValueError(
+                f"Argument `max_fpr` must be None or a number in (0, 1], got {given['max_fpr']!r}."
+            )
+    return MetricOptions(adaptive_k=adaptive_k, max_fpr=max_fpr)
 
 
 @dataclass(frozen=True)
@@ -55,6 +95,9 @@ class RetrievalDeclaration:
     needs: str = "relevant"  # a query without one is "empty" (empty_target_action)
     higher_is_better: bool = True
     module_empty_default: str = "neg"
+    options: tuple[str, ...] = ()  # metric-specific options (see ``MetricOptions``)
+    judgements: bool = True  # takes ``retrieved`` / ``num_relevant`` (documents outside the input)
+    k_name: str = "k"  # the first cut-off argument of the faces (``top_k`` where torchmetrics has only it)
 
     def __reduce__(self) -> tuple[Callable[[str], RetrievalDeclaration], tuple[str]]:
         # the closed forms are lambdas: pickle by name (ddp_spawn, DataLoader workers)
@@ -62,7 +105,7 @@ class RetrievalDeclaration:
 
 
 def _metric_named(name: str) -> RetrievalDeclaration:
-    return METRICS[name]
+    return CURVE if name == CURVE.name else METRICS[name]
 
 
 METRICS: dict[str, RetrievalDeclaration] = {
@@ -107,7 +150,7 @@ METRICS: dict[str, RetrievalDeclaration] = {
         ),
         RetrievalDeclaration(
             "precision",
-            lambda st, ks, adaptive: ranking.precision(st, ks, adaptive),
+            lambda st, ks, opt: ranking.precision(st, ks, opt.adaptive_k),
             "Precision at ``k``: relevant documents in the top ``k``, divided by ``k``.",
             functional="retrieval_precision",
             module="RetrievalPrecision",
@@ -121,6 +164,7 @@ METRICS: dict[str, RetrievalDeclaration] = {
             ),
             module_args="k=2",
             module_value="tensor(0.5000)",
+            options=("adaptive_k",),
         ),
         RetrievalDeclaration(
             "recall",
@@ -187,6 +231,36 @@ METRICS: dict[str, RetrievalDeclaration] = {
             module_empty_default="pos",
         ),
         RetrievalDeclaration(
+            "auroc",
+            lambda st, ks, opt: ranking.auroc(st, ks, opt.max_fpr),
+            ("Area under the ROC curve of each query's ranking (of its top ``k`` documents with ``top_k``)."),
+            functional="retrieval_auroc",
+            module="RetrievalAUROC",
+            details=(
+                "Tied scores count as halves (the Mann-Whitney statistic), which is the exact expected\n"
+                "area under a random order of tied documents; with ``max_fpr`` and ``top_k`` too, the\n"
+                "expectation is exact (torchmetrics interpolates the ROC curve linearly across a tie block\n"
+                "instead, which differs only where ``max_fpr`` or the top ``k`` cuts one). A top ``k``\n"
+                "without both a relevant and an irrelevant document scores 0, as in torchmetrics."
+            ),
+            k_doc=(
+                "only the top ``k`` documents of each query are scored (``None``: all); an int or a\n"
+                "    sequence of ints."
+            ),
+            functional_example=(
+                ">>> retrieval_auroc(tensor([0.2, 0.3, 0.5]), tensor([True, False, True]))\n"
+                "tensor(0.5000)\n"
+                ">>> preds, target = tensor([0.9, 0.8, 0.7, 0.4, 0.1]), tensor([1, 0, 1, 0, 0])\n"
+                ">>> retrieval_auroc(preds, target, max_fpr=0.5)\n"
+                "tensor(0.7778)"
+            ),
+            module_args="max_fpr=0.5",
+            module_value="tensor(0.6667)",
+            options=("max_fpr",),
+            k_name="top_k",
+            judgements=False,
+        ),
+        RetrievalDeclaration(
             "normalized_dcg",
             lambda st, ks, _: ranking.normalized_dcg(st, ks),
             (
@@ -209,6 +283,19 @@ METRICS: dict[str, RetrievalDeclaration] = {
 }
 
 
+#: Precision and recall at every cut-off of ``ks`` (one ranking): the curve metrics'
+#: (:mod:`embedmetrics._engine.curves`) per-query values, ``(Q, 2·len(ks))``. Not in :data:`METRICS`:
+#: their faces return several tensors and document themselves.
+CURVE = RetrievalDeclaration(
+    "precision_recall_curve",
+    lambda st, ks, opt: torch.cat([ranking.precision(st, ks, opt.adaptive_k), ranking.recall(st, ks)], 1),
+    "Precision and recall at every k.",
+    functional="retrieval_precision_recall_curve",
+    module="RetrievalPrecisionRecallCurve",
+    options=("adaptive_k",),
+)
+
+
 # --------------------------------------------------------------------------- computation
 
 
@@ -221,7 +308,7 @@ def query_values(
     ks: Ks,
     ties: str,
     ignore_index: int | None,
-    adaptive_k: bool = False,
+    options: MetricOptions = MetricOptions(),
     retrieved: Tensor | None = None,
     num_relevant: Tensor | None = None,
     validate_args: bool = False,
@@ -242,7 +329,7 @@ def query_values(
         inactive = None if inactive is None else inactive.unsqueeze(0)
         judged = None if judged is None else judged.unsqueeze(0)
     values, status, found = ranking.evaluate(
-        lambda st: metric.per_query(st, ks, adaptive_k),
+        lambda st: metric.per_query(st, ks, options),
         preds,
         gain,
         ks=ks,
@@ -298,12 +385,13 @@ def evaluate(
     num_relevant: Tensor | None = None,
     validate_args: bool = True,
     adaptive_k: bool = False,
+    max_fpr: float | None = None,
 ) -> Tensor:
     """The whole functional computation of metric ``name``: validate, rank, reduce."""
     metric = METRICS[name]
     ks, single = check_retrieval_options(k, top_k, ties, empty_target_action, ignore_index, aggregation)
     check_bool("validate_args", validate_args)
-    check_bool("adaptive_k", adaptive_k)
+    options = check_options(metric.name, metric.options, adaptive_k=adaptive_k, max_fpr=max_fpr)
     check_retrieval_inputs(
         metric.name,
         metric.binary,
@@ -323,7 +411,7 @@ def evaluate(
         ks=ks,
         ties=ties,
         ignore_index=ignore_index,
-        adaptive_k=adaptive_k,
+        options=options,
         retrieved=retrieved,
         num_relevant=num_relevant,
         validate_args=validate_args,
@@ -340,6 +428,28 @@ def evaluate(
 
 
 # --------------------------------------------------------------------------- docstrings
+
+_JUDGEMENT_ENTRIES = [
+    (
+        "retrieved",
+        "bool mask, same shape as ``preds``; ``False`` marks a judged document the system\n"
+        "    did not return: it counts in ``R`` (and the ideal DCG) but is never ranked.",
+    ),
+    (
+        "num_relevant",
+        "per query, the total number of relevant documents, including ones absent from\n"
+        "    the input (one entry per row, or per distinct index in ascending order); must be at least\n"
+        "    the relevant documents given.",
+    ),
+]
+
+
+def _alias_entry(metric: RetrievalDeclaration) -> tuple[str, str]:
+    """The doc entry of the cut-off's alias (``top_k`` for ``k``, or ``k`` for ``top_k``)."""
+    if metric.k_name == "k":
+        return ("top_k", "alias of ``k`` (torchmetrics 1.x name); an error if both are given and differ.")
+    return ("k", "alias of ``top_k`` (the name of the other metrics); an error if both are given and differ.")
+
 
 _TIES_DOC = (
     "``'average'`` (expected value over a uniformly random order of tied scores),\n"
@@ -360,7 +470,7 @@ _AGGREGATION_DOC = (
 )
 
 
-def _args(entries: list[tuple[str, str]]) -> str:
+def args_section(entries: list[tuple[str, str]]) -> str:
     lines = ["Args:"]
     for name, text in entries:
         first, *rest = text.split("\n")
@@ -377,7 +487,9 @@ def functional_docstring(metric: RetrievalDeclaration) -> str:
     """The functional twin's docstring, from the declaration."""
     entries = [("preds", "scores (float), higher is better."), ("target", metric.target_doc)]
     if metric.cutoff:
-        entries.append(("k", metric.k_doc))
+        entries.append((metric.k_name, metric.k_doc))
+    if metric.k_name == "top_k":
+        entries += [(name, OPTION_DOCS[name]) for name in metric.options]
     entries.append(
         (
             "indexes",
@@ -386,11 +498,9 @@ def functional_docstring(metric: RetrievalDeclaration) -> str:
         )
     )
     if metric.cutoff:
-        entries.append(
-            ("top_k", "alias of ``k`` (torchmetrics 1.x name); an error if both are given and differ.")
-        )
-    if metric.name == "precision":
-        entries.append(("adaptive_k", "divide by ``min(k, n)`` (``n`` ranked documents) instead of ``k``."))
+        entries.append(_alias_entry(metric))
+    if metric.k_name == "k":
+        entries += [(name, OPTION_DOCS[name]) for name in metric.options]
     entries += [
         ("ties", _TIES_DOC),
         ("empty_target_action", _empty_doc(metric)),
@@ -399,17 +509,10 @@ def functional_docstring(metric: RetrievalDeclaration) -> str:
             "aggregation",
             _AGGREGATION_DOC + " (in row order for 2-D input, ascending index otherwise).",
         ),
-        (
-            "retrieved",
-            "bool mask, same shape as ``preds``; ``False`` marks a judged document the system\n"
-            "    did not return: it counts in ``R`` (and the ideal DCG) but is never ranked.",
-        ),
-        (
-            "num_relevant",
-            "per query, the total number of relevant documents, including ones absent from\n"
-            "    the input (one entry per row, or per distinct index in ascending order); must be at least\n"
-            "    the relevant documents given.",
-        ),
+    ]
+    if metric.judgements:
+        entries += _JUDGEMENT_ENTRIES
+    entries += [
         (
             "validate_args",
             "check values (NaN, binary target, ...); needs a host sync. Shapes and dtypes are\n"
@@ -424,7 +527,7 @@ def functional_docstring(metric: RetrievalDeclaration) -> str:
         body += ["", metric.details]
     body += [
         "",
-        _args(entries),
+        args_section(entries),
         "",
         "Returns:",
         f"    {returns}",
@@ -447,14 +550,13 @@ def module_docstring(metric: RetrievalDeclaration) -> str:
     entries = [("empty_target_action", _empty_doc(metric, "makes ``compute`` raise"))]
     entries.append(("ignore_index", "documents whose target equals this value are removed."))
     if metric.cutoff:
-        entries.append(("k", metric.k_doc))
-    if metric.name == "precision":
-        entries.append(("adaptive_k", "divide by ``min(k, documents of the query)`` instead of ``k``."))
+        entries.append((metric.k_name, metric.k_doc))
+    entries += [(name, OPTION_DOCS[name]) for name in metric.options]
     entries.append(
         ("aggregation", _AGGREGATION_DOC + " (2-D rows in update order, then indexed queries by index).")
     )
     if metric.cutoff:
-        entries.append(("top_k", "alias of ``k`` (torchmetrics 1.x name)."))
+        entries.append(_alias_entry(metric))
     entries += [
         ("ties", _TIES_DOC),
         (
@@ -475,7 +577,7 @@ def module_docstring(metric: RetrievalDeclaration) -> str:
         "``indexes`` (each row one query, ranked at once: the state is one value per query). The",
         f"functional twin is [`{metric.functional}`][embedmetrics.functional.{metric.functional}].",
         "",
-        _args(entries),
+        args_section(entries),
         "",
         "Examples:",
         "    >>> from torch import tensor",

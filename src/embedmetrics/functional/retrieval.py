@@ -17,16 +17,20 @@ from collections.abc import Callable, Sequence
 
 from torch import Tensor
 
+from embedmetrics._engine.curves import documented_curve, evaluate_curve, evaluate_recall_at_precision
 from embedmetrics._engine.retrieval import documented, evaluate
 
 __all__ = [
+    "retrieval_auroc",
     "retrieval_average_precision",
     "retrieval_fall_out",
     "retrieval_hit_rate",
     "retrieval_normalized_dcg",
     "retrieval_precision",
+    "retrieval_precision_recall_curve",
     "retrieval_r_precision",
     "retrieval_recall",
+    "retrieval_recall_at_fixed_precision",
     "retrieval_reciprocal_rank",
 ]
 
@@ -180,3 +184,56 @@ def retrieval_fall_out(
     validate_args: bool = True,
 ) -> Tensor:
     return evaluate("fall_out", **locals())
+
+
+@documented("auroc", "functional")
+def retrieval_auroc(
+    preds: Tensor,
+    target: Tensor,
+    top_k: int | Sequence[int] | None = None,
+    max_fpr: float | None = None,
+    *,
+    indexes: Tensor | None = None,
+    k: int | Sequence[int] | None = None,
+    ties: str = "average",
+    empty_target_action: str = "neg",
+    ignore_index: int | None = None,
+    aggregation: str | Callable[..., Tensor] = "mean",
+    validate_args: bool = True,
+) -> Tensor:
+    return evaluate("auroc", **locals())
+
+
+@documented_curve("functional", fixed_precision=False)
+def retrieval_precision_recall_curve(
+    preds: Tensor,
+    target: Tensor,
+    max_k: int | None = None,
+    adaptive_k: bool = False,
+    *,
+    indexes: Tensor | None = None,
+    ties: str = "average",
+    empty_target_action: str = "neg",
+    ignore_index: int | None = None,
+    aggregation: str | Callable[..., Tensor] = "mean",
+    validate_args: bool = True,
+) -> tuple[Tensor, Tensor, Tensor]:
+    return evaluate_curve(**locals())
+
+
+@documented_curve("functional", fixed_precision=True)
+def retrieval_recall_at_fixed_precision(
+    preds: Tensor,
+    target: Tensor,
+    min_precision: float = 0.0,
+    max_k: int | None = None,
+    adaptive_k: bool = False,
+    *,
+    indexes: Tensor | None = None,
+    ties: str = "average",
+    empty_target_action: str = "neg",
+    ignore_index: int | None = None,
+    aggregation: str | Callable[..., Tensor] = "mean",
+    validate_args: bool = True,
+) -> tuple[Tensor, Tensor]:
+    return evaluate_recall_at_precision(**locals())
