@@ -359,9 +359,10 @@ def test_curve_argument_errors(kwargs: dict, exc: type) -> None:
     cls = (
         em.RetrievalRecallAtFixedPrecision if "min_precision" in kwargs else em.RetrievalPrecisionRecallCurve
     )
-    with pytest.raises(exc):
+    name = next(iter(kwargs))
+    with pytest.raises(exc, match=name):
         cls(**kwargs)
-    with pytest.raises(ValueError):  # every argument error is also a ValueError (torchmetrics' type)
+    with pytest.raises(ValueError, match=name):  # every argument error is also a ValueError (torchmetrics')
         cls(**kwargs)
 
 
