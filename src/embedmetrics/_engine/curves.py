@@ -250,20 +250,18 @@ def curve_docstring(face: str, fixed_precision: bool) -> str:
     if face == "module":
         entries.append(("kwargs", "passed to ``torchmetrics.Metric``."))
     returns = (
-        "``(recall, k)``: 0-dim tensors, or one per query with ``aggregation='none'``."
+        "The tuple ``(recall, k)`` of 0-dim tensors (one entry per query with ``aggregation='none'``)."
         if fixed_precision
-        else "``(precision, recall, top_k)``: ``(max_k,)`` tensors (``(queries, max_k)`` precision and\n"
-        "    recall with ``aggregation='none'``); for one query with ``adaptive_k``, ``top_k`` stops at\n"
-        "    its ``n``."
+        else "The tuple ``(precision, recall, top_k)`` of ``(max_k,)`` tensors (precision and recall\n"
+        "    ``(queries, max_k)`` with ``aggregation='none'``); for one query with ``adaptive_k``,\n"
+        "    ``top_k`` stops at its number of documents."
     )
     body = [_SUMMARY[fixed_precision], "", _DETAILS[fixed_precision], "", args_section(entries), ""]
-    body += [
-        "Returns:",
-        f"    {returns}",
-        "",
-        "Examples:",
-        *(f"    {line}" for line in _example(face, fixed_precision)),
-    ]
+    if face == "functional":
+        body += ["Returns:", f"    {returns}", ""]
+    else:  # a class documents what ``compute`` returns in its text (no Returns section)
+        body += ["``compute()`` returns t" + returns[1:].replace("\n    ", "\n"), ""]
+    body += ["Examples:", *(f"    {line}" for line in _example(face, fixed_precision))]
     return "\n".join(body) + "\n"
 
 
