@@ -59,7 +59,10 @@ def brute_force(q, r, ql, rl, same_source, k=None, metric="euclidean", avg_of_av
         rel[np.arange(len(q)), np.arange(len(q))] = False
     counts = rel.sum(1)
     n_visible = r.shape[0] - int(same_source)
-    kk = min(max(int(counts.max()), 1) if k is None else k, n_visible)
+    most = max(int(counts.max()), 1)
+    # k=None: the largest relevant count for P@1, RP, MAP@R; every reference for MAP and MRR (PML 2.x)
+    kk = min({None: most, "max_bin_count": most, "all": n_visible}.get(k, k), n_visible)
+    kk_whole = n_visible if k is None else kk
     per = {m: [] for m in KNN}
     keep = []
     for i in range(len(q)):
@@ -67,8 +70,9 @@ def brute_force(q, r, ql, rl, same_source, k=None, metric="euclidean", avg_of_av
             continue
         order = np.argsort(d[i], kind="stable")
         vals = _metrics_of_ranking(rel[i][order], int(counts[i]), kk)
+        whole = _metrics_of_ranking(rel[i][order], int(counts[i]), kk_whole)
         for m in KNN:
-            per[m].append(vals[m])
+            per[m].append(whole[m] if m in ("mean_average_precision", "mean_reciprocal_rank") else vals[m])
         keep.append(i)
     out = {}
     for m in KNN:
@@ -92,7 +96,7 @@ def _assert_close(ours: dict, ref: dict, names=KNN, tol=1e-9):
 
 # --------------------------------------------------------------------------- brute-force comparisons
 @pytest.mark.parametrize("same_source", [True, False])
-@pytest.mark.parametrize("k", [None, 1, 3, 40])
+@pytest.mark.parametrize("k", [None, "max_bin_count", "all", 1, 3, 40])
 @pytest.mark.parametrize("metric", ["euclidean", "cosine"])
 def test_matches_brute_force(same_source, k, metric):
     rng = np.random.default_rng(7)
@@ -184,8 +188,9 @@ def _tie_oracle(q, ql, policy):
             if any(d[i, perm[t]] > d[i, perm[t + 1]] for t in range(len(perm) - 1)):
                 continue
             rel = np.array([ql[j] == ql[i] for j in perm])
-            for m, v in _metrics_of_ranking(rel, big_r, k).items():
-                values[m].append(v)
+            at_k, whole = _metrics_of_ranking(rel, big_r, k), _metrics_of_ranking(rel, big_r, n - 1)
+            for m in KNN:  # k=None: MAP and MRR over every reference (PML 2.x)
+                values[m].append(whole[m] if m in ("mean_average_precision", "mean_reciprocal_rank") else at_k[m])
         agg = {"average": np.mean, "pessimistic": np.min, "optimistic": np.max}[policy]
         for m in KNN:
             per[m].append(agg(values[m]))
@@ -247,8 +252,12 @@ def test_hand_worked_tie_block_straddling_the_cut_off():
     assert res["precision_at_1"] == pytest.approx(1 / 3)
     assert res["r_precision"] == pytest.approx(1 / 3)
     assert res["mean_average_precision_at_r"] == pytest.approx(1 / 4)
-    # MRR: first relevant at position 0, 1 or 2 with probability 1/3 each (within K = 2).
-    assert res["mean_reciprocal_rank"] == pytest.approx((1 + 1 / 2) / 3)
+    # MRR (k=None: over every reference): first relevant at position 0, 1 or 2 w.p. 1/3 each.
+    assert res["mean_reciprocal_rank"] == pytest.approx((1 + 1 / 2 + 1 / 3) / 3)
+    # k="max_bin_count" cuts every metric at K = 2: the first relevant must be within the top 2
+    capped = AccuracyCalculator(include=KNN, k="max_bin_count").get_accuracy(q, r, ql, rl, False)
+    assert capped["mean_reciprocal_rank"] == pytest.approx((1 + 1 / 2) / 3)
+    assert capped["r_precision"] == pytest.approx(1 / 3)
 
 
 def test_duplicate_of_query_at_distance_zero_stays():
@@ -321,8 +330,15 @@ def test_default_metrics_and_include_exclude():
     assert list(res) == ["precision_at_1"]
     res = AccuracyCalculator(exclude=("NMI", "AMI", "r_precision")).get_accuracy(x, x, y, y, True)
     assert set(res) == {"precision_at_1", "mean_average_precision_at_r"}
-    with pytest.raises(ValueError, match="mean_average_precision"):  # not among this calculator's metrics
-        calc.get_accuracy(x, x, y, y, True, include=("mean_average_precision",))
+    # an opt-in metric may be asked for at call time (PML 2.x computes every metric by default)
+    res = calc.get_accuracy(x, x, y, y, True, include=("mean_average_precision",))
+    assert list(res) == ["mean_average_precision"]
+    # but not one the constructor ruled out
+    narrow = AccuracyCalculator(include=("precision_at_1",))
+    with pytest.raises(ValueError, match="mean_average_precision"):
+        narrow.get_accuracy(x, x, y, y, True, include=("mean_average_precision",))
+    with pytest.raises(ValueError, match="r_precision"):
+        AccuracyCalculator(exclude=("r_precision",)).get_accuracy(x, x, y, y, True, include=("r_precision",))
 
 
 def test_bad_input_errors():

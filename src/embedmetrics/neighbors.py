@@ -4,8 +4,10 @@ Both run the same private code path, :meth:`AccuracyCalculator._compute`: an exa
 k-nearest-neighbour scan (no faiss, no ``n × n`` matrix, ties handled exactly) reduced to per-query
 statistics, plus deterministic torch k-means for NMI / AMI.
 
-The module also offers :func:`precision_at_k`, so that calculators written for
-``pytorch_metric_learning.utils.accuracy_calculator`` run unchanged with
+The module also offers pytorch-metric-learning 2.x's module-level helpers (:func:`precision_at_k`,
+:func:`r_precision`, :func:`mean_average_precision`, :func:`mean_reciprocal_rank`,
+:func:`get_label_match_counts`, :func:`get_lone_query_labels`, ``EQUALITY``, ...), so that code and
+calculators written for ``pytorch_metric_learning.utils.accuracy_calculator`` run unchanged with
 ``from embedmetrics import neighbors as accuracy_calculator``.
 """
 
@@ -13,17 +15,19 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 import torch
 from torch import Tensor
 from torchmetrics.functional.clustering import normalized_mutual_info_score
 
+from embedmetrics._engine.accuracy_call import parse_accuracy_call
 from embedmetrics._engine.base import BaseMetric
 from embedmetrics._engine.checks import (
     TIES,
     ArgumentKindError,
+    as_float,
     as_tensor,
     check_block_bytes,
     check_bool,
@@ -34,61 +38,57 @@ from embedmetrics._engine.checks import (
     check_metric_names,
     check_neighbor_inputs,
     check_no_clustering_with_custom_labels,
-    check_positive_int,
+    check_query_rows_first,
 )
 from embedmetrics._engine.clustering import adjusted_mutual_info, kmeans
-from embedmetrics._engine.knn import KnnResult, LabelComparison, default_label_comparison
+from embedmetrics._engine.knn import KnnResult, LabelComparison
+from embedmetrics._engine.neighbor_lists import (
+    EQUALITY,
+    get_label_match_counts,
+    get_lone_query_labels,
+    get_relevance_mask,
+    get_unique_labels,
+    maybe_get_avg_of_avgs,
+    mean_average_precision,
+    mean_reciprocal_rank,
+    nan_accuracy,
+    precision_at_k,
+    r_precision,
+    try_getting_not_lone_labels,
+)
 from embedmetrics._engine.neighbors import (
     KNN_STATS,
     average,
+    check_k,
+    class_means,
     finite,
     neighbor_statistics,
+    scan_k,
     self_index_of,
     unique_ids,
 )
 from embedmetrics._engine.scan import metric_shard
 
-__all__ = ["AccuracyCalculator", "EmbeddingAccuracy", "precision_at_k"]
+__all__ = [
+    "EQUALITY",
+    "AccuracyCalculator",
+    "EmbeddingAccuracy",
+    "get_label_match_counts",
+    "get_lone_query_labels",
+    "get_relevance_mask",
+    "get_unique_labels",
+    "maybe_get_avg_of_avgs",
+    "mean_average_precision",
+    "mean_reciprocal_rank",
+    "nan_accuracy",
+    "precision_at_k",
+    "r_precision",
+    "try_getting_not_lone_labels",
+]
 
 #: Metrics computed only when asked for by name (``include``).
 OPT_IN_METRICS = ("mean_average_precision", "mean_reciprocal_rank")
 _DISTANCES = ("euclidean", "cosine")
-
-
-def precision_at_k(
-    knn_labels: Tensor,
-    query_labels: Tensor,
-    k: int,
-    avg_of_avgs: bool = False,
-    label_comparison_fn: Optional[LabelComparison] = None,
-) -> float:
-    """Fraction of the first ``k`` neighbours whose label matches the query's, averaged over queries.
-
-    Args:
-        knn_labels: ``(n, K)`` (or ``(n, K, w)``) labels of each query's neighbours, nearest first.
-        query_labels: ``(n,)`` labels, or ``(n, 1)`` as in ``query_labels[:, None]``
-            (``(n, w)`` / ``(n, 1, w)`` for 2-D labels).
-        k: number of neighbours to look at (``k <= K``).
-        avg_of_avgs: average per query label first, then over labels.
-        label_comparison_fn: relevance of (query label, neighbour label); default equality.
-
-    Examples:
-        >>> import torch
-        >>> from embedmetrics.neighbors import precision_at_k
-        >>> knn_labels = torch.tensor([[0, 1], [1, 1]])
-        >>> precision_at_k(knn_labels, torch.tensor([0, 1])[:, None], 2)
-        0.75
-    """
-    k = check_positive_int("k", k)
-    if k > knn_labels.shape[1]:
-        raise ValueError(
-            f"Argument `k` must be at most the number of neighbours {knn_labels.shape[1]}, got {k}."
-        )
-    q = query_labels if query_labels.ndim == knn_labels.ndim else query_labels[:, None]
-    same = (label_comparison_fn or default_label_comparison)(q, knn_labels[:, :k])
-    values = same.to(torch.float64).sum(dim=1) / k
-    flat = q[:, 0] if q.ndim == knn_labels.ndim else q
-    return average(values, flat, avg_of_avgs)
 
 
 class AccuracyCalculator:
@@ -115,10 +115,18 @@ class AccuracyCalculator:
             ``calculate_<name>`` method a subclass adds).
         exclude: names of metrics not to compute.
         avg_of_avgs: average per query label first, then over labels.
-        k: neighbours to retrieve. ``None`` (or ``"max_bin_count"``): the largest number of
-            relevant references of any query, so R-precision and MAP@R are exact; there is **no**
-            1023 cap (that limit came from faiss). An ``int`` is used as given. Either is capped at
-            the number of references a query can see.
+        return_per_class: return one value per query label (ascending) instead of the average;
+            exclusive with ``avg_of_avgs``. (The seed's 1.x order had ``k`` in this place: a
+            non-bool fourth positional argument is taken as ``k``, the fifth then as
+            ``label_comparison_fn``.)
+        k: neighbours to retrieve. ``"max_bin_count"``: the largest number of relevant references
+            of any query, so R-precision and MAP@R are exact; there is **no** 1023 cap (that limit
+            came from faiss). ``"all"``: every reference. ``None`` (default): the largest relevant
+            count for precision_at_1, r_precision and MAP@R (where only ``R`` neighbours matter, so
+            it gives the values of every reference), but every reference for
+            mean_average_precision and mean_reciprocal_rank, as pytorch-metric-learning 2.x
+            computes them. An ``int`` is used as given. All are capped at the references a query
+            can see.
         label_comparison_fn: ``fn(x, y) -> bool tensor`` deciding relevance for broadcast label
             tensors (e.g. ``(n, 1)`` against ``(n, k)``, or with a trailing label dimension for 2-D
             labels; index with ``...`` as in ``x[..., 0]``). Requires excluding ``"NMI"`` and ``"AMI"``.
@@ -126,6 +134,12 @@ class AccuracyCalculator:
         ties: how neighbours at equal distance are ordered: ``"average"`` (expected value under a
             uniformly random order, default), ``"pessimistic"`` (irrelevant first) or
             ``"optimistic"`` (relevant first).
+        device: where to compute (``None``: the device of the query embeddings).
+        knn_func: a callable ``knn_func(query, k, reference, ref_includes_query) -> (distances,
+            indices)`` used instead of the exact scan (pytorch-metric-learning's ``FaissKNN`` or
+            ``CustomKNN`` work); the kNN metrics are then computed from its lists (no tie handling).
+        kmeans_func: a callable ``kmeans_func(query, num_clusters) -> cluster labels`` used instead
+            of the built-in k-means for NMI/AMI.
         kmeans_seed: seed of the k-means initialisation.
         block_bytes: memory budget of one block of the kNN scan; ``None`` chooses it for the device
             (256 MiB on the CPU: few large blocks keep the fixed per-block overhead low; on CUDA a
@@ -144,7 +158,9 @@ class AccuracyCalculator:
         >>> x = torch.tensor([[0.0], [0.1], [5.0], [5.2], [5.3]])
         >>> y = torch.tensor([0, 0, 1, 1, 0])
         >>> calc = AccuracyCalculator(include=("precision_at_1", "r_precision"))
-        >>> calc.get_accuracy(x, x, y, y, embeddings_come_from_same_source=True)
+        >>> calc.get_accuracy(x, x, y, y, embeddings_come_from_same_source=True)  # 1.x call form
+        {'precision_at_1': 0.6, 'r_precision': 0.4}
+        >>> calc.get_accuracy(x, y)  # 2.x call form: the query set against itself
         {'precision_at_1': 0.6, 'r_precision': 0.4}
     """
 
@@ -155,8 +171,12 @@ class AccuracyCalculator:
         include: Sequence[str] = (),
         exclude: Sequence[str] = (),
         avg_of_avgs: bool = False,
+        return_per_class: Any = False,
         k: Optional[int | str] = None,
         label_comparison_fn: Optional[LabelComparison] = None,
+        device: Optional[torch.device | str] = None,
+        knn_func: Optional[Callable[..., tuple[Tensor, Tensor]]] = None,
+        kmeans_func: Optional[Callable[[Tensor, int], Any]] = None,
         *,
         distance: str = "euclidean",
         ties: str = "average",
@@ -164,15 +184,27 @@ class AccuracyCalculator:
         block_bytes: int | None = None,
         validate_args: bool = True,
     ) -> None:
+        if not isinstance(return_per_class, bool):  # the seed's 1.x positional order: (..., k, fn)
+            if k is not None and not callable(k):
+                raise ArgumentKindError(
+                    f"Argument `return_per_class` must be a bool, got {return_per_class!r}."
+                )
+            label_comparison_fn = k if callable(k) else label_comparison_fn
+            k, return_per_class = return_per_class, False
         all_metrics = self._available_metrics()
         check_metric_names("include", include, all_metrics)
         check_metric_names("exclude", exclude, all_metrics)
         chosen = list(include) if include else [m for m in all_metrics if m not in OPT_IN_METRICS]
         self.original_metrics = [m for m in chosen if m not in exclude]
-        if k is not None and k != "max_bin_count":
-            k = check_positive_int("k", k)
-        self.k = None if k == "max_bin_count" else k
+        # what get_accuracy may still ask for: the chosen metrics, and the opt-in ones not ruled out
+        self._allowed = list(include) if include else [m for m in all_metrics if m not in exclude]
+        self.k = check_k(k)
         self.avg_of_avgs = check_bool("avg_of_avgs", avg_of_avgs)
+        self.return_per_class = check_bool("return_per_class", return_per_class)
+        if self.avg_of_avgs and self.return_per_class:
+            raise ValueError(
+                "Arguments `avg_of_avgs` and `return_per_class` are mutually exclusive; got both True."
+            )
         self.validate_args = check_bool("validate_args", validate_args)
         check_choice("distance", distance, _DISTANCES)
         check_choice("ties", ties, TIES)
@@ -180,11 +212,17 @@ class AccuracyCalculator:
         self.ties = ties
         self.kmeans_seed = int(kmeans_seed)
         self.block_bytes = check_block_bytes(block_bytes)
-        if label_comparison_fn is not None and not callable(label_comparison_fn):
-            raise ArgumentKindError(
-                f"Argument `label_comparison_fn` must be callable, got {label_comparison_fn!r}."
-            )
+        self.device = None if device is None else torch.device(device)
+        for name, fn in (
+            ("label_comparison_fn", label_comparison_fn),
+            ("knn_func", knn_func),
+            ("kmeans_func", kmeans_func),
+        ):
+            if fn is not None and not callable(fn):
+                raise ArgumentKindError(f"Argument `{name}` must be callable, got {fn!r}.")
         self.label_comparison_fn = label_comparison_fn
+        self.knn_func = knn_func
+        self.kmeans_func = kmeans_func
         self._refuse_clustering_with_custom_labels(self.original_metrics)
 
     # ----------------------------------------------------------------- metric registry
@@ -200,6 +238,14 @@ class AccuracyCalculator:
         """Names of the metrics :meth:`get_accuracy` computes by default."""
         return list(self.original_metrics)
 
+    def get_function_dict(self, include: Sequence[str] = (), exclude: Sequence[str] = ()) -> dict[str, Any]:
+        """The ``calculate_<name>`` methods of the selected metrics, by name (pytorch-metric-learning 2.x)."""
+        return {m: getattr(self, self.function_keyword + m) for m in self._select(include, exclude)}
+
+    def _get_accuracy(self, function_dict: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """Call each metric function with the shared keyword arguments (pytorch-metric-learning 2.x)."""
+        return {name: fn(**kwargs) for name, fn in function_dict.items()}
+
     def requires_clustering(self) -> list[str]:
         """Metrics that need ``cluster_labels`` (extend in a subclass)."""
         return ["NMI", "AMI"]
@@ -209,58 +255,79 @@ class AccuracyCalculator:
         return list(KNN_STATS)
 
     # ----------------------------------------------------------------- public entry point
-    def get_accuracy(
-        self,
-        query: Any,
-        reference: Any,
-        query_labels: Any,
-        reference_labels: Any,
-        embeddings_come_from_same_source: bool,
-        include: Sequence[str] = (),
-        exclude: Sequence[str] = (),
-    ) -> dict[str, Any]:
-        """Compute the metrics for ``query`` against ``reference``.
+    def get_accuracy(self, query: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Compute the metrics for ``query`` against a reference set.
+
+        Two call forms, both of pytorch-metric-learning:
+
+        - 1.x (the seed): ``get_accuracy(query, reference, query_labels, reference_labels,
+          embeddings_come_from_same_source, include=(), exclude=())``;
+        - 2.x: ``get_accuracy(query, query_labels, reference=None, reference_labels=None,
+          ref_includes_query=False, include=(), exclude=())``; ``reference=None`` evaluates the
+          query set against itself, and ``ref_includes_query=True`` means the first ``len(query)``
+          reference rows are the queries.
+
+        The keyword ``embeddings_come_from_same_source`` selects 1.x, ``ref_includes_query`` 2.x.
+        Without either: a 1-D second argument (labels), at most two positional arguments, or a
+        ``None`` third argument mean 2.x; a 1-D third argument (1.x's query labels) means 1.x;
+        anything else (2-D labels in both places) is ambiguous and raises ``ValueError`` asking for
+        the keyword. Integer embeddings are used as float.
 
         Args:
             query: ``(n_q, d)`` torch tensor or NumPy array of query embeddings.
-            reference: ``(n_r, d)`` embeddings the neighbours are retrieved from.
-            query_labels: ``(n_q,)`` labels (``(n_q, w)`` with a custom ``label_comparison_fn``).
-            reference_labels: ``(n_r,)`` labels (``(n_r, w)``).
-            embeddings_come_from_same_source: ``True`` if ``query is reference`` or query's rows are
-                rows of ``reference``; the query itself is then never its own neighbour (removed by
-                its index, so an exact duplicate of it at distance 0 stays). Query row ``i`` is
-                taken to be reference row ``i`` when ``query is reference`` or the first ``n_q``
-                reference rows (and labels) equal the query; otherwise each query row is matched to
-                an identical reference row with the same label.
-            include: restrict to these of the calculator's metrics.
-            exclude: leave these out.
+            args: the remaining arguments of either call form (see above).
+            kwargs: the same, by name.
+
+        Query rows taken from the reference (1.x ``embeddings_come_from_same_source=True``) are never
+        their own neighbour (removed by index, so an exact duplicate at distance 0 stays). In 1.x,
+        query row ``i`` is reference row ``i`` when ``query is reference`` or the first ``n_q``
+        reference rows (and labels) equal the query; otherwise each query row is matched to an
+        identical reference row with the same label. In 2.x, the first ``n_q`` rows must equal the
+        query (``ValueError`` otherwise).
 
         Returns:
-            A dict from metric names to values (floats for the built-in metrics; NaN for kNN metrics
-            when every query is lone, i.e. has no relevant reference).
+            A dict from metric names to values (floats, or per-class lists with
+            ``return_per_class``; NaN for kNN metrics when every query is lone, i.e. has no
+            relevant reference).
         """
-        metrics = self._select(include, exclude)
+        call = parse_accuracy_call((query, *args), kwargs)
+        metrics = self._select(call.include, call.exclude)
         q, r, ql, rl = (
             as_tensor(n, v).detach()
             for n, v in zip(
                 ("query", "reference", "query_labels", "reference_labels"),
-                (query, reference, query_labels, reference_labels),
+                (call.query, call.reference, call.query_labels, call.reference_labels),
             )
         )
+        q, r = as_float(q), as_float(r)
+        if self.device is not None:
+            q, r = q.to(self.device), r.to(self.device)
         check_neighbor_inputs(q, r, ql, rl)
-        same_source = check_bool("embeddings_come_from_same_source", embeddings_come_from_same_source)
         if self.validate_args:
             check_finite("query", q)
             check_finite("reference", r)
         ql, rl = ql.to(q.device), rl.to(q.device)
-        self_index = (
-            self_index_of(q, r, ql, rl, query is reference) if embeddings_come_from_same_source else None
+        self_index = None
+        if call.same_source:
+            identical = call.query is call.reference
+            if call.version == 2:
+                check_query_rows_first(q, r, ql, rl)
+                identical = True
+            self_index = self_index_of(q, r, ql, rl, identical)
+        return self.evaluate(
+            q,
+            r,
+            ql,
+            rl,
+            self_index=self_index,
+            metrics=metrics,
+            same_source=call.same_source,
+            version=call.version,
         )
-        return self.evaluate(q, r, ql, rl, self_index=self_index, metrics=metrics, same_source=same_source)
 
     def _select(self, include: Sequence[str], exclude: Sequence[str]) -> list[str]:
-        check_metric_names("include", include, self.original_metrics)
-        check_metric_names("exclude", exclude, self.original_metrics)
+        check_metric_names("include", include, self._allowed)
+        check_metric_names("exclude", exclude, self._allowed)
         chosen = list(include) if include else self.original_metrics
         return [m for m in chosen if m not in exclude]
 
@@ -286,12 +353,14 @@ class AccuracyCalculator:
         metrics: Optional[Sequence[str]] = None,
         same_source: Optional[bool] = None,
         shard: Optional[tuple[int, int]] = None,
+        version: int = 1,
     ) -> dict[str, Any]:
         """The calculator's metrics on validated tensors, with the query rows' own reference rows given.
 
         The one code path of :meth:`get_accuracy` and :class:`EmbeddingAccuracy`: ``self_index[i]`` is
         the reference row of query ``i`` (``-1``: none), never its own neighbour; ``metrics`` defaults to
-        :meth:`get_curr_metrics`; ``shard`` scans only this rank's share of the queries.
+        :meth:`get_curr_metrics`; ``shard`` scans only this rank's share of the queries; ``version``
+        is the call form (custom metrics get ``label_counts`` as a dict for 1.x, a pair for 2.x).
         """
         q, r, ql, rl = query, reference, query_labels, reference_labels
         metrics = self.get_curr_metrics() if metrics is None else list(metrics)
@@ -303,11 +372,16 @@ class AccuracyCalculator:
             "query_labels": ql,
             "reference_labels": rl,
             "embeddings_come_from_same_source": same_source,
+            "ref_includes_query": same_source,
+            "label_comparison_fn": self.label_comparison_fn or EQUALITY,
             # NaN or infinite embeddings have no neighbours: the built-in metrics are NaN then
             "embeddings_are_finite": finite(q, r),
         }
         if any(m in self.requires_knn() for m in metrics):
-            kwargs.update(self._knn_kwargs(q, r, ql, rl, self_index, metrics, shard))
+            if self.knn_func is not None:
+                kwargs.update(self._listed_knn_kwargs(q, r, ql, rl, same_source, metrics, version))
+            else:
+                kwargs.update(self._knn_kwargs(q, r, ql, rl, self_index, metrics, shard, version))
         if any(m in self.requires_clustering() for m in metrics):
             kwargs["cluster_labels"] = self.get_cluster_labels(**kwargs)
         return {m: getattr(self, self.function_keyword + m)(**kwargs) for m in metrics}
@@ -321,6 +395,7 @@ class AccuracyCalculator:
         self_index: Optional[Tensor],
         metrics: Sequence[str],
         shard: Optional[tuple[int, int]],
+        version: int,
     ) -> dict[str, Any]:
         need_lists = self._needs_neighbor_lists(metrics)
         wanted = tuple(KNN_STATS[m] for m in metrics if m in KNN_STATS)
@@ -330,7 +405,7 @@ class AccuracyCalculator:
             ql,
             rl,
             self_index=self_index,
-            k=self.k if isinstance(self.k, int) else None,
+            k=scan_k(self.k, metrics, r.shape[0]),
             stats=wanted,
             distance=self.distance,
             ties=self.ties,
@@ -345,7 +420,7 @@ class AccuracyCalculator:
         lone = ql[~not_lone]
         lone_labels = torch.unique(lone, dim=0) if lone.ndim > 1 else torch.unique(lone)
         return {
-            "label_counts": self._label_counts(rl, uq, matches),
+            "label_counts": self._label_counts(rl, uq, matches, version),
             "knn_labels": knn_labels,
             "knn_distances": result.distances,
             "lone_query_labels": lone_labels,
@@ -353,7 +428,35 @@ class AccuracyCalculator:
             "knn_stats": result,
         }
 
-    def _label_counts(self, rl: Tensor, uq: Tensor, matches: Tensor) -> dict[Any, int]:
+    def _listed_knn_kwargs(
+        self,
+        q: Tensor,
+        r: Tensor,
+        ql: Tensor,
+        rl: Tensor,
+        same_source: bool,
+        metrics: Sequence[str],
+        version: int,
+    ) -> dict[str, Any]:
+        """Neighbour lists from the user's ``knn_func``, and what the list-based metrics need."""
+        comparison = self.label_comparison_fn or EQUALITY
+        counts = get_label_match_counts(ql, rl, comparison)
+        lone, not_lone = get_lone_query_labels(ql, counts, same_source, comparison)
+        most = int(counts[1].max().item()) if counts[1].numel() else 1
+        k = scan_k(self.k, metrics, r.shape[0] - int(same_source)) or max(most - int(same_source), 1)
+        distances, indices = self.knn_func(q, k, r, same_source)  # type: ignore[misc]
+        return {
+            "label_counts": counts if version == 2 else self._label_counts(rl, counts[0], counts[1], 1),
+            "knn_labels": rl[indices.to(rl.device)],
+            "knn_distances": distances,
+            "lone_query_labels": lone,
+            "not_lone_query_mask": not_lone,
+        }
+
+    def _label_counts(self, rl: Tensor, uq: Tensor, matches: Tensor, version: int) -> Any:
+        """What custom metrics get as ``label_counts``: a dict (1.x) or ``(labels, counts)`` (2.x)."""
+        if version == 2:
+            return uq, matches
         if self.label_comparison_fn is None:
             if rl.ndim == 1:
                 labels, cnt = torch.unique(rl, return_counts=True)
@@ -364,19 +467,60 @@ class AccuracyCalculator:
         keys = labels.tolist()
         return {(tuple(key) if isinstance(key, list) else key): int(c) for key, c in zip(keys, cnt.tolist())}
 
-    def _knn_metric(
-        self, stat: str, knn_stats: KnnResult, query_labels: Tensor, mask: Tensor, finite: bool = True
-    ) -> float:
-        if not finite or not bool(mask.any()) or stat not in knn_stats.stats:
+    def _reduce(self, values: Tensor, labels: Tensor) -> Any:
+        if self.return_per_class:
+            return class_means(values, labels).cpu().tolist()
+        return average(values, labels, self.avg_of_avgs)
+
+    def _knn_metric(self, name: str, kwargs: dict[str, Any]) -> Any:
+        """A built-in kNN metric from the scan's statistics, or from neighbour lists when there are
+        no statistics (a ``knn_func``, or ``_get_accuracy`` called with ``knn_labels``)."""
+        ql, mask = kwargs["query_labels"], kwargs["not_lone_query_mask"]
+        stats: Optional[KnnResult] = kwargs.get("knn_stats")
+        if stats is None:
+            return self._listed_metric(name, kwargs)
+        unique = torch.unique(ql, dim=0)
+        if not kwargs.get("embeddings_are_finite", True) or not bool(mask.any()):
+            return nan_accuracy(unique, self.return_per_class)
+        stat = KNN_STATS[name]
+        if stat not in stats.stats:
             return math.nan
-        return average(knn_stats.stats[stat][mask], query_labels[mask], self.avg_of_avgs)
+        return self._reduce(stats.stats[stat][mask], ql[mask])
+
+    def _listed_metric(self, name: str, kwargs: dict[str, Any]) -> Any:
+        counts = kwargs["label_counts"]
+        if isinstance(counts, dict):  # the 1.x form: {label: count}
+            counts = (list(counts.keys()), list(counts.values()))
+        knn_labels, ql = try_getting_not_lone_labels(
+            kwargs["knn_labels"], kwargs["query_labels"], kwargs["not_lone_query_mask"]
+        )
+        if knn_labels is None or ql is None:
+            return nan_accuracy(counts[0], self.return_per_class)
+        fn = self.label_comparison_fn or EQUALITY
+        rpc, avg, same = (
+            self.return_per_class,
+            self.avg_of_avgs,
+            bool(kwargs.get("ref_includes_query", False)),
+        )
+        q = ql[:, None]
+        if name == "precision_at_1":
+            return precision_at_k(knn_labels, q, 1, avg, rpc, fn)
+        if name == "r_precision":
+            return r_precision(knn_labels, q, same, counts, avg, rpc, fn)
+        if name == "mean_reciprocal_rank":
+            return mean_reciprocal_rank(knn_labels, q, avg, rpc, fn)
+        at_r = name == "mean_average_precision_at_r"
+        return mean_average_precision(knn_labels, q, same, counts, avg, rpc, fn, at_r=at_r)
 
     # ----------------------------------------------------------------- clustering
     def get_cluster_labels(self, query: Tensor, query_labels: Tensor, **kwargs: Any) -> Tensor:
-        """k-means cluster id of each query (as many clusters as distinct query labels)."""
+        """Cluster id of each query: the user's ``kmeans_func`` or the built-in k-means (as many
+        clusters as distinct query labels)."""
         if not kwargs.get("embeddings_are_finite", True):  # no clustering of NaN: one cluster each
             return torch.arange(query.shape[0], device=query.device)
         n_clusters = int(unique_ids(query_labels).max().item()) + 1
+        if self.kmeans_func is not None:
+            return as_tensor("cluster_labels", self.kmeans_func(query, n_clusters)).to(query.device)
         return kmeans(query, n_clusters, seed=self.kmeans_seed, block_bytes=self.block_bytes)
 
     # ----------------------------------------------------------------- built-in metrics
@@ -399,70 +543,25 @@ class AccuracyCalculator:
             return math.nan
         return float(adjusted_mutual_info(cluster_labels, unique_ids(query_labels)).item())
 
-    def calculate_precision_at_1(
-        self,
-        query_labels: Tensor,
-        not_lone_query_mask: Tensor,
-        knn_stats: KnnResult,
-        embeddings_are_finite: bool = True,
-        **kwargs: Any,
-    ) -> float:
+    def calculate_precision_at_1(self, **kwargs: Any) -> Any:
         """Precision of the nearest neighbour."""
-        return self._knn_metric(
-            "precision_at_1", knn_stats, query_labels, not_lone_query_mask, embeddings_are_finite
-        )
+        return self._knn_metric("precision_at_1", kwargs)
 
-    def calculate_r_precision(
-        self,
-        query_labels: Tensor,
-        not_lone_query_mask: Tensor,
-        knn_stats: KnnResult,
-        embeddings_are_finite: bool = True,
-        **kwargs: Any,
-    ) -> float:
+    def calculate_r_precision(self, **kwargs: Any) -> Any:
         """R-precision."""
-        return self._knn_metric(
-            "r_precision", knn_stats, query_labels, not_lone_query_mask, embeddings_are_finite
-        )
+        return self._knn_metric("r_precision", kwargs)
 
-    def calculate_mean_average_precision_at_r(
-        self,
-        query_labels: Tensor,
-        not_lone_query_mask: Tensor,
-        knn_stats: KnnResult,
-        embeddings_are_finite: bool = True,
-        **kwargs: Any,
-    ) -> float:
+    def calculate_mean_average_precision_at_r(self, **kwargs: Any) -> Any:
         """MAP@R."""
-        return self._knn_metric(
-            "map_at_r", knn_stats, query_labels, not_lone_query_mask, embeddings_are_finite
-        )
+        return self._knn_metric("mean_average_precision_at_r", kwargs)
 
-    def calculate_mean_average_precision(
-        self,
-        query_labels: Tensor,
-        not_lone_query_mask: Tensor,
-        knn_stats: KnnResult,
-        embeddings_are_finite: bool = True,
-        **kwargs: Any,
-    ) -> float:
+    def calculate_mean_average_precision(self, **kwargs: Any) -> Any:
         """Mean average precision over the ``k`` neighbours (denominator ``R``)."""
-        return self._knn_metric(
-            "average_precision", knn_stats, query_labels, not_lone_query_mask, embeddings_are_finite
-        )
+        return self._knn_metric("mean_average_precision", kwargs)
 
-    def calculate_mean_reciprocal_rank(
-        self,
-        query_labels: Tensor,
-        not_lone_query_mask: Tensor,
-        knn_stats: KnnResult,
-        embeddings_are_finite: bool = True,
-        **kwargs: Any,
-    ) -> float:
+    def calculate_mean_reciprocal_rank(self, **kwargs: Any) -> Any:
         """Mean reciprocal rank of the first relevant neighbour within ``k``."""
-        return self._knn_metric(
-            "reciprocal_rank", knn_stats, query_labels, not_lone_query_mask, embeddings_are_finite
-        )
+        return self._knn_metric("mean_reciprocal_rank", kwargs)
 
 
 _ROLES = ("both", "query", "reference")
@@ -532,7 +631,13 @@ class EmbeddingAccuracy(BaseMetric):
                 f"Argument `calculator` must be an AccuracyCalculator, got {calculator!r}."
             )
         self.calculator = calculator or AccuracyCalculator(
-            include, exclude, avg_of_avgs, k, label_comparison_fn, distance=distance, ties=ties
+            include,
+            exclude,
+            avg_of_avgs,
+            k=k,
+            label_comparison_fn=label_comparison_fn,
+            distance=distance,
+            ties=ties,
         )
         for role in _ROLES:  # row stores: batches are appended, concatenated once in compute
             self.add_row_store(f"{role}_embeddings", f"{role}_labels")

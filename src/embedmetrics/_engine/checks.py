@@ -466,3 +466,20 @@ def role_update_arguments(
             f" and unknown {sorted(unknown)}."
         )
     return values["embeddings"], values[second], values.get("role", default_role)
+
+
+def as_float(x: Tensor) -> Tensor:
+    """Embeddings as floating point: integer (and bool) embeddings become float32, as pytorch-metric-
+    learning casts them; floating-point ones are kept."""
+    return x if x.is_floating_point() else x.to(torch.float32)
+
+
+def check_query_rows_first(q: Tensor, r: Tensor, ql: Tensor, rl: Tensor) -> None:
+    """``ref_includes_query=True``: the first ``len(query)`` reference rows and labels are the queries."""
+    n = q.shape[0]
+    if n > r.shape[0] or not (torch.allclose(q, r[:n].to(q.dtype)) and torch.equal(ql, rl[:n])):
+        raise ValueError(
+            "Argument `ref_includes_query` is True, so the first len(query) rows of `reference` (and of "
+            f"`reference_labels`) must equal `query` (and `query_labels`); they differ (query: {n} rows, "
+            f"reference: {r.shape[0]} rows)."
+        )

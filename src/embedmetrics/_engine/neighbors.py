@@ -12,11 +12,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch import Tensor
 
+from embedmetrics._engine.checks import check_positive_int
 from embedmetrics._engine.knn import KnnResult, LabelComparison, knn_scan, relevant_counts
 
 #: The kNN metrics and the per-query statistic of the scan behind each.
@@ -27,6 +28,36 @@ KNN_STATS = {
     "mean_average_precision": "average_precision",
     "mean_reciprocal_rank": "reciprocal_rank",
 }
+
+
+#: Metrics over the whole ranking when ``k`` is ``None`` (pytorch-metric-learning 2.x); the others
+#: need only the first ``R`` neighbours.
+WHOLE_RANKING_METRICS = ("mean_average_precision", "mean_reciprocal_rank")
+#: The spelled-out values of ``k`` (besides ``None`` and integers).
+K_RULES = ("max_bin_count", "all")
+
+
+def check_k(k: Any) -> Optional[int | str]:
+    """``None``, ``"max_bin_count"``, ``"all"`` or a positive int."""
+    if k is None:
+        return None
+    if isinstance(k, str) and k in K_RULES:
+        return k
+    return check_positive_int("k", k)
+
+
+def scan_k(k: Optional[int | str], metrics: Sequence[str], n_references: int) -> Optional[int]:
+    """Neighbours to list for ``metrics`` (``None``: the largest relevant count, see :func:`resolve_k`).
+
+    An int as given; ``"max_bin_count"`` the largest relevant count; ``"all"`` every reference;
+    ``None`` every reference when a whole-ranking metric is asked for, else the largest relevant count
+    (where it gives the values of every reference).
+    """
+    if isinstance(k, int):
+        return k
+    if k == "all" or (k is None and any(m in WHOLE_RANKING_METRICS for m in metrics)):
+        return max(n_references, 1)
+    return None
 
 
 def unique_ids(labels: Tensor) -> Tensor:
@@ -47,15 +78,18 @@ def average(values: Tensor, labels: Tensor, avg_of_avgs: bool) -> float:
     """
     if values.numel() == 0:
         return math.nan
+    if avg_of_avgs:
+        return float(class_means(values, labels).mean().item())
+    return float(values.sort().values.mean().item())
+
+
+def class_means(values: Tensor, labels: Tensor) -> Tensor:
+    """Mean of ``values`` per class, in ascending label order (summed in ascending order of value)."""
     order = values.argsort(stable=True)
-    values = values[order]
-    if not avg_of_avgs:
-        return float(values.mean().item())
     ids = unique_ids(labels)[order]
-    n = int(ids.max().item()) + 1
-    sums = torch.zeros(n, dtype=values.dtype, device=values.device).index_add_(0, ids, values)
-    sizes = torch.bincount(ids, minlength=n).to(values.dtype)
-    return float((sums / sizes).mean().item())
+    n = int(ids.max().item()) + 1 if ids.numel() else 0
+    sums = torch.zeros(n, dtype=values.dtype, device=values.device).index_add_(0, ids, values[order])
+    return sums / torch.bincount(ids, minlength=n).to(values.dtype)
 
 
 def self_index_of(q: Tensor, r: Tensor, ql: Tensor, rl: Tensor, identical: bool) -> Tensor:

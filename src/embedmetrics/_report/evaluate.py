@@ -171,7 +171,9 @@ def evaluate_embeddings(
             metrics[f"precision@{k}"] = math.nan
             continue
         knn_labels = reference_labels[indices[mask]]
-        metrics[f"precision@{k}"] = float(precision_at_k(knn_labels, query_labels[mask][:, None], k))
+        value = precision_at_k(knn_labels, query_labels[mask][:, None], k)
+        assert isinstance(value, float)  # not per class
+        metrics[f"precision@{k}"] = value
     # the scan's tie-averaged per-query precision_at_1: the per-class means average to it exactly
     per_query = {
         "precision_at_1": found.result.stats["precision_at_1"][mask],

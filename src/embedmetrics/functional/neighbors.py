@@ -24,10 +24,9 @@ from embedmetrics._engine.checks import (
     check_finite,
     check_metric_names,
     check_neighbor_inputs,
-    check_positive_int,
     to_tensors,
 )
-from embedmetrics._engine.neighbors import KNN_STATS, average, finite, neighbor_statistics
+from embedmetrics._engine.neighbors import KNN_STATS, average, check_k, finite, neighbor_statistics, scan_k
 
 __all__ = ["embedding_accuracy"]
 
@@ -41,7 +40,7 @@ def embedding_accuracy(
     reference_labels: Any = None,
     *,
     include: Sequence[str] = DEFAULT_METRICS,
-    k: Optional[int] = None,
+    k: Optional[int | str] = None,
     distance: str = "euclidean",
     ties: str = "average",
     label_comparison_fn: Optional[Callable[[Tensor, Tensor], Tensor]] = None,
@@ -64,8 +63,10 @@ def embedding_accuracy(
         reference_labels: their labels (required with ``reference``).
         include: metric names among ``"precision_at_1"``, ``"r_precision"``,
             ``"mean_average_precision_at_r"``, ``"mean_average_precision"``, ``"mean_reciprocal_rank"``.
-        k: neighbours to retrieve; ``None``: the largest number of relevant references of a query (exact
-            R-precision and MAP@R).
+        k: neighbours to retrieve, as for :class:`~embedmetrics.AccuracyCalculator`: an int,
+            ``"max_bin_count"`` (the largest number of relevant references of a query: exact
+            R-precision and MAP@R), ``"all"``, or ``None`` (the largest relevant count, but every
+            reference for mean_average_precision and mean_reciprocal_rank).
         distance: ``"euclidean"`` or ``"cosine"`` (``1 - cos``).
         ties: neighbours at equal distance: ``"average"`` (expected value under a random order),
             ``"pessimistic"`` or ``"optimistic"``.
@@ -110,8 +111,7 @@ def embedding_accuracy(
     check_neighbor_inputs(q, r, ql, rl)
     check_choice("distance", distance, ("euclidean", "cosine"))
     check_choice("ties", ties, TIES)
-    if k is not None:
-        k = check_positive_int("k", k)
+    k = check_k(k)
     if label_comparison_fn is not None and not callable(label_comparison_fn):
         raise ArgumentKindError(
             f"Argument `label_comparison_fn` must be callable, got {label_comparison_fn!r}."
@@ -127,7 +127,7 @@ def embedding_accuracy(
         ql.to(q.device),
         rl.to(q.device),
         self_index=torch.arange(q.shape[0], device=q.device) if same_source else None,
-        k=k,
+        k=scan_k(k, metrics, r.shape[0] - int(same_source)),
         stats=tuple(KNN_STATS[m] for m in metrics),
         distance=distance,
         ties=ties,
