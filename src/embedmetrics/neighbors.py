@@ -13,6 +13,7 @@ calculators written for ``pytorch_metric_learning.utils.accuracy_calculator`` ru
 
 from __future__ import annotations
 
+import logging
 import math
 import warnings
 from collections.abc import Callable, Sequence
@@ -86,7 +87,9 @@ __all__ = [
     "try_getting_not_lone_labels",
 ]
 
-#: Metrics computed only when asked for by name (``include``).
+LOGGER = logging.getLogger("embedmetrics")
+
+#: Metrics computed only when asked for by name (``include``) in the seed's (1.x) call form.
 OPT_IN_METRICS = ("mean_average_precision", "mean_reciprocal_rank")
 _DISTANCES = ("euclidean", "cosine")
 
@@ -240,7 +243,7 @@ class AccuracyCalculator:
 
     def get_function_dict(self, include: Sequence[str] = (), exclude: Sequence[str] = ()) -> dict[str, Any]:
         """The ``calculate_<name>`` methods of the selected metrics, by name (pytorch-metric-learning 2.x)."""
-        return {m: getattr(self, self.function_keyword + m) for m in self._select(include, exclude)}
+        return {m: getattr(self, self.function_keyword + m) for m in self._select(include, exclude, 2)}
 
     def _get_accuracy(self, function_dict: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         """Call each metric function with the shared keyword arguments (pytorch-metric-learning 2.x)."""
@@ -291,7 +294,7 @@ class AccuracyCalculator:
             relevant reference).
         """
         call = parse_accuracy_call((query, *args), kwargs)
-        metrics = self._select(call.include, call.exclude)
+        metrics = self._select(call.include, call.exclude, call.version)
         q, r, ql, rl = (
             as_tensor(n, v).detach()
             for n, v in zip(
@@ -325,10 +328,12 @@ class AccuracyCalculator:
             version=call.version,
         )
 
-    def _select(self, include: Sequence[str], exclude: Sequence[str]) -> list[str]:
+    def _select(self, include: Sequence[str], exclude: Sequence[str], version: int = 1) -> list[str]:
+        """The metrics of one call: ``include`` (default: the seed's defaults for the 1.x call form,
+        every metric not excluded at construction for the 2.x form, as pytorch-metric-learning 2.x)."""
         check_metric_names("include", include, self._allowed)
         check_metric_names("exclude", exclude, self._allowed)
-        chosen = list(include) if include else self.original_metrics
+        chosen = list(include) if include else self.original_metrics if version == 1 else self._allowed
         return [m for m in chosen if m not in exclude]
 
     # ----------------------------------------------------------------- the shared compute path
@@ -416,6 +421,7 @@ class AccuracyCalculator:
         )
         result, not_lone = found.result, found.not_lone
         uq, matches = found.unique_query_labels, found.matches
+        self._log_k(metrics, found.counts)
         knn_labels = rl[result.indices] if result.indices is not None else None
         lone = ql[~not_lone]
         lone_labels = torch.unique(lone, dim=0) if lone.ndim > 1 else torch.unique(lone)
@@ -427,6 +433,23 @@ class AccuracyCalculator:
             "not_lone_query_mask": not_lone,
             "knn_stats": result,
         }
+
+    def _log_k(self, metrics: Sequence[str], counts: Tensor) -> None:
+        """Log the scan (INFO), and warn when an integer ``k`` cuts R-precision or MAP@R short."""
+        most = int(counts.max().item()) if counts.numel() else 0
+        LOGGER.info(
+            "exact kNN scan: %d queries, k=%s (largest relevant count %d)", counts.numel(), self.k, most
+        )
+        cut = [m for m in ("r_precision", "mean_average_precision_at_r") if m in metrics]
+        if isinstance(self.k, int) and self.k < most and cut:
+            LOGGER.warning(
+                "k=%d is less than the largest relevant count %d, so %s are computed on the first k "
+                "neighbours only; use k='max_bin_count' (or None) for the exact values, or "
+                "'mean_average_precision' for MAP@k.",
+                self.k,
+                most,
+                cut,
+            )
 
     def _listed_knn_kwargs(
         self,
