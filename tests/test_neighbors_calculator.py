@@ -190,7 +190,8 @@ def _tie_oracle(q, ql, policy):
             rel = np.array([ql[j] == ql[i] for j in perm])
             at_k, whole = _metrics_of_ranking(rel, big_r, k), _metrics_of_ranking(rel, big_r, n - 1)
             for m in KNN:  # k=None: MAP and MRR over every reference (PML 2.x)
-                values[m].append(whole[m] if m in ("mean_average_precision", "mean_reciprocal_rank") else at_k[m])
+                whole_ranking = m in ("mean_average_precision", "mean_reciprocal_rank")
+                values[m].append(whole[m] if whole_ranking else at_k[m])
         agg = {"average": np.mean, "pessimistic": np.min, "optimistic": np.max}[policy]
         for m in KNN:
             per[m].append(agg(values[m]))

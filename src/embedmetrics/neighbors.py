@@ -59,9 +59,7 @@ from embedmetrics._engine.neighbor_lists import (
 )
 from embedmetrics._engine.neighbors import (
     KNN_STATS,
-    average,
     check_k,
-    class_means,
     finite,
     neighbor_statistics,
     scan_k,
@@ -467,7 +465,8 @@ class AccuracyCalculator:
         lone, not_lone = get_lone_query_labels(ql, counts, same_source, comparison)
         most = int(counts[1].max().item()) if counts[1].numel() else 1
         k = scan_k(self.k, metrics, r.shape[0] - int(same_source)) or max(most - int(same_source), 1)
-        distances, indices = self.knn_func(q, k, r, same_source)  # type: ignore[misc]
+        # PML 2.x hands its kNN functions float32 embeddings (FaissKNN, CustomKNN expect them)
+        distances, indices = self.knn_func(q.float(), k, r.float(), same_source)  # type: ignore[misc]
         return {
             "label_counts": counts if version == 2 else self._label_counts(rl, counts[0], counts[1], 1),
             "knn_labels": rl[indices.to(rl.device)],
@@ -490,11 +489,6 @@ class AccuracyCalculator:
         keys = labels.tolist()
         return {(tuple(key) if isinstance(key, list) else key): int(c) for key, c in zip(keys, cnt.tolist())}
 
-    def _reduce(self, values: Tensor, labels: Tensor) -> Any:
-        if self.return_per_class:
-            return class_means(values, labels).cpu().tolist()
-        return average(values, labels, self.avg_of_avgs)
-
     def _knn_metric(self, name: str, kwargs: dict[str, Any]) -> Any:
         """A built-in kNN metric from the scan's statistics, or from neighbour lists when there are
         no statistics (a ``knn_func``, or ``_get_accuracy`` called with ``knn_labels``)."""
@@ -502,13 +496,14 @@ class AccuracyCalculator:
         stats: Optional[KnnResult] = kwargs.get("knn_stats")
         if stats is None:
             return self._listed_metric(name, kwargs)
-        unique = torch.unique(ql, dim=0)
         if not kwargs.get("embeddings_are_finite", True) or not bool(mask.any()):
-            return nan_accuracy(unique, self.return_per_class)
+            return nan_accuracy(get_unique_labels(ql), self.return_per_class)
         stat = KNN_STATS[name]
         if stat not in stats.stats:
             return math.nan
-        return self._reduce(stats.stats[stat][mask], ql[mask])
+        return maybe_get_avg_of_avgs(
+            stats.stats[stat][mask], ql[mask], self.avg_of_avgs, self.return_per_class
+        )
 
     def _listed_metric(self, name: str, kwargs: dict[str, Any]) -> Any:
         counts = kwargs["label_counts"]

@@ -40,7 +40,6 @@ from embedmetrics._engine.curves import (
     top_k_column,
 )
 from embedmetrics._engine.retrieval import (
-    CURVE,
     RetrievalDeclaration,
     check_options,
     documented,
@@ -178,7 +177,7 @@ class RetrievalMetric(BaseMetric):
         values: list[Tensor] = []
         status: list[Tensor] = []
         dtype = torch.float32
-        width = len(ks) * (2 if self.declaration is CURVE else 1)  # a curve: precision and recall
+        width = len(ks) * self.declaration.values_per_cutoff
         row_values, row_status = self.stored_rows("row_values"), self.stored_rows("row_status")
         if row_values is not None and row_status is not None:
             values.append(row_values.reshape(-1, width))

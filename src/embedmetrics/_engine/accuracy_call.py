@@ -88,13 +88,12 @@ def parse_accuracy_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Accura
     """Normalise the arguments of ``get_accuracy(*args, **kwargs)`` (either call form)."""
     version = call_version(args, kwargs)
     names = _V1 if version == 1 else _V2
-    rest = dict(kwargs)
     if len(args) > len(names) + 2:
         raise ArgumentKindError(
             f"get_accuracy takes at most {len(names) + 2} positional arguments, got {len(args)}."
         )
     bound = dict(zip((*names, "include", "exclude"), args))
-    for name, value in rest.items():
+    for name, value in kwargs.items():
         if name in bound:
             raise ArgumentKindError(f"get_accuracy got multiple values for argument `{name}`.")
         if name not in (*names, "include", "exclude"):

@@ -19,16 +19,16 @@ Everything is vectorised; the only loop is over distinct labels for a custom
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Union
 
 import torch
 from torch import Tensor
 
 from embedmetrics._engine.checks import check_positive_int
+from embedmetrics._engine.knn import LabelComparison
 from embedmetrics._engine.neighbors import average, class_means
 
-LabelComparison = Callable[[Tensor, Tensor], Tensor]
 LabelCounts = tuple[Any, Any]
 Accuracy = Union[float, list[float]]
 
@@ -128,12 +128,10 @@ def precision_at_k(
         raise ValueError(
             f"Argument `k` must be at most the number of neighbours {knn_labels.shape[1]}, got {k}."
         )
-    q = gt_labels if gt_labels.ndim == knn_labels.ndim else gt_labels[:, None]
-    same = (label_comparison_fn or EQUALITY)(q, knn_labels[:, :k])
-    values = _all_after(same, 2).to(torch.float64).sum(1) / k
-    return maybe_get_avg_of_avgs(
-        values, q[:, 0] if q.ndim == knn_labels.ndim else q, avg_of_avgs, return_per_class
-    )
+    same = _same(knn_labels[:, :k], gt_labels, label_comparison_fn or EQUALITY)
+    values = same.to(torch.float64).sum(1) / k
+    labels = gt_labels[:, 0] if gt_labels.ndim == knn_labels.ndim else gt_labels
+    return maybe_get_avg_of_avgs(values, labels, avg_of_avgs, return_per_class)
 
 
 def _same(knn_labels: Tensor, gt_labels: Tensor, fn: LabelComparison) -> Tensor:

@@ -97,6 +97,7 @@ class RetrievalDeclaration:
     module_empty_default: str = "neg"
     options: tuple[str, ...] = ()  # metric-specific options (see ``MetricOptions``)
     judgements: bool = True  # takes ``retrieved`` / ``num_relevant`` (documents outside the input)
+    values_per_cutoff: int = 1  # per-query values for each cut-off (a curve: precision and recall)
     k_name: str = "k"  # the first cut-off argument of the faces (``top_k`` where torchmetrics has only it)
 
     def __reduce__(self) -> tuple[Callable[[str], RetrievalDeclaration], tuple[str]]:
@@ -293,6 +294,7 @@ CURVE = RetrievalDeclaration(
     functional="retrieval_precision_recall_curve",
     module="RetrievalPrecisionRecallCurve",
     options=("adaptive_k",),
+    values_per_cutoff=2,
 )
 
 
