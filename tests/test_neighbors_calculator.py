@@ -169,6 +169,8 @@ def test_float_labels_with_custom_comparison():
 def test_custom_comparison_with_clustering_metrics_is_rejected():
     with pytest.raises(ValueError, match=r"exclude.*NMI"):
         AccuracyCalculator(label_comparison_fn=lambda x, y: x == y)
+    with pytest.raises(NotImplementedError, match=r"exclude.*NMI"):  # what PML 2.x raises
+        AccuracyCalculator(label_comparison_fn=lambda x, y: x == y)
 
 
 # --------------------------------------------------------------------------- ties: exhaustive oracle

@@ -157,14 +157,17 @@ def _brute_force(q, r, ql, rl, same_source, k, metric):
 def test_filtered_scan_matches_brute_force(same_source, metric, dtype):
     rng = np.random.default_rng(17)
     q = rng.normal(size=(300, 6)).astype(dtype)
-    ql = rng.integers(0, 120, size=300)  # small classes, so that k = None keeps K small too
+    ql = rng.integers(0, 120, size=300)  # small classes, so that k = "max_bin_count" keeps K small too
     r, rl = (
         (q, ql) if same_source else (rng.normal(size=(350, 6)).astype(dtype), rng.integers(0, 120, size=350))
     )
-    for k in (3, None):
+    # "max_bin_count": every metric cut at the largest relevant count (k=None lists every reference
+    # for MAP and MRR, which leaves the filter nothing to filter)
+    for k in (3, "max_bin_count"):
         calc = AccuracyCalculator(include=KNN, k=k, distance=metric, block_bytes=64 * 350 * 8)
         ours = calc.get_accuracy(q, r, ql, rl, same_source)
-        big_k = k or int(max((rl[None, :] == ql[:, None]).sum(1) - int(same_source)))
+        most = int(max((rl[None, :] == ql[:, None]).sum(1) - int(same_source)))
+        big_k = k if isinstance(k, int) else most
         assert column_groups(r.shape[0], big_k + 1) is not None  # the filter is active
         ref = _brute_force(q, r, ql, rl, same_source, big_k, metric)
         for m in KNN:

@@ -407,10 +407,15 @@ def check_metric_names(
     return tuple(names)
 
 
+class UnsupportedCombinationError(ValueError, NotImplementedError):
+    """Options that cannot be combined; also a ``NotImplementedError``, which pytorch-metric-learning
+    raises for clustering metrics with a custom label comparison."""
+
+
 def check_no_clustering_with_custom_labels(label_comparison_fn: Any, clustering: Sequence[str]) -> None:
     """Clustering metrics compare cluster ids with labels by equality: not with a custom comparison."""
     if label_comparison_fn is not None and clustering:
-        raise ValueError(
+        raise UnsupportedCombinationError(
             f"Argument `label_comparison_fn` cannot be used with clustering metrics {list(clustering)}: "
             f"exclude them, e.g. AccuracyCalculator(exclude={tuple(clustering)!r}, "
             "label_comparison_fn=...)."
