@@ -46,7 +46,8 @@ from embedmetrics._engine.checks import (
     check_same_device,
     normalize_ks,
 )
-from embedmetrics._engine.dense_scan import TopLists, gather_lists, scan_corpus
+from embedmetrics._engine.dense_scan import TopLists, by_key_then_id, columns_of, gather_lists, scan_corpus
+from embedmetrics._engine.pair_scores import pair_similarity
 from embedmetrics._engine.qrels import Judgements, check_ids, check_unique_ids, per_row_sorted
 from embedmetrics._engine.ranking import aggregate
 from embedmetrics._engine.row_owners import route_identical_rows
@@ -321,7 +322,7 @@ def dense_values(
     if opts.return_run or (isinstance(opts.aggregation, str) and opts.aggregation == "none"):
         result["query_ids"] = query_ids
     if opts.return_run:
-        result["run"] = _run(lists, queries, opts.similarity, _corpus_size(corpus, distributed))
+        result["run"] = _run(lists, queries, corpus, corpus_ids, opts.similarity, distributed)
     return result
 
 
@@ -350,16 +351,27 @@ def _corpus_size(corpus: Tensor, distributed: bool) -> int:
     return int(n)
 
 
-def _run(lists: TopLists, queries: Tensor, similarity: str, n_corpus: int) -> tuple[Tensor, Tensor]:
-    """``(doc_ids, scores)`` ``(Q, min(depth, corpus))``: similarity (``-distance`` for euclidean)."""
-    width = min(lists.keys.shape[1], n_corpus)
+def _run(
+    lists: TopLists, queries: Tensor, corpus: Tensor, corpus_ids: Tensor, similarity: str, distributed: bool
+) -> tuple[Tensor, Tensor]:
+    """``(doc_ids, scores)`` ``(Q, min(depth, corpus))``: similarity (``-distance`` for euclidean),
+    recomputed pair by pair (:mod:`~embedmetrics._engine.pair_scores`: the same bits whatever the block
+    size, corpus order, world size or kernel), ordered by score, then document id."""
+    width = min(lists.keys.shape[1], _corpus_size(corpus, distributed))
     keys, ids = lists.keys[:, :width], lists.ids[:, :width]
-    if similarity == "euclidean":
-        q_sq = (queries.double() ** 2).sum(dim=1, keepdim=True)
-        scores = -(keys + q_sq).clamp_min(0).sqrt()
-    else:
-        scores = -keys
-    return ids, scores.to(queries.dtype if queries.dtype == torch.float64 else torch.float32)
+    listed = torch.isfinite(keys)
+    cols = columns_of(ids.reshape(-1), corpus_ids).view_as(ids)
+    here = (listed & (cols >= 0)).nonzero()  # the pairs whose document this process holds
+    scores = torch.zeros(ids.shape, dtype=torch.float64, device=ids.device)
+    scores[here[:, 0], here[:, 1]] = pair_similarity(
+        queries, corpus, here[:, 0], cols[here[:, 0], here[:, 1]], similarity
+    )
+    if distributed:  # every listed document is held by exactly one process
+        torch.distributed.all_reduce(scores)
+    scores = torch.where(listed, scores, -math.inf)
+    order = by_key_then_id(-scores, ids)
+    out_dtype = queries.dtype if queries.dtype == torch.float64 else torch.float32
+    return ids.gather(1, order), scores.gather(1, order).to(out_dtype)
 
 
 def check_dense_rows(

@@ -76,8 +76,10 @@ class TopLists:
         )
 
 
-def _columns_of(ids: Tensor, corpus_ids: Tensor) -> Tensor:
+def columns_of(ids: Tensor, corpus_ids: Tensor) -> Tensor:
     """The corpus column holding each of ``ids``, ``-1`` where the corpus part has no such id."""
+    if corpus_ids.numel() == 0:
+        return torch.full_like(ids, -1)
     order = torch.argsort(corpus_ids)
     at = find_sorted(corpus_ids[order], ids)
     return torch.where(at >= 0, order[at.clamp_min(0)], -1)
@@ -212,8 +214,8 @@ def scan_corpus(
     def ordered(cols: Tensor) -> Tensor:
         return torch.where(cols >= 0, position[cols.clamp_min(0)], -1)
 
-    self_pos = ordered(_columns_of(query_ids, corpus_ids)) if exclude_self else None
-    entry_pos = ordered(_columns_of(judgements.entry_doc, corpus_ids))
+    self_pos = ordered(columns_of(query_ids, corpus_ids)) if exclude_self else None
+    entry_pos = ordered(columns_of(judgements.entry_doc, corpus_ids))
     columns = max(1, block_budget(block_bytes, q.device, DENSE_BLOCK_BYTES) // (n_q * q.element_size()))
     blocks = layout.blocks(columns)
     widest = max(_padded_width(b[3] - b[2], depth)[0] for b in blocks)

@@ -92,7 +92,8 @@ def dense_retrieval(
             ``"none"`` for per-query values (ascending query id, NaN where a query has no judgement).
         return_run: also return ``"run"``: ``(doc_ids, scores)``, ``(Q, min(depth, N))`` per query in
             ascending query id, nearest first, ties by ascending document id; scores are the
-            similarity (minus the distance for ``"euclidean"``); ``-1`` / ``-inf`` pad rows with fewer.
+            similarity (minus the distance for ``"euclidean"``), recomputed per pair in float64 (the same
+            bits for any block size, corpus order or kernel); ``-1`` / ``-inf`` pad rows with fewer.
         block_bytes: memory budget of one similarity block, in bytes; ``None`` chooses it per device.
         validate_args: reject NaN and infinite embeddings (reads the data).
 
