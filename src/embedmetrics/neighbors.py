@@ -270,9 +270,11 @@ class AccuracyCalculator:
 
         The keyword ``embeddings_come_from_same_source`` selects 1.x, ``ref_includes_query`` 2.x.
         Without either: a 1-D second argument (labels), at most two positional arguments, or a
-        ``None`` third argument mean 2.x; a 1-D third argument (1.x's query labels) means 1.x;
-        anything else (2-D labels in both places) is ambiguous and raises ``ValueError`` asking for
-        the keyword. Integer embeddings are used as float.
+        ``None`` third argument mean 2.x; a 1-D third argument (1.x's query labels) means 1.x. With
+        2-D labels in both places, shapes that fit one form only decide (a reference has the query's
+        width, the query labels its rows), then a floating-point second argument (1.x's reference)
+        next to integer labels; anything else is ambiguous and raises ``ValueError`` asking for the
+        keyword. Integer embeddings are used as float.
 
         Args:
             query: ``(n_q, d)`` torch tensor or NumPy array of query embeddings.

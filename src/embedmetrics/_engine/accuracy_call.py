@@ -10,9 +10,10 @@ The rule (documented on ``get_accuracy``): the keyword ``embeddings_come_from_sa
 most two positional arguments, or whose second argument is 1-D (labels; 1.x's second argument is a
 2-D embedding matrix), or whose third is ``None``, is 2.x; one whose third argument is 1-D (1.x's
 query labels; 2.x's third is a 2-D reference) or whose second argument is the query itself is 1.x.
-With 2-D labels in both places, floating-point embeddings next to integer labels decide (a float
-second argument is 1.x's reference). Anything else is ambiguous and rejected with an error saying
-which keyword to add.
+With 2-D labels in both places, the shapes decide when they fit one form only (a reference has the
+query's width; the query labels have the query's rows), then floating-point embeddings next to integer
+labels (a float second argument is 1.x's reference). Anything else is ambiguous and rejected with an
+error saying which keyword to add.
 """
 
 from __future__ import annotations
@@ -46,6 +47,17 @@ def _ndim(x: Any) -> int | None:
     return None if shape is None else len(shape)
 
 
+def _shape_fit(args: tuple[Any, ...]) -> int | None:
+    """1 or 2 when only one form fits the shapes of the first three arguments, else ``None``."""
+    shapes = [getattr(a, "shape", None) for a in args[:3]]
+    if any(s is None or len(s) != 2 for s in shapes):
+        return None
+    query, second, third = (tuple(s) for s in shapes)
+    fits_v1 = second[1] == query[1] and third[0] == query[0]  # (reference, query_labels)
+    fits_v2 = third[1] == query[1] and second[0] == query[0]  # (query_labels, reference)
+    return None if fits_v1 == fits_v2 else (1 if fits_v1 else 2)
+
+
 def _is_float(x: Any) -> bool:
     dtype = getattr(x, "dtype", None)
     return dtype is not None and (
@@ -73,6 +85,9 @@ def call_version(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
         return 2
     if _ndim(args[2]) == 1 or args[1] is args[0]:  # 1.x query labels, or the query as its reference
         return 1
+    fitting = _shape_fit(args)
+    if fitting is not None:
+        return fitting
     first, second = _is_float(args[1]), _is_float(args[2])
     if first != second:  # embeddings are floating point, labels are not
         return 1 if first else 2
