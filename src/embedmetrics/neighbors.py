@@ -719,12 +719,12 @@ class EmbeddingAccuracy(BaseMetric):
         metrics = calc.get_curr_metrics()
         parts = self._role_tensors()
         if parts is None:
-            return {m: torch.tensor(math.nan) for m in metrics}
+            return {m: torch.tensor(math.nan, device=self.device) for m in metrics}
         (be, bl), (qe, ql), (re_, rl) = parts["both"], parts["query"], parts["reference"]
         q, qlab = torch.cat([be, qe]), torch.cat([bl, ql])
         r, rlab = torch.cat([be, re_]), torch.cat([bl, rl])
         if q.shape[0] == 0 or q.shape[1] == 0:
-            return {m: torch.tensor(math.nan) for m in metrics}
+            return {m: torch.tensor(math.nan, device=self.device) for m in metrics}
         self_index = None
         if be.shape[0] > 0:
             self_index = torch.cat(
@@ -745,7 +745,7 @@ class EmbeddingAccuracy(BaseMetric):
             same_source=be.shape[0] > 0,
             shard=metric_shard(self),
         )
-        return {m: v if isinstance(v, Tensor) else torch.tensor(float(v)) for m, v in values.items()}
+        return {m: torch.as_tensor(v, device=self.device) for m, v in values.items()}
 
     def plot(self, val: Any = None, ax: Any = None) -> Any:
         """Plot the metric values (a dict of scalars, or a sequence of such dicts).
