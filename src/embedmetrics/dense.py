@@ -81,6 +81,8 @@ class DenseRetrieval(BaseMetric):
     full_state_update: bool = False
     is_differentiable: bool = False
     higher_is_better: bool = True
+    _qrels: Optional[Tensor]
+    _features: Optional[int]
     plot_lower_bound: float = 0.0
     plot_upper_bound: float = 1.0
 
@@ -118,8 +120,8 @@ class DenseRetrieval(BaseMetric):
         self.block_bytes = block_bytes
         super().__init__(**kwargs)
         self.validate_args = check_bool("validate_args", validate_args)
-        self._qrels: Optional[Tensor] = None if qrels is None else check_qrels(qrels)
-        self._features: Optional[int] = None
+        self._qrels = None if qrels is None else check_qrels(qrels)
+        self._features = None
         self.add_row_store("query", "query_ids", *_LOCAL_STATES)
 
     def set_qrels(self, qrels: Any) -> None:

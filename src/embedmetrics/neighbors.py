@@ -627,6 +627,8 @@ class EmbeddingAccuracy(BaseMetric):
     is_differentiable = False
     higher_is_better = True
     full_state_update = False
+    _dim: Optional[int]
+    _label_width: Optional[int]
     plot_lower_bound = 0.0
     plot_upper_bound = 1.0
 
@@ -661,8 +663,8 @@ class EmbeddingAccuracy(BaseMetric):
         )
         for role in _ROLES:  # row stores: batches are appended, concatenated once in compute
             self.add_row_store(f"{role}_embeddings", f"{role}_labels")
-        self._dim: Optional[int] = None
-        self._label_width: Optional[int] = None
+        self._dim = None
+        self._label_width = None
 
     def _check_batch(self, embeddings: Any, labels: Any, role: str = "both") -> None:
         """Validate a batch against the earlier ones (feature dimension, label width); no state changes."""

@@ -47,11 +47,12 @@ class _RepresentationMetric(BaseMetric):
 
     full_state_update: bool = False
     is_differentiable: bool = False
+    _dims: dict[str, int]
 
     def __init__(self, validate_args: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.validate_args = check_bool("validate_args", validate_args)
-        self._dims: dict[str, int] = {}
+        self._dims = {}
 
     def _embeddings(self, name: str, z: Any) -> Tensor:
         """One batch of embeddings as a tensor on the metric's device, checked; touches no state."""

@@ -49,10 +49,10 @@ def _ndim(x: Any) -> int | None:
 
 def _shape_fit(args: tuple[Any, ...]) -> int | None:
     """1 or 2 when only one form fits the shapes of the first three arguments, else ``None``."""
-    shapes = [getattr(a, "shape", None) for a in args[:3]]
-    if any(s is None or len(s) != 2 for s in shapes):
+    shapes = [tuple(getattr(a, "shape", ())) for a in args[:3]]
+    if len(shapes) < 3 or any(len(s) != 2 for s in shapes):
         return None
-    query, second, third = (tuple(s) for s in shapes)
+    query, second, third = shapes
     fits_v1 = second[1] == query[1] and third[0] == query[0]  # (reference, query_labels)
     fits_v2 = third[1] == query[1] and second[0] == query[0]  # (query_labels, reference)
     return None if fits_v1 == fits_v2 else (1 if fits_v1 else 2)

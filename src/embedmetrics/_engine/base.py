@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 import torch
 from torch import Tensor
@@ -57,6 +57,18 @@ class BaseMetric(SyncSafeMetric):
     """Base of every module metric (see the module docstring for what it guarantees)."""
 
     _settings: dict[str, str]
+    __jit_ignored_attributes__: ClassVar[list[str]] = [*Metric.__jit_ignored_attributes__, "_settings"]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """TorchScript skips the annotated attributes (postponed ``list[Tensor]`` annotations are not
+        types to it) and the properties, so ``torch.jit.script(metric)`` works as for torchmetrics'
+        metrics (whose ``forward`` is not compiled either)."""
+        super().__init_subclass__(**kwargs)
+        own = [vars(klass) for klass in cls.__mro__ if issubclass(klass, BaseMetric)]
+        annotated = {name for attrs in own for name in attrs.get("__annotations__", {})}
+        properties = {name for attrs in own for name, value in attrs.items() if isinstance(value, property)}
+        cls.__jit_ignored_attributes__ = sorted({*BaseMetric.__jit_ignored_attributes__, *annotated})
+        cls.__jit_unused_properties__ = sorted({*Metric.__jit_unused_properties__, *properties})
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -70,6 +82,7 @@ class BaseMetric(SyncSafeMetric):
         compare with earlier batches (the feature dimension, say) still see them.
         """
 
+    @torch.jit.unused  # as torchmetrics: ``torch.jit.script(metric)`` works, forward runs in Python
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """Batch value, accumulating the batch; a batch that raises leaves the metric exactly as it was."""
         self._check_batch(*args, **kwargs)
