@@ -193,14 +193,13 @@ def test_identical_rows_score_identically_on_cuda(dtype: torch.dtype) -> None:
     """Collapsed embeddings: every neighbour ties, on the GPU's kernels as on the CPU's."""
     z = torch.ones(257, 33, dtype=dtype)
     labels = torch.arange(257) % 5
-    cpu = F.embedding_accuracy(z, labels) if hasattr(F, "embedding_accuracy") else None
+    cpu = F.embedding_accuracy(z, labels)
     calc = em.AccuracyCalculator(include=("precision_at_1", "r_precision"), k="max_bin_count")
     want = calc.get_accuracy(z, z, labels, labels, True)
     got = calc.get_accuracy(z.to(CUDA), z.to(CUDA), labels.to(CUDA), labels.to(CUDA), True)
     for key in want:
         assert got[key] == pytest.approx(want[key], abs=1e-12)
-    if cpu is not None:
-        _assert_same(F.embedding_accuracy(z.to(CUDA), labels.to(CUDA)), cpu)
+    _assert_same(F.embedding_accuracy(z.to(CUDA), labels.to(CUDA)), cpu)
 
 
 def test_large_blocks_equal_small_blocks_on_cuda() -> None:

@@ -423,13 +423,11 @@ class AccuracyCalculator:
         uq, matches = found.unique_query_labels, found.matches
         self._log_k(metrics, found.counts)
         knn_labels = rl[result.indices] if result.indices is not None else None
-        lone = ql[~not_lone]
-        lone_labels = torch.unique(lone, dim=0) if lone.ndim > 1 else torch.unique(lone)
         return {
             "label_counts": self._label_counts(rl, uq, matches, version),
             "knn_labels": knn_labels,
             "knn_distances": result.distances,
-            "lone_query_labels": lone_labels,
+            "lone_query_labels": get_unique_labels(ql[~not_lone]),
             "not_lone_query_mask": not_lone,
             "knn_stats": result,
         }
