@@ -3,6 +3,7 @@ full matrices (SVD, eigendecomposition, explicit loops): independent of the suff
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -93,12 +94,15 @@ def knn_accuracy(
         kk = min(k, row.size - int(exclude_self))
         v_k = np.sort(row)[::-1][kk - 1]
         weights = np.exp(row / temperature)
-        votes = np.zeros(n_classes)
         above, tied = row > v_k, row == v_k
         share = (kk - above.sum()) / tied.sum()
+        terms: list[list[float]] = [[] for _ in range(n_classes)]
         for j in np.nonzero(above | tied)[0]:
             c = np.searchsorted(classes, bank_labels[j])
-            votes[c] += weights[j] * (1.0 if above[j] else share)
+            terms[c].append(weights[j] * (1.0 if above[j] else share))
+        # correctly rounded sums: classes with the same neighbours' similarities get the same vote,
+        # whatever order the bank holds them in (a plain running sum would let the order break the tie)
+        votes = np.array([math.fsum(t) for t in terms])
         own = votes[np.searchsorted(classes, query_labels[i])]
         g, t = (votes > own).sum(), (votes == own).sum()
         for j, top in enumerate(tops):

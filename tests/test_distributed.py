@@ -343,6 +343,11 @@ def _sharded_cases() -> dict[str, Case]:
     return cases
 
 
+#: Metrics whose reference rows stay sharded: each rank scans all queries against its own rows only,
+#: so its work is exactly ``2 * queries * (its rows) * d``, whatever the other ranks hold.
+BANK_SHARDED = {"KNNAccuracy"}
+
+
 def _flops(fn: Callable[[], Any]) -> tuple[Any, int]:
     """``fn()`` and the floating-point operations of its matrix products (the scan's work)."""
     from torch.utils.flop_counter import FlopCounterMode
@@ -364,7 +369,11 @@ def _part_shards(rank: int, world: int) -> dict[str, Any]:
         local = case.factory(sync_on_compute=False)  # this rank alone on all rows: the unsharded scan
         case.update(local, data)
         local_value, local_flops = _flops(local.compute)
-        out[name] = {"value": value, "flops": flops, "local_value": local_value, "local_flops": local_flops}
+        rows = sum(stop - start for start, stop in _slices(PLANS[world][0], N_ROWS)[rank])
+        out[name] = {
+            "value": value, "flops": flops, "local_value": local_value, "local_flops": local_flops,
+            "rows": rows, "features": data[0].shape[1],
+        }  # fmt: skip
     plain: dict[str, Any] = _to_plain(out)
     return plain
 
@@ -465,8 +474,12 @@ def test_sharded_compute_equals_unsharded_and_splits_the_work(world: int) -> Non
         per_rank = [res[name] for res in results]
         total = per_rank[0]["local_flops"]
         flops = [r["flops"] for r in per_rank]
+        if name in BANK_SHARDED:  # exactly its own rows against every query, nothing repeated
+            own = [2 * N_ROWS * r["rows"] * r["features"] for r in per_rank]
+            if flops != own or sum(flops) != total:
+                problems.append(f"{name}: per-rank work {flops}, own rows {own}, unsharded {total}")
         # each rank does about 1/world of the unsharded work (matrix-product FLOPs), none does nothing
-        if min(flops) <= 0 or max(flops) > 1.35 * total / world or sum(flops) > 1.05 * total:
+        elif min(flops) <= 0 or max(flops) > 1.35 * total / world or sum(flops) > 1.05 * total:
             problems.append(f"{name}: per-rank work {flops}, unsharded {total}")
         for rank, r in enumerate(per_rank):
             _assert_same(r["value"], r["local_value"], f"{name} rank {rank} sharded vs unsharded")

@@ -128,6 +128,36 @@ def test_lidar_is_nan_without_two_classes_or_a_class_of_two() -> None:
         lidar(z, torch.zeros(5, dtype=torch.int64))
 
 
+def test_lidar_state_keeps_one_row_per_source_of_each_batch() -> None:
+    """``update`` fills one fixed slot per row (no host sync) and keeps only the used ones (CPU)."""
+    z, labels = _views(10, 4, 5, seed=4)  # labels 0..9, four views each, in order
+    metric = LiDAR()
+    metric.update(z[:22], labels[:22])  # sources 0..5 (source 5 split across the batches)
+    metric(z[22:], labels[22:])  # forward: sources 5..9
+    assert [t.shape[0] for t in metric.class_sums] == [6, 5]
+    assert [t.tolist() for t in metric.class_counts] == [[4] * 5 + [2], [2] + [4] * 4]
+    assert float(metric.compute()) == pytest.approx(ref.lidar(z.numpy(), labels.numpy()), rel=1e-6)
+
+
+def test_lidar_untrimmed_slots_add_nothing() -> None:
+    """Slots that were never trimmed (a device where the count is not read) give the same classes."""
+    from embedmetrics._engine import spectral
+
+    z, labels = _views(6, 3, 4, seed=5)
+    perm = torch.randperm(18, generator=torch.Generator().manual_seed(1))
+    z, labels = z[perm], labels[perm]
+    parts = [spectral.class_partials(z[a:b], labels[a:b]) for a, b in ((0, 7), (7, 18))]
+    assert [int(p[3]) for p in parts] == [len(set(labels[a:b].tolist())) for a, b in ((0, 7), (7, 18))]
+    full = [torch.cat([p[i] for p in parts]) for i in range(3)]
+    trimmed = [torch.cat([p[i][: int(p[3])] for p in parts]) for i in range(3)]
+    for got, want in zip(spectral.grouped_sums(*full), spectral.grouped_sums(*trimmed)):
+        assert torch.equal(got, want)
+    _, counts, sums = spectral.grouped_sums(*full)
+    for c in range(6):
+        assert int(counts[c]) == 3
+        torch.testing.assert_close(sums[c], z[labels == c].sum(dim=0), rtol=1e-12, atol=1e-12)
+
+
 # ----------------------------------------------------------------------------- CKA
 
 

@@ -10,11 +10,10 @@ proportional to its share.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Callable, Optional
+from typing import Any, ClassVar, Optional
 
 import torch
 from torch import Tensor
-from torchmetrics.utilities.distributed import gather_all_tensors
 
 from embedmetrics._engine.base import BaseMetric
 from embedmetrics._engine.checks import (
@@ -34,8 +33,6 @@ from embedmetrics._engine.scan import metric_shard
 
 __all__ = ["DenseRetrieval"]
 
-#: Row stores that stay on their process at a sync (the corpus shards).
-_LOCAL_STATES = ("corpus", "corpus_ids")
 _ROLES = ("query", "corpus")
 
 
@@ -81,6 +78,8 @@ class DenseRetrieval(BaseMetric):
     full_state_update: bool = False
     is_differentiable: bool = False
     higher_is_better: bool = True
+    #: The corpus shards stay on their process at a sync; ``compute`` merges their lists.
+    _process_local_states: ClassVar[tuple[str, ...]] = ("corpus", "corpus_ids")
     _qrels: Optional[Tensor]
     _features: Optional[int]
     plot_lower_bound: float = 0.0
@@ -122,7 +121,7 @@ class DenseRetrieval(BaseMetric):
         self.validate_args = check_bool("validate_args", validate_args)
         self._qrels = None if qrels is None else check_qrels(qrels)
         self._features = None
-        self.add_row_store("query", "query_ids", *_LOCAL_STATES)
+        self.add_row_store("query", "query_ids", *self._process_local_states)
 
     def set_qrels(self, qrels: Any) -> None:
         """Set (or replace) the ``(n, 3)`` ``(query_id, doc_id, relevance)`` judgements."""
@@ -181,17 +180,6 @@ class DenseRetrieval(BaseMetric):
         """Clear the rows (the qrels stay)."""
         super().reset()
         self._features = None
-
-    def _sync_dist(
-        self, dist_sync_fn: Callable[..., Any] = gather_all_tensors, process_group: Optional[Any] = None
-    ) -> None:
-        """Gather the queries only: each process keeps its own corpus rows (merged in ``compute``)."""
-        reductions = self._reductions
-        self._reductions = {name: fx for name, fx in reductions.items() if name not in _LOCAL_STATES}
-        try:
-            super()._sync_dist(dist_sync_fn, process_group)
-        finally:
-            self._reductions = reductions
 
     def plot(self, val: Any = None, ax: Any = None) -> Any:
         """Plot the measures of one ``compute`` (or the current one), one point per key (needs matplotlib)."""

@@ -12,7 +12,7 @@ its share of the queries.
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 import torch
 from torch import Tensor
@@ -30,13 +30,14 @@ from embedmetrics._engine.checks import (
     check_number,
     role_update_arguments,
 )
-from embedmetrics._engine.knn_vote import knn_vote_hits
+from embedmetrics._engine.knn_vote import knn_vote_hits, sharded_vote_hits
 from embedmetrics._engine.representation import (
     check_class_labels,
     check_knn_options,
     check_row_pair,
 )
-from embedmetrics._engine.scan import all_reduce_sum, metric_shard
+from embedmetrics._engine.scan import metric_shard
+from embedmetrics._engine.slots import SlotTrimmer
 from embedmetrics._plotting import plot_metric
 
 __all__ = ["AlphaReQ", "KNNAccuracy", "LiDAR", "LinearCKA", "RankMe"]
@@ -248,6 +249,7 @@ class LiDAR(_RepresentationMetric):
         super().__init__(validate_args=validate_args, **kwargs)
         self.add_running_sum("gram")
         self.add_row_store("class_labels", "class_counts", "class_sums")
+        self._trimmer = SlotTrimmer()
 
     def _batch(self, z: Any, labels: Any) -> tuple[Tensor, Tensor]:
         t = self._embeddings("z", z)
@@ -259,11 +261,13 @@ class LiDAR(_RepresentationMetric):
     def update(self, z: Tensor, labels: Tensor) -> None:
         """Add a batch of embeddings with their source-sample ids."""
         t, lab = self._batch(z, labels)
-        classes, counts, sums = spectral.class_partials(t, lab)
+        classes, counts, sums, used = spectral.class_partials(t, lab)  # fixed slots: no host sync
         self.accumulate(gram=spectral.column_sums(t)[1])
         self.class_labels.append(classes)
         self.class_counts.append(counts)
         self.class_sums.append(sums)
+        self._trimmer.submit(used, (classes, counts, sums))
+        self._trimmer.trim((self.class_labels, self.class_counts, self.class_sums))
         self._remember(z=t.shape[1])
 
     def compute(self) -> Tensor:
@@ -279,6 +283,9 @@ class LiDAR(_RepresentationMetric):
     class_labels: list[Tensor]
     class_counts: list[Tensor]
     class_sums: list[Tensor]
+    #: Trims each batch's fixed class slots once their count is on the host (kept across ``reset``:
+    #: entries no longer stored are skipped; torchmetrics' ``forward`` resets between batches).
+    _trimmer: SlotTrimmer
 
 
 class LinearCKA(_RepresentationMetric):
@@ -344,8 +351,10 @@ class KNNAccuracy(_RepresentationMetric):
     ``update(embeddings, labels, role="bank")`` adds labelled bank rows (the training features),
     ``role="query"`` the rows to classify (validation features); in any order, on any process.
     ``compute`` runs :func:`~embedmetrics.functional.knn_accuracy` of every query against the whole
-    bank (after a distributed sync each process scans its share of the queries against the gathered
-    bank, and the hits are summed): one accuracy per entry of ``top``.
+    bank: one accuracy per entry of ``top``. Distributed, the bank stays sharded: a sync gathers the
+    queries only, each process scans its own bank rows against all queries, and the per-process
+    neighbour lists are merged exactly (ties across processes included), so every process returns the
+    value of one process holding everything, with its share of the bank's work.
 
     Args:
         k: neighbours per query (clipped to the bank size).
@@ -377,6 +386,8 @@ class KNNAccuracy(_RepresentationMetric):
     bank_labels: list[Tensor]
     query: list[Tensor]
     query_labels: list[Tensor]
+    #: The bank shards stay on their process at a sync; ``compute`` merges their neighbour lists.
+    _process_local_states: ClassVar[tuple[str, ...]] = ("bank", "bank_labels")
 
     def __init__(
         self,
@@ -412,18 +423,25 @@ class KNNAccuracy(_RepresentationMetric):
         getattr(self, f"{which}_labels").append(lab)
         self._remember(embeddings=t.shape[1])
 
+    def _nan(self) -> Tensor:
+        value = torch.full((len(self._tops),), math.nan, device=self.device)
+        return value.reshape(()) if self._single else value
+
     def compute(self) -> Tensor:
         """Accuracy of every query against the whole bank (NaN without a bank row or a query)."""
         bank, bank_labels = self.stored_rows("bank"), self.stored_rows("bank_labels")
         query, query_labels = self.stored_rows("query"), self.stored_rows("query_labels")
-        if bank is None or bank_labels is None or query is None or query_labels is None:
-            value = torch.full((len(self._tops),), math.nan, device=self.device)
-        else:
-            shard = metric_shard(self)
-            hits = knn_vote_hits(
-                bank, bank_labels, query, query_labels, k=self.k, temperature=self.temperature,
-                tops=self._tops, num_classes=self.num_classes, ties=self.ties,
-                block_bytes=self.block_bytes, shard=shard,
-            )  # fmt: skip
-            value = (all_reduce_sum(hits, shard) / query.shape[0]).to(torch.get_default_dtype())
+        if query is None or query_labels is None:  # the same on every process (queries are gathered)
+            return self._nan()
+        if bank is None or bank_labels is None:
+            bank, bank_labels = query[:0], query_labels[:0]
+        sharded = metric_shard(self) is not None  # sharded: NaN where no process has a bank row
+        if not sharded and bank.shape[0] == 0:
+            return self._nan()
+        vote = sharded_vote_hits if sharded else knn_vote_hits
+        hits = vote(
+            bank, bank_labels, query, query_labels, k=self.k, temperature=self.temperature,
+            tops=self._tops, num_classes=self.num_classes, ties=self.ties, block_bytes=self.block_bytes,
+        )  # fmt: skip
+        value = (hits / query.shape[0]).to(torch.get_default_dtype())
         return value.reshape(()) if self._single else value

@@ -19,35 +19,53 @@ Ties, decided by the data and never by the kernel or the row order:
   under a random order of tied classes; ``"pessimistic"``: hit iff ``g + t <= top``;
   ``"optimistic"``: hit iff ``g < top``.
 
-Votes are accumulated in float64 one neighbour position at a time, in ascending (distance, column)
-order, without atomics: the same data gives the same bits on every device.
+The scan of a bank part gives per query a :class:`VoteLists`: its ``k`` nearest keys with their classes,
+the size of the tie block at the last key and the classes of that block's members the list does not
+hold. Lists of disjoint bank parts merge exactly (:func:`merge_votes`), so a bank sharded across
+processes gives the value of one process (:func:`sharded_vote_hits`: each process scans only its own
+bank rows against all queries). Votes are accumulated in float64 one neighbour position at a time, in
+ascending (key, class) order, without atomics: the same data gives the same bits on every device.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
+import torch.distributed as dist
 from torch import Tensor
 
+from embedmetrics._engine.dense_scan import by_key_then_id
 from embedmetrics._engine.knn import KeyBlocks, smallest_keys
+from embedmetrics._engine.row_owners import gather_rows, route_identical_rows
+from embedmetrics._engine.scan import block_ranges, compute_dtype
+
+#: Elements of one ``(queries, classes)`` vote block (float64): 32 MiB.
+_VOTE_BLOCK_ELEMENTS = 2**22
 
 
 def class_indices(
-    bank_labels: Tensor, query_labels: Tensor, num_classes: Optional[int]
+    bank_labels: Tensor,
+    query_labels: Tensor,
+    num_classes: Optional[int],
+    every_label: Optional[Tensor] = None,
 ) -> tuple[Tensor, Tensor, int]:
     """Labels as class indices ``0..C-1`` (sorted label order) and ``C``: ``num_classes`` when given
-    (at least the number of distinct labels), else the number of distinct bank and query labels."""
-    both = torch.cat([bank_labels, query_labels.to(bank_labels.dtype)])
-    unique, inverse = torch.unique(both, return_inverse=True)
+    (at least the number of distinct labels), else the number of distinct labels. ``every_label``:
+    the bank labels of every process where the bank is sharded (default: ``bank_labels``)."""
+    seen = bank_labels if every_label is None else every_label
+    unique = torch.unique(torch.cat([seen, query_labels.to(seen.dtype)]))
     n_distinct = unique.shape[0]
     if num_classes is not None and num_classes < n_distinct:
         raise ValueError(
             f"Argument `num_classes` must be at least the number of distinct labels ({n_distinct}), "
             f"got {num_classes}."
         )
-    n_bank = bank_labels.shape[0]
-    return inverse[:n_bank], inverse[n_bank:], num_classes or n_distinct
+    bank_cls = torch.searchsorted(unique, bank_labels.to(unique.dtype).contiguous())
+    query_cls = torch.searchsorted(unique, query_labels.to(unique.dtype).contiguous())
+    return bank_cls, query_cls, num_classes or n_distinct
 
 
 def expected_hits(votes: Tensor, true: Tensor, tops: tuple[int, ...], ties: str) -> Tensor:
@@ -63,27 +81,164 @@ def expected_hits(votes: Tensor, true: Tensor, tops: tuple[int, ...], ties: str)
     return ((top - above) / tied).clamp(0.0, 1.0)
 
 
-def _tie_block_counts(
-    s: Tensor,
-    vals: Tensor,
-    v_k: Tensor,
-    spill: Tensor,
+@dataclass
+class VoteLists:
+    """Per query (rows), the ``k`` nearest bank rows of one bank part (or of all, merged).
+
+    ``keys`` ``(Q, k)`` float64 ascending (``+inf`` pads a part with fewer rows), ``classes`` their
+    class indices (0 in the padding), ``tail`` ``(Q,)`` the number of the part's rows whose key equals
+    the row's last key (the whole tie block), ``extra`` ``(m, 3)`` int64 rows ``(query, class, count)``:
+    members of that tie block of each class that the list does not hold.
+    """
+
+    keys: Tensor
+    classes: Tensor
+    tail: Tensor
+    extra: Tensor
+
+    @classmethod
+    def empty(cls, n_queries: int, k: int, device: torch.device) -> VoteLists:
+        return cls(
+            torch.full((n_queries, k), float("inf"), dtype=torch.float64, device=device),
+            torch.zeros(n_queries, k, dtype=torch.int64, device=device),
+            torch.zeros(n_queries, dtype=torch.int64, device=device),
+            torch.zeros(0, 3, dtype=torch.int64, device=device),
+        )
+
+
+def _class_counts(rows: Tensor, cols: Tensor, bank_cls: Tensor, n_rows: int, n_classes: int) -> Tensor:
+    """``(n_rows, C)`` number of ``(row, column)`` pairs per row and class of the column's row."""
+    counts = torch.zeros(n_rows, n_classes, dtype=torch.int64, device=bank_cls.device)
+    counts.index_put_((rows, bank_cls[cols]), torch.ones_like(cols), accumulate=True)
+    return counts
+
+
+def _sparse(counts: Tensor, rows: Tensor) -> Tensor:
+    """The nonzero cells of ``counts`` as ``(rows[i], class, count)`` rows."""
+    at = counts.nonzero()
+    return torch.stack([rows[at[:, 0]], at[:, 1], counts[at[:, 0], at[:, 1]]], dim=1)
+
+
+def scan_votes(
+    bank: Tensor,
     bank_cls: Tensor,
-    idx: Tensor,
-    n_r: int,
+    queries: Tensor,
+    *,
+    k: int,
+    n_classes: int,
+    exclude_self: bool = False,
+    block_bytes: int | None = None,
+) -> VoteLists:
+    """The :class:`VoteLists` of every query against this bank part (``k``: the lists' width; a part
+    with fewer rows pads its lists). ``exclude_self``: the queries are the bank rows, each skips its own."""
+    n_q, n_r = queries.shape[0], bank.shape[0]
+    out = VoteLists.empty(n_q, k, queries.device)
+    width = min(k, n_r - int(exclude_self))
+    if width < 1 or n_q == 0:
+        return out
+    self_index = torch.arange(n_q, device=queries.device) if exclude_self else None
+    keys = KeyBlocks.prepare(queries, bank, "cosine", min(width + 1, n_r), self_index)
+    extras = [out.extra]
+    for start, stop in keys.plan(block_bytes, None, extra_row_bytes=16 * n_classes):
+        block = keys.block(start, stop)
+        vals, idx = smallest_keys(block, keys.kk, keys.groups)
+        top, cls = vals[:, :width], bank_cls[idx[:, :width]]
+        last = top[:, -1]
+        out.keys[start:stop, :width] = top.to(torch.float64)
+        out.classes[start:stop, :width] = cls
+        out.tail[start:stop] = (top == last[:, None]).sum(dim=1)
+        if keys.kk > width:
+            spill = ((vals[:, width] == last) & torch.isfinite(last)).nonzero().flatten()
+            if spill.numel() > 0:  # the tie block runs past the kept keys: count it on the full row
+                where = (block[spill, : keys.n_r] == last[spill, None]).nonzero()
+                whole = _class_counts(where[:, 0], where[:, 1], bank_cls, spill.numel(), n_classes)
+                listed = (top[spill] == last[spill, None]).to(torch.int64)
+                whole.scatter_add_(1, cls[spill], -listed)
+                out.tail[start + spill] += whole.sum(dim=1)
+                extras.append(_sparse(whole, start + spill))
+    out.extra = torch.cat(extras)
+    return out
+
+
+def merge_votes(parts: VoteLists, n_parts: int, n_classes: int) -> VoteLists:
+    """Merge ``n_parts`` lists of disjoint bank parts stacked along the rows (``(n_parts * Q, k)``,
+    ``extra`` rows numbered in that stacking) exactly: the ``k`` smallest keys of the union, and the
+    whole tie block at the new last key (each part's members of it: in its list, or, where the part's
+    own list ends at that key, also its ``extra``)."""
+    n_q, k = parts.keys.shape[0] // n_parts, parts.keys.shape[1]
+    keys = parts.keys.view(n_parts, n_q, k)
+    all_keys = keys.permute(1, 0, 2).reshape(n_q, n_parts * k)
+    all_cls = parts.classes.view(n_parts, n_q, k).permute(1, 0, 2).reshape(n_q, n_parts * k)
+    top_keys, order = torch.topk(all_keys, k, dim=1, largest=False, sorted=True)
+    top_cls = all_cls.gather(1, order)
+    v = top_keys[:, -1]
+    whole = (keys[:, :, -1] == v[None]) & torch.isfinite(v)[None]
+    counted = (keys == v[None, :, None]).sum(dim=2)
+    tail = torch.where(whole, parts.tail.view(n_parts, n_q), counted).sum(dim=0)
+    rows = (tail > (top_keys == v[:, None]).sum(dim=1)).nonzero().flatten()
+    out = VoteLists(top_keys, top_cls, tail, parts.extra[:0])
+    if rows.numel() > 0:  # part of the boundary block is outside the merged list: count it by class
+        at = torch.full((n_q,), -1, dtype=torch.int64, device=v.device)
+        at[rows] = torch.arange(rows.numel(), device=v.device)
+        counts = torch.zeros(rows.numel(), n_classes, dtype=torch.int64, device=v.device)
+        counts.scatter_add_(1, all_cls[rows], (all_keys[rows] == v[rows, None]).to(torch.int64))
+        counts.scatter_add_(1, top_cls[rows], -(top_keys[rows] == v[rows, None]).to(torch.int64))
+        e = parts.extra
+        keep = whole.reshape(-1)[e[:, 0]] & (at[e[:, 0] % n_q] >= 0)
+        e = e[keep]
+        counts.index_put_((at[e[:, 0] % n_q], e[:, 1]), e[:, 2], accumulate=True)
+        out.extra = _sparse(counts, rows)
+    return out
+
+
+def gather_votes(local: VoteLists, rows: tuple[int, int], n_classes: int) -> VoteLists:
+    """Every process's lists of queries ``rows`` merged (a collective; ``local`` holds all queries)."""
+    world = dist.get_world_size()
+    r0, r1 = rows
+    stacked = []
+    for t in (local.keys, local.classes, local.tail):
+        bucket = [torch.empty_like(t) for _ in range(world)]
+        dist.all_gather(bucket, t.contiguous())
+        stacked.append(torch.cat([b[r0:r1] for b in bucket]))
+    extras = []
+    for part, e in enumerate(gather_rows(local.extra)):
+        e = e[(e[:, 0] >= r0) & (e[:, 0] < r1)]
+        extras.append(torch.cat([e[:, :1] + (part * (r1 - r0) - r0), e[:, 1:]], dim=1))
+    return merge_votes(VoteLists(stacked[0], stacked[1], stacked[2], torch.cat(extras)), world, n_classes)
+
+
+def vote_hits(
+    lists: VoteLists,
+    query_cls: Tensor,
+    *,
+    temperature: float,
+    tops: tuple[int, ...],
+    ties: str,
     n_classes: int,
 ) -> Tensor:
-    """``(rows, C)`` number of bank rows of each class whose key equals the cut-off key ``v_k``."""
-    k = idx.shape[1]
-    counts = torch.zeros(s.shape[0], n_classes, dtype=torch.int64, device=s.device)
-    in_list = (vals[:, :k] == v_k[:, None]) & ~spill[:, None]
-    counts.scatter_add_(1, bank_cls[idx], in_list.to(torch.int64))
-    spill_rows = spill.nonzero().flatten()
-    if spill_rows.numel() > 0:  # the tie block runs past the kept keys: count it on the full row
-        where = (s[spill_rows, :n_r] == v_k[spill_rows, None]).nonzero()
-        rows, cols = spill_rows[where[:, 0]], where[:, 1]
-        counts.index_put_((rows, bank_cls[cols]), torch.ones_like(cols), accumulate=True)
-    return counts
+    """Sum over the lists' queries of the hit at each ``top`` (float64 ``(len(tops),)``)."""
+    n_q, k = lists.keys.shape
+    hits = torch.zeros(len(tops), dtype=torch.float64, device=lists.keys.device)
+    extra = lists.extra[torch.argsort(lists.extra[:, 0], stable=True)]
+    for r0, r1 in block_ranges(n_q, max(1, _VOTE_BLOCK_ELEMENTS // n_classes)):
+        order = by_key_then_id(lists.keys[r0:r1], lists.classes[r0:r1])  # ascending (key, class)
+        keys, cls = lists.keys[r0:r1].gather(1, order), lists.classes[r0:r1].gather(1, order)
+        v = keys[:, -1:]
+        # exp(cos / T) scaled by the row's largest weight (never overflows; the argmax is unchanged)
+        weight = torch.exp((keys[:, :1] - keys) / temperature)
+        strict = (keys < v).to(torch.float64)
+        votes = torch.zeros(r1 - r0, n_classes, dtype=torch.float64, device=keys.device)
+        for j in range(k):  # one position at a time: no two adds to one cell in a kernel
+            votes.scatter_add_(1, cls[:, j : j + 1], (weight[:, j] * strict[:, j])[:, None])
+        tied = torch.zeros(r1 - r0, n_classes, dtype=torch.int64, device=keys.device)
+        tied.scatter_add_(1, cls, (keys == v).to(torch.int64))
+        lo, hi = torch.searchsorted(extra[:, 0].contiguous(), torch.tensor([r0, r1], device=keys.device))
+        e = extra[lo:hi]
+        tied.index_put_((e[:, 0] - r0, e[:, 1]), e[:, 2], accumulate=True)
+        share = weight[:, -1] * (k - strict.sum(dim=1)) / lists.tail[r0:r1].to(torch.float64)
+        votes += share[:, None] * tied.to(torch.float64)
+        hits += expected_hits(votes, query_cls[r0:r1], tops, ties).sum(dim=0)
+    return hits
 
 
 def knn_vote_hits(
@@ -99,37 +254,61 @@ def knn_vote_hits(
     ties: str = "average",
     exclude_self: bool = False,
     block_bytes: int | None = None,
-    shard: Optional[tuple[int, int]] = None,
 ) -> Tensor:
-    """Sum of the hits of this shard's queries at each ``top`` (float64 ``(len(tops),)``).
+    """Sum of the hits of every query at each ``top`` (float64 ``(len(tops),)``), one process.
 
     ``k`` is clipped to the bank rows a query sees (all of them, or all but its own row with
     ``exclude_self``, where ``queries`` are the bank rows themselves).
     """
     bank_cls, query_cls, n_classes = class_indices(bank_labels, query_labels, num_classes)
-    n_q, n_r = queries.shape[0], bank.shape[0]
-    self_index = torch.arange(n_q, device=queries.device) if exclude_self else None
-    k = min(k, n_r - int(exclude_self))
-    hits = torch.zeros(len(tops), dtype=torch.float64, device=queries.device)
-    if k < 1:
-        return hits
-    keys = KeyBlocks.prepare(queries, bank, "cosine", min(k + 1, n_r), self_index)
-    for start, stop in keys.plan(block_bytes, shard, extra_row_bytes=16 * n_classes):
-        s = keys.block(start, stop)
-        vals, idx = smallest_keys(s, keys.kk, keys.groups)
-        v_k = vals[:, k - 1]
-        spill = vals[:, k] == v_k if keys.kk > k else torch.zeros_like(v_k, dtype=torch.bool)
-        key64 = vals[:, :k].to(torch.float64)
-        # exp(cos / T) scaled by the row's largest weight (never overflows; the argmax is unchanged)
-        weight = torch.exp((key64[:, :1] - key64) / temperature)
-        labels = bank_cls[idx[:, :k]]
-        strict = (vals[:, :k] < v_k[:, None]).to(torch.float64)
-        votes = torch.zeros(stop - start, n_classes, dtype=torch.float64, device=s.device)
-        for j in range(k):  # one position at a time: no two adds to one cell in a kernel
-            votes.scatter_add_(1, labels[:, j : j + 1], (weight[:, j] * strict[:, j])[:, None])
-        tie_counts = _tie_block_counts(s, vals, v_k, spill, bank_cls, idx[:, :k], keys.n_r, n_classes)
-        places = k - strict.sum(dim=1)
-        share = weight[:, k - 1] * places / tie_counts.sum(dim=1).to(torch.float64)
-        votes += share[:, None] * tie_counts.to(torch.float64)
-        hits += expected_hits(votes, query_cls[start:stop], tops, ties).sum(dim=0)
+    k = min(k, bank.shape[0] - int(exclude_self))
+    if k < 1 or queries.shape[0] == 0:
+        return torch.zeros(len(tops), dtype=torch.float64, device=queries.device)
+    lists = scan_votes(
+        bank, bank_cls, queries, k=k, n_classes=n_classes, exclude_self=exclude_self, block_bytes=block_bytes
+    )
+    return vote_hits(lists, query_cls, temperature=temperature, tops=tops, ties=ties, n_classes=n_classes)
+
+
+def sharded_vote_hits(
+    bank: Tensor,
+    bank_labels: Tensor,
+    queries: Tensor,
+    query_labels: Tensor,
+    *,
+    k: int,
+    temperature: float,
+    tops: tuple[int, ...],
+    num_classes: Optional[int] = None,
+    ties: str = "average",
+    block_bytes: int | None = None,
+) -> Tensor:
+    """:func:`knn_vote_hits` of a bank sharded across processes (a collective; every process returns
+    the same sum, NaN where no process has a bank row). ``queries`` are the same on every process and
+    ``bank`` is this process's share: each process scans its own bank rows against all queries
+    (identical rows held by several processes are all scanned by one,
+    :func:`~embedmetrics._engine.row_owners.route_identical_rows`), the lists are merged exactly, and
+    each process votes for a contiguous share of the queries."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    every_label = torch.cat(gather_rows(torch.unique(bank_labels)))
+    bank_cls, query_cls, n_classes = class_indices(bank_labels, query_labels, num_classes, every_label)
+    n_bank = torch.tensor([bank.shape[0]], dtype=torch.int64, device=queries.device)
+    dist.all_reduce(n_bank)
+    if int(n_bank) == 0 or queries.shape[0] == 0:
+        return torch.full((len(tops),), math.nan if int(n_bank) == 0 else 0.0, device=queries.device)
+    k = min(k, int(n_bank))
+    bank, bank_cls = route_identical_rows(bank.detach().to(compute_dtype(queries, bank)), bank_cls)
+    local = scan_votes(bank, bank_cls, queries, k=k, n_classes=n_classes, block_bytes=block_bytes)
+    per = -(-queries.shape[0] // world)
+    rows = (min(rank * per, queries.shape[0]), min((rank + 1) * per, queries.shape[0]))
+    lists = gather_votes(local, rows, n_classes)
+    hits = vote_hits(
+        lists,
+        query_cls[rows[0] : rows[1]],
+        temperature=temperature,
+        tops=tops,
+        ties=ties,
+        n_classes=n_classes,
+    )
+    dist.all_reduce(hits)
     return hits

@@ -168,7 +168,8 @@ def grouped_sums(labels: Tensor, counts: Tensor, sums: Tensor) -> tuple[Tensor, 
     Deterministic on every device: the partials of a label are added in their given order, one
     occurrence at a time (no atomics), so the result does not depend on the kernel schedule.
     """
-    order = torch.sort(labels, stable=True).indices
+    used = (counts > 0).nonzero().flatten()  # drop the empty slots of :func:`class_partials`
+    order = used[torch.sort(labels[used], stable=True).indices]
     labels, counts, sums = labels[order], counts[order], sums[order]
     unique, inverse, per_label = torch.unique_consecutive(labels, return_inverse=True, return_counts=True)
     starts = torch.cumsum(per_label, 0) - per_label
@@ -182,13 +183,26 @@ def grouped_sums(labels: Tensor, counts: Tensor, sums: Tensor) -> tuple[Tensor, 
     return unique, out_counts, out_sums
 
 
-def class_partials(z: Tensor, labels: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """``(labels, counts, sums)`` of one batch, one row per distinct label, by a one-hot product
-    (deterministic, float64)."""
-    unique, inverse, counts = torch.unique(labels, return_inverse=True, return_counts=True)
-    one_hot = torch.zeros(unique.shape[0], z.shape[0], dtype=torch.float64, device=z.device)
-    one_hot[inverse, torch.arange(z.shape[0], device=z.device)] = 1.0
-    return unique, counts, one_hot @ z.detach().to(torch.float64)
+def class_partials(z: Tensor, labels: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``(labels, counts, sums, used)`` of one batch in ``n`` fixed slots (``n`` rows), float64.
+
+    Slot ``i < used`` holds the ``i``-th distinct label (sorted), its row count and its row sum; the
+    slots from ``used`` on have count 0 and sum 0 and repeat the last label, so they add nothing
+    wherever they are merged. No shape depends on the data: no host sync. Deterministic on every
+    device (a sort, integer counts and a segmented sum of the sorted rows, no float atomics).
+    """
+    n = labels.shape[0]
+    sorted_labels, order = torch.sort(labels, stable=True)
+    first = torch.ones(n, dtype=torch.bool, device=labels.device)
+    first[1:] = sorted_labels[1:] != sorted_labels[:-1]
+    slot = torch.cumsum(first, 0) - 1
+    counts = torch.zeros(n, dtype=torch.int64, device=labels.device).scatter_add_(
+        0, slot, torch.ones_like(slot)
+    )
+    starts = (torch.cumsum(counts, 0) - counts).clamp_max(n - 1)
+    rows = z.detach().to(torch.float64)[order]
+    sums = torch.segment_reduce(rows, "sum", lengths=counts, axis=0, unsafe=True)
+    return sorted_labels[starts], counts, sums, first.sum()
 
 
 def check_fit_range(fit_range: object) -> tuple[int, int]:

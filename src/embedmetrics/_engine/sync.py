@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 import torch
 import torch.distributed as dist
@@ -125,15 +125,24 @@ class SyncSafeMetric(Metric):
     The module metrics subclass :class:`~embedmetrics._engine.base.BaseMetric`, which builds on it.
     """
 
+    #: States each process keeps to itself in a sync (rows that ``compute`` scans where they are).
+    _process_local_states: ClassVar[tuple[str, ...]] = ()
+
     def _sync_dist(
         self,
         dist_sync_fn: Callable[..., Any] = gather_all_tensors,
         process_group: Optional[Any] = None,
     ) -> None:
-        align_empty_cat_states(self, process_group or self.process_group)
-        for attr, fx in self._reductions.items():
-            value = getattr(self, attr)
-            if fx is dim_zero_cat and isinstance(value, Tensor) and value.ndim >= 1:
-                # concatenated after the gather (torchmetrics would stack, which needs equal shapes)
-                setattr(self, attr, [value])
-        super()._sync_dist(dist_sync_fn, process_group=process_group)
+        reductions = self._reductions
+        local = self._process_local_states
+        self._reductions = {name: fx for name, fx in reductions.items() if name not in local}
+        try:
+            align_empty_cat_states(self, process_group or self.process_group)
+            for attr, fx in self._reductions.items():
+                value = getattr(self, attr)
+                if fx is dim_zero_cat and isinstance(value, Tensor) and value.ndim >= 1:
+                    # concatenated after the gather (torchmetrics would stack, which needs equal shapes)
+                    setattr(self, attr, [value])
+            super()._sync_dist(dist_sync_fn, process_group=process_group)
+        finally:
+            self._reductions = reductions

@@ -160,7 +160,8 @@ def lidar(
     (t, raw_labels), numpy = to_tensors(("z", "labels"), z, labels)
     _check(("z",), [t], validate_args)
     lab = check_class_labels("labels", raw_labels, t)
-    _, counts, sums = spectral.class_partials(t, lab)
+    _, counts, sums, used = spectral.class_partials(t, lab)
+    counts, sums = counts[: int(used)], sums[: int(used)]
     value = spectral.lidar(
         counts,
         sums,
