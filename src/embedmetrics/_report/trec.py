@@ -18,10 +18,13 @@ What is evaluated follows trec_eval 9 with its default options:
 
 from __future__ import annotations
 
+import io
+import itertools
 import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 import torch
@@ -77,34 +80,110 @@ class TrecTensors:
     n_qrels_queries: int
 
 
-def _lines(path: str) -> Iterator[tuple[int, list[str]]]:
-    """Yield ``(line_number, fields)`` of the non-blank, non-comment lines of a text file."""
+def _read_bytes(path: str) -> bytes:
+    """The file's bytes (with a progress bar on a TTY); a missing or unreadable file is a one-line error."""
     if not os.path.exists(path):
         raise ReportInputError(f"{path}: no such file.")
     if os.path.isdir(path):
         raise ReportInputError(f"{path}: is a directory, expected a file.")
-    size = os.path.getsize(path)
+    chunks = []
+    name = os.path.basename(path)
     try:
         with (
-            open(path, encoding="utf-8-sig") as handle,
+            open(path, "rb") as handle,
             progress_bar(
-                total=size, desc=f"reading {os.path.basename(path)}", unit="B", unit_scale=True
+                total=os.path.getsize(path), desc=f"reading {name}", unit="B", unit_scale=True
             ) as bar,
         ):
-            done = 0
-            for number, text in enumerate(handle, start=1):
-                done += len(text)
-                if number % 65536 == 0:
-                    bar.update(done)
-                    done = 0
-                stripped = text.strip()
-                if stripped and not stripped.startswith("#"):
-                    yield number, stripped.split()
-            bar.update(done)
-    except UnicodeDecodeError as err:
-        raise ReportInputError(f"{path}: not a UTF-8 text file ({err.reason} at byte {err.start}).") from None
+            while chunk := handle.read(1 << 24):
+                chunks.append(chunk)
+                bar.update(len(chunk))
     except OSError as err:
         raise ReportInputError(f"{path}: cannot read it: {err.strerror or err}.") from None
+    return b"".join(chunks)
+
+
+def _lines(path: str, data: bytes) -> Iterator[tuple[int, list[str]]]:
+    """Yield ``(line_number, fields)`` of the non-blank, non-comment lines of a file's bytes."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise ReportInputError(f"{path}: not a UTF-8 text file ({err.reason} at byte {err.start}).") from None
+    for number, line in enumerate(io.StringIO(text, newline=None), start=1):
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            yield number, stripped.split()
+
+
+@dataclass
+class Columns:
+    """The fields of a whitespace-separated file with a fixed number of fields per line, vectorised:
+    ``fields[j]`` is the ``j``-th wanted field of every row as a NumPy bytes array, ``line`` the 1-based
+    line numbers."""
+
+    fields: list[np.ndarray]
+    line: np.ndarray
+
+
+#: Bytes that are whitespace to ``str.split`` but not to the fast reader's tokeniser (``\r`` alone,
+#: vertical tab, form feed, the information separators), and NUL (NumPy's bytes arrays drop trailing
+#: NULs): a file holding one takes the line parser.
+_ODD_SPACE = np.zeros(256, dtype=bool)
+_ODD_SPACE[[0, 11, 12, 13, 28, 29, 30, 31]] = True
+_SPACE = np.zeros(256, dtype=bool)
+_SPACE[[9, 10, 32]] = True
+
+
+def fast_columns(data: bytes, n_fields: int, wanted: tuple[int, ...]) -> Optional[Columns]:
+    """The rows of a well-formed ASCII file without a Python loop over lines, or ``None`` where the file
+    needs the line parser (non-ASCII bytes, unusual whitespace, a line with another number of fields):
+    the line parser then gives the result, or the error with its line number."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    if not data.isascii():
+        return None
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n")
+    raw = np.frombuffer(data, dtype=np.uint8)
+    if raw.size == 0 or _ODD_SPACE[raw].any():
+        return None
+    space = _SPACE[raw]
+    begins = ~space
+    begins[1:] &= space[:-1]
+    starts = np.flatnonzero(begins)
+    del space, begins
+    token_line = np.searchsorted(np.flatnonzero(raw == 10), starts)  # 0-based line of each token
+    first = np.ones(starts.size, dtype=bool)
+    first[1:] = token_line[1:] != token_line[:-1]
+    comment = first & (raw[starts] == ord("#"))
+    tokens = data.split()
+    if len(tokens) != starts.size:
+        return None
+    if comment.any():  # drop every token of a comment line
+        dropped = np.isin(token_line, token_line[comment])
+        tokens = list(itertools.compress(tokens, (~dropped).tolist()))
+        token_line, first = token_line[~dropped], first[~dropped]
+    row_line = token_line[first]
+    if row_line.size == 0:
+        return None
+    if not np.array_equal(np.diff(np.flatnonzero(np.append(first, True))), np.full(row_line.size, n_fields)):
+        return None
+    return Columns([np.array(tokens[i::n_fields]) for i in wanted], row_line + 1)
+
+
+def _coded(names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Integer codes of a bytes column and the names (str) of the codes, in order of first appearance
+    (as the line parser numbers them). Names of at most 8 bytes are compared as one 64-bit integer."""
+    keys = names
+    if names.dtype.itemsize <= 8:
+        padded = np.zeros((names.size, 8), dtype=np.uint8)
+        padded[:, : names.dtype.itemsize] = names.view(np.uint8).reshape(names.size, -1)
+        keys = padded.view(np.uint64).reshape(-1)
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return rank[inverse.reshape(-1)].astype(np.int64), names[first[order]].astype(str)
 
 
 def _check_unique(path: str, table: Run | Qrels) -> None:
@@ -125,15 +204,52 @@ def _names(vocabulary: dict[str, int]) -> np.ndarray:
     return np.array(list(vocabulary), dtype=str)  # insertion order = code order
 
 
+def _fast_run(cols: Columns) -> Optional[Run]:
+    try:
+        score = cols.fields[2].astype(np.float64)
+    except (ValueError, OverflowError):
+        return None
+    if not np.isfinite(score).all():
+        return None
+    qid, queries = _coded(cols.fields[0])
+    docno, docs = _coded(cols.fields[1])
+    return Run(qid, docno, score, cols.line, queries, docs)
+
+
+def _fast_qrels(cols: Columns) -> Optional[Qrels]:
+    try:
+        rel = cols.fields[2].astype(np.int64)
+    except (ValueError, OverflowError):
+        return None
+    qid, queries = _coded(cols.fields[0])
+    docno, docs = _coded(cols.fields[1])
+    return Qrels(qid, docno, rel, cols.line, queries, docs)
+
+
 def read_run(path: str) -> Run:
-    """Parse a TREC run file; a malformed line raises with its line number."""
+    """Parse a TREC run file; a malformed line raises with its line number.
+
+    Well-formed ASCII files are read without a loop over lines (:func:`fast_columns`); anything else
+    goes through the line parser, which gives the same result or names the offending line.
+    """
+    data = _read_bytes(path)
+    cols = fast_columns(data, 6, (0, 2, 4))
+    run = None if cols is None else _fast_run(cols)
+    if run is None:
+        run = parse_run_lines(path, data)
+    _check_unique(path, run)
+    return run
+
+
+def parse_run_lines(path: str, data: bytes) -> Run:
+    """The line parser of run files (``path`` names the file in errors)."""
     queries: dict[str, int] = {}
     docs: dict[str, int] = {}
     qids: list[int] = []
     docnos: list[int] = []
     scores: list[float] = []
     lines: list[int] = []
-    for number, fields in _lines(path):
+    for number, fields in _lines(path, data):
         if len(fields) != 6:
             raise ReportInputError(
                 f"{path}:{number}: expected 6 fields ({RUN_FORMAT}), got {len(fields)}: {' '.join(fields)!r}."
@@ -150,7 +266,7 @@ def read_run(path: str) -> Run:
         lines.append(number)
     if not lines:
         raise ReportInputError(f"{path}: the run is empty (no '{RUN_FORMAT}' lines).")
-    run = Run(
+    return Run(
         np.array(qids, dtype=np.int64),
         np.array(docnos, dtype=np.int64),
         np.array(scores, dtype=np.float64),
@@ -158,19 +274,28 @@ def read_run(path: str) -> Run:
         _names(queries),
         _names(docs),
     )
-    _check_unique(path, run)
-    return run
 
 
 def read_qrels(path: str) -> Qrels:
-    """Parse a TREC qrels file; a malformed line raises with its line number."""
+    """Parse a TREC qrels file; a malformed line raises with its line number (read as :func:`read_run`)."""
+    data = _read_bytes(path)
+    cols = fast_columns(data, 4, (0, 2, 3))
+    qrels = None if cols is None else _fast_qrels(cols)
+    if qrels is None:
+        qrels = parse_qrels_lines(path, data)
+    _check_unique(path, qrels)
+    return qrels
+
+
+def parse_qrels_lines(path: str, data: bytes) -> Qrels:
+    """The line parser of qrels files (``path`` names the file in errors)."""
     queries: dict[str, int] = {}
     docs: dict[str, int] = {}
     qids: list[int] = []
     docnos: list[int] = []
     rels: list[int] = []
     lines: list[int] = []
-    for number, fields in _lines(path):
+    for number, fields in _lines(path, data):
         if len(fields) != 4:
             raise ReportInputError(
                 f"{path}:{number}: expected 4 fields ({QRELS_FORMAT}), got {len(fields)}: "
@@ -190,7 +315,7 @@ def read_qrels(path: str) -> Qrels:
         lines.append(number)
     if not lines:
         raise ReportInputError(f"{path}: the qrels are empty (no '{QRELS_FORMAT}' lines).")
-    qrels = Qrels(
+    return Qrels(
         np.array(qids, dtype=np.int64),
         np.array(docnos, dtype=np.int64),
         np.array(rels, dtype=np.int64),
@@ -198,8 +323,6 @@ def read_qrels(path: str) -> Qrels:
         _names(queries),
         _names(docs),
     )
-    _check_unique(path, qrels)
-    return qrels
 
 
 def _joint_codes(

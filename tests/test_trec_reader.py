@@ -1,0 +1,118 @@
+"""The vectorised TREC reader gives exactly what the line parser gives, and the same errors.
+
+``read_run`` / ``read_qrels`` take the vectorised path (:func:`fast_columns`) for well-formed ASCII
+files and the line parser otherwise; the line parser is the reference here (it is the simple,
+obviously-correct reading of the format: ``str.strip().split()`` per line).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from embedmetrics._report import trec
+from embedmetrics._report.errors import ReportInputError
+
+_ID = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABC0123456789_-.:/", min_size=1, max_size=12)
+_SCORE = st.one_of(
+    st.floats(-1e6, 1e6, allow_nan=False).map(repr),
+    st.integers(-1000, 1000).map(str),
+    st.sampled_from(["+.5", "-2e3", "1_0", "5.", "1E-3", "0"]),
+)
+#: fields per line and the fields read (qid, docno, score or rel)
+_LAYOUT = {"run": (6, (0, 2, 4)), "qrels": (4, (0, 2, 3))}
+_GAP = st.sampled_from([" ", "\t", "  ", " \t "])
+
+
+@st.composite
+def _files(draw: st.DrawFn, n_fields: int) -> bytes:
+    """A file of ``n_fields``-field lines with every layout the format allows."""
+    eol = draw(st.sampled_from(["\n", "\r\n"]))
+    lines = ["\ufeff"] if draw(st.booleans()) else [""]
+    for _ in range(draw(st.integers(1, 25))):
+        kind = draw(st.sampled_from(["row", "row", "row", "row", "blank", "comment"]))
+        if kind == "blank":
+            lines.append(draw(_GAP) if draw(st.booleans()) else "")
+        elif kind == "comment":
+            lines.append(draw(st.sampled_from(["", "  "])) + "#" + draw(_ID) + " x y")
+        else:
+            fields = [draw(_ID), "Q0" if n_fields == 6 else "0", draw(_ID)]
+            fields += [str(draw(st.integers(1, 99))), draw(_SCORE), "tag"] if n_fields == 6 else []
+            fields += [str(draw(st.integers(-2, 3)))] if n_fields == 4 else []
+            pad = draw(st.sampled_from(["", " ", "\t"]))
+            lines.append(pad + "".join(f + draw(_GAP) for f in fields[:-1]) + fields[-1] + pad)
+    text = lines[0] + eol.join(lines[1:]) + (eol if draw(st.booleans()) else "")
+    return text.encode("utf-8")
+
+
+def _same(a: trec.Run | trec.Qrels, b: trec.Run | trec.Qrels) -> None:
+    for name in a.__dataclass_fields__:
+        got, want = getattr(a, name), getattr(b, name)
+        assert got.dtype.kind == want.dtype.kind, name
+        np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+def _read(tmp_path: Path, data: bytes, which: str) -> trec.Run | trec.Qrels:
+    path = tmp_path / "file.txt"
+    path.write_bytes(data)
+    return trec.read_run(str(path)) if which == "run" else trec.read_qrels(str(path))
+
+
+def _lines(data: bytes, which: str) -> trec.Run | trec.Qrels:
+    parse = trec.parse_run_lines if which == "run" else trec.parse_qrels_lines
+    return parse("file.txt", data)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(data=st.one_of(_files(6).map(lambda d: ("run", d)), _files(4).map(lambda d: ("qrels", d))))
+def test_fast_reader_equals_the_line_parser(data: tuple[str, bytes]) -> None:
+    which, raw = data
+    try:
+        want = _lines(raw, which)
+    except ReportInputError:  # empty (only blanks and comments): both must refuse
+        assert trec.fast_columns(raw, *_LAYOUT[which]) is None
+        return
+    cols = trec.fast_columns(raw, *_LAYOUT[which])
+    assert cols is not None, "a well-formed ASCII file must take the vectorised path"
+    fast = trec._fast_run(cols) if which == "run" else trec._fast_qrels(cols)
+    assert fast is not None
+    _same(fast, want)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "q1 Q0 d\u00e9 1 0.5 t\n".encode(),  # non-ASCII id
+        b"q1 Q0 d1 1 0.5 t\rq1 Q0 d2 2 0.4 t\r",  # old Mac line ends
+        b"q1\x0cQ0 d1 1 0.5 t\n",  # form feed: whitespace to str.split
+        b"q1\x1fQ0 d1 1 0.5 t\n",  # unit separator: whitespace to str.split
+        b"q1 Q0 d1 1 0.5 t\nq1 Q0 d1\x00 2 0.4 t\n",  # NUL: a different id than d1
+    ],
+)
+def test_unusual_files_take_the_line_parser_and_read_the_same(tmp_path: Path, raw: bytes) -> None:
+    assert trec.fast_columns(raw, *_LAYOUT["run"]) is None
+    _same(_read(tmp_path, raw, "run"), _lines(raw, "run"))
+
+
+@pytest.mark.parametrize(
+    ("which", "raw", "message"),
+    [
+        ("run", b"q1 Q0 d1 1 0.5 t\nq1 Q0 d2 2 0.4\n", "file.txt:2: expected 6 fields"),
+        ("run", b"# c\nq1 Q0 d1 1 zero t\n", "file.txt:2: score 'zero' is not a number."),
+        ("run", b"q1 Q0 d1 1 0.5 t\n\nq1 Q0 d2 2 nan t\n", "file.txt:3: score 'nan' is not finite."),
+        ("run", b"q1 Q0 d1 1 0.5 t\nq1 Q0 d1 2 0.4 t\n", "file.txt:2: document 'd1' appears twice"),
+        ("run", b"# only a comment\n\n", "the run is empty"),
+        ("qrels", b"q1 0 d1 1\nq1 0 d2 1.5\n", "file.txt:2: relevance '1.5' is not an integer."),
+        ("qrels", b"q1 0 d1 99999999999999999999\n", "file.txt:1: relevance '99999999999999999999' is out"),
+        ("qrels", b"q1 0 d1\n", "file.txt:1: expected 4 fields"),
+        ("qrels", b"q1 0 d1 1\r\nq1 0 d1 0\r\n", "file.txt:2: document 'd1' appears twice"),
+    ],
+)
+def test_errors_name_the_line(tmp_path: Path, which: str, raw: bytes, message: str) -> None:
+    with pytest.raises(ReportInputError) as err:
+        _read(tmp_path, raw, which)
+    assert message in str(err.value).replace(str(tmp_path / "file.txt"), "file.txt")
