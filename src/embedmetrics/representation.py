@@ -30,7 +30,7 @@ from embedmetrics._engine.checks import (
     check_number,
     role_update_arguments,
 )
-from embedmetrics._engine.knn_vote import knn_vote_hits, sharded_vote_hits
+from embedmetrics._engine.knn_vote import knn_vote_hits
 from embedmetrics._engine.representation import (
     check_class_labels,
     check_knn_options,
@@ -438,10 +438,10 @@ class KNNAccuracy(_RepresentationMetric):
         sharded = metric_shard(self) is not None  # sharded: NaN where no process has a bank row
         if not sharded and bank.shape[0] == 0:
             return self._nan()
-        vote = sharded_vote_hits if sharded else knn_vote_hits
-        hits = vote(
+        hits = knn_vote_hits(
             bank, bank_labels, query, query_labels, k=self.k, temperature=self.temperature,
             tops=self._tops, num_classes=self.num_classes, ties=self.ties, block_bytes=self.block_bytes,
+            sharded=sharded,
         )  # fmt: skip
         value = (hits / query.shape[0]).to(torch.get_default_dtype())
         return value.reshape(()) if self._single else value

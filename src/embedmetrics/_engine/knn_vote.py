@@ -22,9 +22,10 @@ Ties, decided by the data and never by the kernel or the row order:
 The scan of a bank part gives per query a :class:`VoteLists`: its ``k`` nearest keys with their classes,
 the size of the tie block at the last key and the classes of that block's members the list does not
 hold. Lists of disjoint bank parts merge exactly (:func:`merge_votes`), so a bank sharded across
-processes gives the value of one process (:func:`sharded_vote_hits`: each process scans only its own
-bank rows against all queries). Votes are accumulated in float64 one neighbour position at a time, in
-ascending (key, class) order, without atomics: the same data gives the same bits on every device.
+processes gives the value of one process (:func:`knn_vote_hits` with ``sharded=True``: each process
+scans only its own bank rows against all queries). Votes are accumulated in float64 one neighbour
+position at a time, in ascending (key, class) order, without atomics: the same data gives the same bits
+on every device.
 """
 
 from __future__ import annotations
@@ -254,61 +255,61 @@ def knn_vote_hits(
     ties: str = "average",
     exclude_self: bool = False,
     block_bytes: int | None = None,
+    sharded: bool = False,
 ) -> Tensor:
-    """Sum of the hits of every query at each ``top`` (float64 ``(len(tops),)``), one process.
+    """Sum of the hits of every query at each ``top`` (float64 ``(len(tops),)``).
 
     ``k`` is clipped to the bank rows a query sees (all of them, or all but its own row with
     ``exclude_self``, where ``queries`` are the bank rows themselves).
+
+    ``sharded``: the bank is sharded across processes (a collective; every process returns the same
+    sum, NaN where no process has a bank row). ``queries`` are the same on every process and ``bank``
+    is this process's share: each process scans its own bank rows against all queries (identical rows
+    held by several processes are all scanned by one,
+    :func:`~embedmetrics._engine.row_owners.route_identical_rows`), the lists are merged exactly, and
+    each process votes for a contiguous share of the queries.
     """
+    nan = torch.full((len(tops),), math.nan, dtype=torch.float64, device=queries.device)
+    if sharded:
+        shard = _sharded_lists(bank, bank_labels, queries, query_labels, k, num_classes, block_bytes)
+        if shard is None:
+            return nan
+        lists, query_cls, n_classes = shard
+        hits = vote_hits(lists, query_cls, temperature=temperature, tops=tops, ties=ties, n_classes=n_classes)
+        dist.all_reduce(hits)
+        return hits
     bank_cls, query_cls, n_classes = class_indices(bank_labels, query_labels, num_classes)
     k = min(k, bank.shape[0] - int(exclude_self))
     if k < 1 or queries.shape[0] == 0:
-        return torch.zeros(len(tops), dtype=torch.float64, device=queries.device)
+        return torch.zeros_like(nan)
     lists = scan_votes(
         bank, bank_cls, queries, k=k, n_classes=n_classes, exclude_self=exclude_self, block_bytes=block_bytes
     )
     return vote_hits(lists, query_cls, temperature=temperature, tops=tops, ties=ties, n_classes=n_classes)
 
 
-def sharded_vote_hits(
+def _sharded_lists(
     bank: Tensor,
     bank_labels: Tensor,
     queries: Tensor,
     query_labels: Tensor,
-    *,
     k: int,
-    temperature: float,
-    tops: tuple[int, ...],
-    num_classes: Optional[int] = None,
-    ties: str = "average",
-    block_bytes: int | None = None,
-) -> Tensor:
-    """:func:`knn_vote_hits` of a bank sharded across processes (a collective; every process returns
-    the same sum, NaN where no process has a bank row). ``queries`` are the same on every process and
-    ``bank`` is this process's share: each process scans its own bank rows against all queries
-    (identical rows held by several processes are all scanned by one,
-    :func:`~embedmetrics._engine.row_owners.route_identical_rows`), the lists are merged exactly, and
-    each process votes for a contiguous share of the queries."""
+    num_classes: Optional[int],
+    block_bytes: Optional[int],
+) -> Optional[tuple[VoteLists, Tensor, int]]:
+    """This process's share of the queries: their merged lists over every process's bank, their
+    classes and ``C`` (``None`` where no process has a bank row). A collective."""
     rank, world = dist.get_rank(), dist.get_world_size()
     every_label = torch.cat(gather_rows(torch.unique(bank_labels)))
     bank_cls, query_cls, n_classes = class_indices(bank_labels, query_labels, num_classes, every_label)
     n_bank = torch.tensor([bank.shape[0]], dtype=torch.int64, device=queries.device)
     dist.all_reduce(n_bank)
-    if int(n_bank) == 0 or queries.shape[0] == 0:
-        return torch.full((len(tops),), math.nan if int(n_bank) == 0 else 0.0, device=queries.device)
-    k = min(k, int(n_bank))
+    if int(n_bank) == 0:
+        return None
     bank, bank_cls = route_identical_rows(bank.detach().to(compute_dtype(queries, bank)), bank_cls)
-    local = scan_votes(bank, bank_cls, queries, k=k, n_classes=n_classes, block_bytes=block_bytes)
+    local = scan_votes(
+        bank, bank_cls, queries, k=min(k, int(n_bank)), n_classes=n_classes, block_bytes=block_bytes
+    )
     per = -(-queries.shape[0] // world)
     rows = (min(rank * per, queries.shape[0]), min((rank + 1) * per, queries.shape[0]))
-    lists = gather_votes(local, rows, n_classes)
-    hits = vote_hits(
-        lists,
-        query_cls[rows[0] : rows[1]],
-        temperature=temperature,
-        tops=tops,
-        ties=ties,
-        n_classes=n_classes,
-    )
-    dist.all_reduce(hits)
-    return hits
+    return gather_votes(local, rows, n_classes), query_cls[rows[0] : rows[1]], n_classes
