@@ -96,7 +96,8 @@ def main() -> None:
             ours = json.load(f)["trec"]
         peer = json.loads(peer_out)
     lines = args.queries * args.depth
-    print(f"report --run --qrels, {lines:,} run lines ({args.queries:,} queries x {args.depth}), best of {args.repeat}")
+    shape = f"{args.queries:,} queries x {args.depth}"
+    print(f"report --run --qrels, {lines:,} run lines ({shape}), best of {args.repeat}")
     print(f"  embedmetrics report : {min(ours_t):6.2f} s   (all: {', '.join(f'{t:.2f}' for t in ours_t)})")
     print(f"  pytrec_eval         : {min(peer_t):6.2f} s   (all: {', '.join(f'{t:.2f}' for t in peer_t)})")
     print(f"  ours / peer         : {min(ours_t) / min(peer_t):6.2f}x")
