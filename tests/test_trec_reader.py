@@ -23,8 +23,8 @@ _SCORE = st.one_of(
     st.integers(-1000, 1000).map(str),
     st.sampled_from(["+.5", "-2e3", "1_0", "5.", "1E-3", "0"]),
 )
-#: fields per line and the fields read (qid, docno, score or rel)
-_LAYOUT = {"run": (6, (0, 2, 4)), "qrels": (4, (0, 2, 3))}
+#: each file kind's format and the dataclass it is read into
+_KINDS = {"run": (trec.RUN, trec.Run), "qrels": (trec.QRELS, trec.Qrels)}
 _GAP = st.sampled_from([" ", "\t", "  ", " \t "])
 
 
@@ -63,8 +63,13 @@ def _read(tmp_path: Path, data: bytes, which: str) -> trec.Run | trec.Qrels:
 
 
 def _lines(data: bytes, which: str) -> trec.Run | trec.Qrels:
-    parse = trec.parse_run_lines if which == "run" else trec.parse_qrels_lines
-    return parse("file.txt", data)
+    fmt, kind = _KINDS[which]
+    return kind(*trec.parse_lines("file.txt", data, fmt))
+
+
+def _columns(data: bytes, which: str) -> trec.Columns | None:
+    fmt = _KINDS[which][0]
+    return trec.fast_columns(data, fmt.n_fields, (0, 2, fmt.value))
 
 
 @settings(max_examples=150, deadline=None, derandomize=True)
@@ -74,13 +79,14 @@ def test_fast_reader_equals_the_line_parser(data: tuple[str, bytes]) -> None:
     try:
         want = _lines(raw, which)
     except ReportInputError:  # empty (only blanks and comments): both must refuse
-        assert trec.fast_columns(raw, *_LAYOUT[which]) is None
+        assert _columns(raw, which) is None
         return
-    cols = trec.fast_columns(raw, *_LAYOUT[which])
+    cols = _columns(raw, which)
     assert cols is not None, "a well-formed ASCII file must take the vectorised path"
-    fast = trec._fast_run(cols) if which == "run" else trec._fast_qrels(cols)
+    fmt, kind = _KINDS[which]
+    fast = trec.fast_table(cols, fmt)
     assert fast is not None
-    _same(fast, want)
+    _same(kind(*fast), want)
 
 
 @pytest.mark.parametrize(
@@ -94,7 +100,7 @@ def test_fast_reader_equals_the_line_parser(data: tuple[str, bytes]) -> None:
     ],
 )
 def test_unusual_files_take_the_line_parser_and_read_the_same(tmp_path: Path, raw: bytes) -> None:
-    assert trec.fast_columns(raw, *_LAYOUT["run"]) is None
+    assert _columns(raw, "run") is None
     _same(_read(tmp_path, raw, "run"), _lines(raw, "run"))
 
 

@@ -5,8 +5,8 @@ The spectral metrics and CKA keep sufficient statistics, not samples (:mod:`embe
 ``n``, ``Σz`` and ``Σzzᵀ`` in float64 (``Σxyᵀ`` for CKA, per-class sums for LiDAR). Memory is
 O(d²) for any number of samples, and the value is the same for any batch split and any number of
 processes: no queue of recent samples, no rank-0-only estimate. ``KNNAccuracy`` keeps the bank and
-the queries (row stores) and runs the exact blocked kNN scan in ``compute``, each process scanning
-its share of the queries.
+the queries (row stores) and runs the exact blocked kNN scan in ``compute``; distributed, the bank stays
+sharded and each process scans its own bank rows against all queries.
 """
 
 from __future__ import annotations
@@ -423,25 +423,19 @@ class KNNAccuracy(_RepresentationMetric):
         getattr(self, f"{which}_labels").append(lab)
         self._remember(embeddings=t.shape[1])
 
-    def _nan(self) -> Tensor:
-        value = torch.full((len(self._tops),), math.nan, device=self.device)
-        return value.reshape(()) if self._single else value
-
     def compute(self) -> Tensor:
         """Accuracy of every query against the whole bank (NaN without a bank row or a query)."""
         bank, bank_labels = self.stored_rows("bank"), self.stored_rows("bank_labels")
         query, query_labels = self.stored_rows("query"), self.stored_rows("query_labels")
         if query is None or query_labels is None:  # the same on every process (queries are gathered)
-            return self._nan()
-        if bank is None or bank_labels is None:
+            value = torch.full((len(self._tops),), math.nan, device=self.device)
+            return value.reshape(()) if self._single else value
+        if bank is None or bank_labels is None:  # NaN, unless (sharded) another process has bank rows
             bank, bank_labels = query[:0], query_labels[:0]
-        sharded = metric_shard(self) is not None  # sharded: NaN where no process has a bank row
-        if not sharded and bank.shape[0] == 0:
-            return self._nan()
         hits = knn_vote_hits(
             bank, bank_labels, query, query_labels, k=self.k, temperature=self.temperature,
             tops=self._tops, num_classes=self.num_classes, ties=self.ties, block_bytes=self.block_bytes,
-            sharded=sharded,
+            sharded=metric_shard(self) is not None,
         )  # fmt: skip
         value = (hits / query.shape[0]).to(torch.get_default_dtype())
         return value.reshape(()) if self._single else value

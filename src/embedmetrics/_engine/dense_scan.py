@@ -305,11 +305,8 @@ def merge_lists(parts: TopLists, n_parts: int) -> TopLists:
     the last key than places, the lowest ids among them. Its order within equal keys is unspecified
     until :meth:`TopLists.canonical`.
     """
-    n_q = parts.keys.shape[0] // n_parts
     depth = parts.keys.shape[1]
-    keys = parts.keys.view(n_parts, n_q, depth)
-    all_keys = keys.permute(1, 0, 2).reshape(n_q, n_parts * depth)
-    all_ids = parts.ids.view(n_parts, n_q, depth).permute(1, 0, 2).reshape(n_q, n_parts * depth)
+    all_keys, all_ids = side_by_side(parts.keys, n_parts), side_by_side(parts.ids, n_parts)
     top_keys, order = torch.topk(all_keys, depth, dim=1, largest=False, sorted=True)
     top_ids = all_ids.gather(1, order)
     v = top_keys[:, -1]
@@ -318,10 +315,27 @@ def merge_lists(parts: TopLists, n_parts: int) -> TopLists:
     if rows.numel() > 0:  # the boundary block does not fit: its lowest ids
         pick = by_key_then_id(all_keys[rows], all_ids[rows])[:, :depth]
         top_keys[rows], top_ids[rows] = all_keys[rows].gather(1, pick), all_ids[rows].gather(1, pick)
-    counted = (keys == v[None, :, None]).sum(dim=2)
-    whole = (keys[:, :, -1] == v[None]) & torch.isfinite(v)[None]
-    tail = torch.where(whole, parts.tail.view(n_parts, n_q), counted).sum(dim=0)
+    _, tail = boundary_block(parts.keys, parts.tail, v)
     return TopLists(top_keys, top_ids, tail, parts.judged_keys)
+
+
+def side_by_side(stacked: Tensor, n_parts: int) -> Tensor:
+    """The lists of ``n_parts`` parts stacked along the rows (``(n_parts * Q, w)``) as one row per
+    query holding every part's list (``(Q, n_parts * w)``)."""
+    n_q, width = stacked.shape[0] // n_parts, stacked.shape[1]
+    return stacked.view(n_parts, n_q, width).permute(1, 0, 2).reshape(n_q, n_parts * width)
+
+
+def boundary_block(keys: Tensor, tails: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+    """For stacked part lists ``keys`` (``(n_parts * Q, w)``, ``tails`` their whole tie blocks at their
+    last keys) and the merged last key ``v`` (``(Q,)``): per part and query whether the part's own list
+    ends at ``v`` (``(n_parts, Q)``: its tail is then its whole block at ``v``), and the size of the
+    merged block at ``v`` (every other part holds its members of the block in its list)."""
+    n_q = v.shape[0]
+    parts = keys.view(-1, n_q, keys.shape[1])
+    whole = (parts[:, :, -1] == v[None]) & torch.isfinite(v)[None]
+    counted = (parts == v[None, :, None]).sum(dim=2)
+    return whole, torch.where(whole, tails.view(-1, n_q), counted).sum(dim=0)
 
 
 def gather_lists(local: TopLists) -> TopLists:

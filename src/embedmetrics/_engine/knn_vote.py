@@ -38,7 +38,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from embedmetrics._engine.dense_scan import by_key_then_id
+from embedmetrics._engine.dense_scan import boundary_block, by_key_then_id, side_by_side
 from embedmetrics._engine.knn import KeyBlocks, smallest_keys
 from embedmetrics._engine.row_owners import gather_rows, route_identical_rows
 from embedmetrics._engine.scan import block_ranges, compute_dtype
@@ -167,15 +167,11 @@ def merge_votes(parts: VoteLists, n_parts: int, n_classes: int) -> VoteLists:
     whole tie block at the new last key (each part's members of it: in its list, or, where the part's
     own list ends at that key, also its ``extra``)."""
     n_q, k = parts.keys.shape[0] // n_parts, parts.keys.shape[1]
-    keys = parts.keys.view(n_parts, n_q, k)
-    all_keys = keys.permute(1, 0, 2).reshape(n_q, n_parts * k)
-    all_cls = parts.classes.view(n_parts, n_q, k).permute(1, 0, 2).reshape(n_q, n_parts * k)
+    all_keys, all_cls = side_by_side(parts.keys, n_parts), side_by_side(parts.classes, n_parts)
     top_keys, order = torch.topk(all_keys, k, dim=1, largest=False, sorted=True)
     top_cls = all_cls.gather(1, order)
     v = top_keys[:, -1]
-    whole = (keys[:, :, -1] == v[None]) & torch.isfinite(v)[None]
-    counted = (keys == v[None, :, None]).sum(dim=2)
-    tail = torch.where(whole, parts.tail.view(n_parts, n_q), counted).sum(dim=0)
+    whole, tail = boundary_block(parts.keys, parts.tail, v)
     rows = (tail > (top_keys == v[:, None]).sum(dim=1)).nonzero().flatten()
     out = VoteLists(top_keys, top_cls, tail, parts.extra[:0])
     if rows.numel() > 0:  # part of the boundary block is outside the merged list: count it by class
@@ -262,8 +258,8 @@ def knn_vote_hits(
     ``k`` is clipped to the bank rows a query sees (all of them, or all but its own row with
     ``exclude_self``, where ``queries`` are the bank rows themselves).
 
-    ``sharded``: the bank is sharded across processes (a collective; every process returns the same
-    sum, NaN where no process has a bank row). ``queries`` are the same on every process and ``bank``
+    NaN without any bank row. ``sharded``: the bank is sharded across processes (a collective; every
+    process returns the same sum). ``queries`` are the same on every process and ``bank``
     is this process's share: each process scans its own bank rows against all queries (identical rows
     held by several processes are all scanned by one,
     :func:`~embedmetrics._engine.row_owners.route_identical_rows`), the lists are merged exactly, and
@@ -278,6 +274,8 @@ def knn_vote_hits(
         hits = vote_hits(lists, query_cls, temperature=temperature, tops=tops, ties=ties, n_classes=n_classes)
         dist.all_reduce(hits)
         return hits
+    if bank.shape[0] == 0:
+        return nan
     bank_cls, query_cls, n_classes = class_indices(bank_labels, query_labels, num_classes)
     k = min(k, bank.shape[0] - int(exclude_self))
     if k < 1 or queries.shape[0] == 0:

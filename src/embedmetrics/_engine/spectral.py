@@ -196,9 +196,7 @@ def class_partials(z: Tensor, labels: Tensor) -> tuple[Tensor, Tensor, Tensor, T
     first = torch.ones(n, dtype=torch.bool, device=labels.device)
     first[1:] = sorted_labels[1:] != sorted_labels[:-1]
     slot = torch.cumsum(first, 0) - 1
-    counts = torch.zeros(n, dtype=torch.int64, device=labels.device).scatter_add_(
-        0, slot, torch.ones_like(slot)
-    )
+    counts = torch.zeros_like(slot).scatter_add_(0, slot, torch.ones_like(slot))
     starts = (torch.cumsum(counts, 0) - counts).clamp_max(n - 1)
     rows = z.detach().to(torch.float64)[order]
     sums = torch.segment_reduce(rows, "sum", lengths=counts, axis=0, unsafe=True)

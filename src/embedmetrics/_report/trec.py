@@ -22,7 +22,7 @@ import io
 import itertools
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Optional
 
@@ -204,125 +204,117 @@ def _names(vocabulary: dict[str, int]) -> np.ndarray:
     return np.array(list(vocabulary), dtype=str)  # insertion order = code order
 
 
-def _fast_run(cols: Columns) -> Optional[Run]:
+#: ``(qid, docno, value, line, query names, doc names)``: the fields of :class:`Run` and :class:`Qrels`.
+_Table = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _score(text: str) -> float:
     try:
-        score = cols.fields[2].astype(np.float64)
+        score = float(text)
+    except ValueError:
+        raise ValueError(f"score {text!r} is not a number.") from None
+    if not math.isfinite(score):
+        raise ValueError(f"score {text!r} is not finite.")
+    return score
+
+
+def _relevance(text: str) -> int:
+    try:
+        rel = int(text)
+    except ValueError:
+        raise ValueError(f"relevance {text!r} is not an integer.") from None
+    if not -(2**63) <= rel < 2**63:
+        raise ValueError(f"relevance {text!r} is out of range (a 64-bit integer is expected).")
+    return rel
+
+
+@dataclass(frozen=True)
+class TableFormat:
+    """One of the two line formats: its fields, the field holding the value and how to read it."""
+
+    layout: str
+    empty: str
+    value: int
+    dtype: type
+    parse: Callable[[str], float | int]
+
+    @property
+    def n_fields(self) -> int:
+        return len(self.layout.split())
+
+
+RUN = TableFormat(RUN_FORMAT, "the run is empty", 4, np.float64, _score)
+QRELS = TableFormat(QRELS_FORMAT, "the qrels are empty", 3, np.int64, _relevance)
+
+
+def fast_table(cols: Columns, fmt: TableFormat) -> Optional[_Table]:
+    """The table from :func:`fast_columns`' ``(qid, docno, value)`` columns, or ``None`` where a value
+    needs the line parser's check (not a number, not finite, out of range)."""
+    try:
+        value: np.ndarray = cols.fields[2].astype(fmt.dtype)
     except (ValueError, OverflowError):
         return None
-    if not np.isfinite(score).all():
+    if value.dtype.kind == "f" and not np.isfinite(value).all():
         return None
     qid, queries = _coded(cols.fields[0])
     docno, docs = _coded(cols.fields[1])
-    return Run(qid, docno, score, cols.line, queries, docs)
+    return qid, docno, value, cols.line, queries, docs
 
 
-def _fast_qrels(cols: Columns) -> Optional[Qrels]:
-    try:
-        rel = cols.fields[2].astype(np.int64)
-    except (ValueError, OverflowError):
-        return None
-    qid, queries = _coded(cols.fields[0])
-    docno, docs = _coded(cols.fields[1])
-    return Qrels(qid, docno, rel, cols.line, queries, docs)
+def parse_lines(path: str, data: bytes, fmt: TableFormat) -> _Table:
+    """The line parser (``path`` names the file in errors): the reference reading of the format."""
+    queries: dict[str, int] = {}
+    docs: dict[str, int] = {}
+    qids: list[int] = []
+    docnos: list[int] = []
+    values: list[float | int] = []
+    lines: list[int] = []
+    for number, fields in _lines(path, data):
+        if len(fields) != fmt.n_fields:
+            raise ReportInputError(
+                f"{path}:{number}: expected {fmt.n_fields} fields ({fmt.layout}), got {len(fields)}: "
+                f"{' '.join(fields)!r}."
+            )
+        try:
+            values.append(fmt.parse(fields[fmt.value]))
+        except ValueError as err:
+            raise ReportInputError(f"{path}:{number}: {err}") from None
+        qids.append(queries.setdefault(fields[0], len(queries)))
+        docnos.append(docs.setdefault(fields[2], len(docs)))
+        lines.append(number)
+    if not lines:
+        raise ReportInputError(f"{path}: {fmt.empty} (no '{fmt.layout}' lines).")
+    return (
+        np.array(qids, dtype=np.int64),
+        np.array(docnos, dtype=np.int64),
+        np.array(values, dtype=fmt.dtype),
+        np.array(lines, dtype=np.int64),
+        _names(queries),
+        _names(docs),
+    )
+
+
+def _read_table(path: str, fmt: TableFormat) -> _Table:
+    """Well-formed ASCII files are read without a loop over lines (:func:`fast_columns`); anything else
+    goes through the line parser, which gives the same result or names the offending line."""
+    data = _read_bytes(path)
+    cols = fast_columns(data, fmt.n_fields, (0, 2, fmt.value))
+    table = None if cols is None else fast_table(cols, fmt)
+    return parse_lines(path, data, fmt) if table is None else table
 
 
 def read_run(path: str) -> Run:
-    """Parse a TREC run file; a malformed line raises with its line number.
-
-    Well-formed ASCII files are read without a loop over lines (:func:`fast_columns`); anything else
-    goes through the line parser, which gives the same result or names the offending line.
-    """
-    data = _read_bytes(path)
-    cols = fast_columns(data, 6, (0, 2, 4))
-    run = None if cols is None else _fast_run(cols)
-    if run is None:
-        run = parse_run_lines(path, data)
+    """Parse a TREC run file; a malformed line raises with its line number."""
+    run = Run(*_read_table(path, RUN))
     _check_unique(path, run)
     return run
 
 
-def parse_run_lines(path: str, data: bytes) -> Run:
-    """The line parser of run files (``path`` names the file in errors)."""
-    queries: dict[str, int] = {}
-    docs: dict[str, int] = {}
-    qids: list[int] = []
-    docnos: list[int] = []
-    scores: list[float] = []
-    lines: list[int] = []
-    for number, fields in _lines(path, data):
-        if len(fields) != 6:
-            raise ReportInputError(
-                f"{path}:{number}: expected 6 fields ({RUN_FORMAT}), got {len(fields)}: {' '.join(fields)!r}."
-            )
-        try:
-            score = float(fields[4])
-        except ValueError:
-            raise ReportInputError(f"{path}:{number}: score {fields[4]!r} is not a number.") from None
-        if not math.isfinite(score):
-            raise ReportInputError(f"{path}:{number}: score {fields[4]!r} is not finite.")
-        qids.append(queries.setdefault(fields[0], len(queries)))
-        docnos.append(docs.setdefault(fields[2], len(docs)))
-        scores.append(score)
-        lines.append(number)
-    if not lines:
-        raise ReportInputError(f"{path}: the run is empty (no '{RUN_FORMAT}' lines).")
-    return Run(
-        np.array(qids, dtype=np.int64),
-        np.array(docnos, dtype=np.int64),
-        np.array(scores, dtype=np.float64),
-        np.array(lines, dtype=np.int64),
-        _names(queries),
-        _names(docs),
-    )
-
-
 def read_qrels(path: str) -> Qrels:
-    """Parse a TREC qrels file; a malformed line raises with its line number (read as :func:`read_run`)."""
-    data = _read_bytes(path)
-    cols = fast_columns(data, 4, (0, 2, 3))
-    qrels = None if cols is None else _fast_qrels(cols)
-    if qrels is None:
-        qrels = parse_qrels_lines(path, data)
+    """Parse a TREC qrels file; a malformed line raises with its line number."""
+    qrels = Qrels(*_read_table(path, QRELS))
     _check_unique(path, qrels)
     return qrels
-
-
-def parse_qrels_lines(path: str, data: bytes) -> Qrels:
-    """The line parser of qrels files (``path`` names the file in errors)."""
-    queries: dict[str, int] = {}
-    docs: dict[str, int] = {}
-    qids: list[int] = []
-    docnos: list[int] = []
-    rels: list[int] = []
-    lines: list[int] = []
-    for number, fields in _lines(path, data):
-        if len(fields) != 4:
-            raise ReportInputError(
-                f"{path}:{number}: expected 4 fields ({QRELS_FORMAT}), got {len(fields)}: "
-                f"{' '.join(fields)!r}."
-            )
-        try:
-            rel = int(fields[3])
-        except ValueError:
-            raise ReportInputError(f"{path}:{number}: relevance {fields[3]!r} is not an integer.") from None
-        if not -(2**63) <= rel < 2**63:
-            raise ReportInputError(
-                f"{path}:{number}: relevance {fields[3]!r} is out of range (a 64-bit integer is expected)."
-            )
-        qids.append(queries.setdefault(fields[0], len(queries)))
-        docnos.append(docs.setdefault(fields[2], len(docs)))
-        rels.append(rel)
-        lines.append(number)
-    if not lines:
-        raise ReportInputError(f"{path}: the qrels are empty (no '{QRELS_FORMAT}' lines).")
-    return Qrels(
-        np.array(qids, dtype=np.int64),
-        np.array(docnos, dtype=np.int64),
-        np.array(rels, dtype=np.int64),
-        np.array(lines, dtype=np.int64),
-        _names(queries),
-        _names(docs),
-    )
 
 
 def _joint_codes(
