@@ -225,6 +225,32 @@ class _EdgeKernelTorch:
         return out
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("ties", ["average", "pessimistic", "optimistic"])
+def test_wide_blocks_keep_the_tie_block_that_spans_them(ties: str, dtype: type) -> None:
+    """Blocks wide enough for the candidate filter, each bounded by the running lists' last keys: a
+    tie block at the cut-off spread over every block is still counted whole (keys equal to the bound
+    are candidates), and the lists hold its lowest ids: the same as one block, and the reference."""
+    rng = np.random.default_rng(11)
+    c = rng.integers(-2, 3, size=(3000, 3)).astype(dtype)  # 125 distinct rows, dot products tie
+    q = rng.integers(-2, 3, size=(6, 3)).astype(dtype)
+    q[np.abs(q).sum(1) == 0] = 1.0
+    judged = [rng.choice(3000, 40, replace=False) for _ in range(5)]
+    qrels = [(i, int(doc), int(rng.integers(0, 4))) for i in range(5) for doc in judged[i]]
+    ks, depth = (1, 5), 5
+    kw: dict[str, Any] = {"k": ks, "depth": depth, "similarity": "dot", "ties": ties, "return_run": True}
+    whole = dense_retrieval(q, c, np.asarray(qrels), aggregation="none", **kw)
+    for columns in (256, 700):  # column_groups needs >= 4 * (depth + 1) * 8 = 192 columns per block
+        got = dense_retrieval(q, c, np.asarray(qrels), aggregation="none", block_bytes=6 * 8 * columns, **kw)
+        for key in _keys(ks):
+            assert np.array_equal(got[key], whole[key], equal_nan=True), (columns, key)
+        assert np.array_equal(got["run"][0], whole["run"][0]), columns
+    if ties != "average":  # every order of 3000 documents is out of reach; the bounds are exact
+        expected = dense_reference(q, c, qrels, _keys(ks), depth=depth, similarity_kind="dot", ties=ties)
+        for key, values in expected.items():  # float32 in: float32 out
+            np.testing.assert_allclose(whole[key], values, rtol=1e-6, err_msg=f"{ties} {key}")
+
+
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "euclidean"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_run_scores_do_not_depend_on_the_kernel_or_the_block_size(

@@ -3,7 +3,9 @@
 Each process scans *its own* corpus rows against all queries, one block of corpus columns at a time:
 one matrix product of all queries by the block (a tall product, near the bare GEMM's speed), the
 ``depth + 1`` smallest keys of every row of the block (:func:`~embedmetrics._engine.knn.smallest_keys`),
-and an exact merge into the running top-``depth`` lists (:func:`merge_lists`). Memory: the queries,
+and an exact merge into the running top-``depth`` lists (:func:`merge_lists`). After the first block,
+a block's candidates are only its keys up to the running lists' last key (equal keys included): no
+larger key can enter the lists, so most blocks add a few columns to merge. Memory: the queries,
 one key block (``block_bytes``, default :data:`DENSE_BLOCK_BYTES`) and ``O(queries × depth)``; the
 corpus is never copied whole and no ``queries × corpus`` matrix exists.
 
@@ -26,6 +28,7 @@ the tie statistics need beyond the lists.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
@@ -39,7 +42,7 @@ from embedmetrics._engine.qrels import Judgements, find_sorted
 from embedmetrics._engine.scan import block_budget, compute_dtype, l2_normalize
 
 #: Default budget of one key block (all queries x a block of corpus columns), bytes.
-DENSE_BLOCK_BYTES = 128 * 2**20
+DENSE_BLOCK_BYTES = 64 * 2**20
 
 _NO_ID = torch.iinfo(torch.int64).max
 
@@ -102,6 +105,8 @@ def corpus_side(rows: Tensor, similarity: str, n_cols: int) -> Tensor:
         rows = l2_normalize(rows, 1e-12)
     elif similarity == "euclidean":
         rows = torch.cat([rows, (rows * rows).sum(dim=1, keepdim=True)], dim=1)
+    if rows.shape[0] == n_cols:
+        return rows
     out = rows.new_zeros(n_cols, rows.shape[1])
     out[: rows.shape[0]] = rows
     return out
@@ -145,6 +150,16 @@ def _padded_width(n_cols: int, depth: int) -> tuple[int, Optional[tuple[int, int
     """Columns of a block's key matrix (padded for the candidate filter) and the filter's groups."""
     groups = column_groups(n_cols, min(depth + 1, n_cols))
     return (n_cols if groups is None else groups[0] * GROUP_SIZE), groups
+
+
+def _unpadded_width(columns: int, depth: int) -> int:
+    """``columns`` rounded down to whole coarse groups of the candidate filter: a full block then needs
+    no padding columns (no zero rows to copy, no ``+inf`` columns to write)."""
+    groups = column_groups(columns, min(depth + 1, columns))
+    if groups is None:
+        return columns
+    unit = groups[0] * GROUP_SIZE // groups[1]
+    return columns - columns % unit
 
 
 @dataclass
@@ -217,6 +232,7 @@ def scan_corpus(
     self_pos = ordered(columns_of(query_ids, corpus_ids)) if exclude_self else None
     entry_pos = ordered(columns_of(judgements.entry_doc, corpus_ids))
     columns = max(1, block_budget(block_bytes, q.device, DENSE_BLOCK_BYTES) // (n_q * q.element_size()))
+    columns = _unpadded_width(columns, depth)
     blocks = layout.blocks(columns)
     widest = max(_padded_width(b[3] - b[2], depth)[0] for b in blocks)
     distinct = None if layout.order is None else q.new_empty(n_q * (max(b[1] - b[0] for b in blocks) + 1))
@@ -224,21 +240,18 @@ def scan_corpus(
     running: Optional[TopLists] = None
     for block in blocks:
         c0, c1 = block[2], block[3]
-        part, keys = _scan_block(q, layout, block, similarity, depth, ordered_ids[c0:c1], self_pos, buffers)
+        bound = None if running is None else running.keys[:, -1]
+        part, keys = _scan_block(
+            q, layout, block, similarity, depth, ordered_ids[c0:c1], self_pos, buffers, bound
+        )
         inside = ((entry_pos >= c0) & (entry_pos < c1)).nonzero().flatten()
         rows, cols = judgements.entry_row[inside], entry_pos[inside] - c0
         out.judged_keys[inside] = keys[rows, cols].to(torch.float64)
         part.judged_keys = out.judged_keys
-        running = part if running is None else merge_lists(_stacked(running, part), 2)
+        running = part if running is None else merge_lists([running, part])
     assert running is not None
     running.judged_keys = out.judged_keys
     return running
-
-
-def _stacked(a: TopLists, b: TopLists) -> TopLists:
-    return TopLists(
-        torch.cat([a.keys, b.keys]), torch.cat([a.ids, b.ids]), torch.cat([a.tail, b.tail]), a.judged_keys
-    )
 
 
 def _scan_block(
@@ -250,27 +263,33 @@ def _scan_block(
     block_ids: Tensor,
     self_pos: Optional[Tensor],
     buffers: KeyBuffers,
+    bound: Optional[Tensor] = None,
 ) -> tuple[TopLists, Tensor]:
-    """The top-``depth`` lists of one corpus block, and the block's keys."""
+    """The top-``depth`` lists of one corpus block (``(Q, depth)``), and the block's keys.
+
+    With ``bound`` (the running lists' last keys), only keys ``<= bound`` are listed: no larger key can
+    enter the merged list, and every member of its boundary block is still listed or counted. The list
+    is then as wide as the most such keys of a row (at most ``depth``; ``+inf`` pads the other rows).
+    """
     n_q, n_cols, c0 = q.shape[0], block[3] - block[2], block[2]
-    kk, width = min(depth + 1, n_cols), min(depth, n_cols)
     padded, groups = _padded_width(n_cols, depth)
     s = _block_keys(q, layout, block, similarity, padded, buffers)
     if self_pos is not None:
         mine = ((self_pos >= c0) & (self_pos < c0 + n_cols)).nonzero().flatten()
         s[mine, self_pos[mine] - c0] = float("inf")
-    vals, idx = smallest_keys(s, kk, groups)
+    vals, idx = smallest_keys(s, min(depth + 1, n_cols), groups, bound)
+    width = min(depth, vals.shape[1])
     top = vals[:, :width]
     ids = block_ids[idx[:, :width]]
     last = top[:, -1]
     tail = (top == last[:, None]).sum(dim=1)
-    if kk > width:
+    if vals.shape[1] > width:
         spill = ((vals[:, width] == last) & torch.isfinite(last)).nonzero().flatten()
         if spill.numel() > 0:
             tail[spill], ids[spill] = _spilled_block(
                 s[spill, :n_cols], last[spill], block_ids, ids[spill], tail[spill]
             )
-    part = TopLists.empty(n_q, depth, 0, q.device)
+    part = TopLists.empty(n_q, depth if bound is None else width, 0, q.device)
     part.keys[:, :width] = top.to(torch.float64)
     part.ids[:, :width] = torch.where(torch.isfinite(top), ids, -1)
     part.tail = tail
@@ -298,15 +317,15 @@ def by_key_then_id(keys: Tensor, ids: Tensor) -> Tensor:
     return order.gather(1, torch.argsort(keys.gather(1, order), dim=1, stable=True))
 
 
-def merge_lists(parts: TopLists, n_parts: int) -> TopLists:
-    """Merge ``n_parts`` part lists stacked along the rows (``(n_parts * Q, depth)``) exactly.
-
-    The result holds the ``depth`` smallest keys of the union; where the union has more documents at
-    the last key than places, the lowest ids among them. Its order within equal keys is unspecified
-    until :meth:`TopLists.canonical`.
+def merge_lists(parts: Sequence[TopLists]) -> TopLists:
+    """Merge the lists of disjoint corpus parts exactly (each ``(Q, w)``, any widths, at least one as
+    wide as the result): the ``depth`` (widest) smallest keys of the union; where the union has more
+    documents at the last key than places, the lowest ids among them. Its order within equal keys is
+    unspecified until :meth:`TopLists.canonical`.
     """
-    depth = parts.keys.shape[1]
-    all_keys, all_ids = side_by_side(parts.keys, n_parts), side_by_side(parts.ids, n_parts)
+    depth = max(part.keys.shape[1] for part in parts)
+    all_keys = torch.cat([part.keys for part in parts], dim=1)
+    all_ids = torch.cat([part.ids for part in parts], dim=1)
     top_keys, order = torch.topk(all_keys, depth, dim=1, largest=False, sorted=True)
     top_ids = all_ids.gather(1, order)
     v = top_keys[:, -1]
@@ -315,8 +334,8 @@ def merge_lists(parts: TopLists, n_parts: int) -> TopLists:
     if rows.numel() > 0:  # the boundary block does not fit: its lowest ids
         pick = by_key_then_id(all_keys[rows], all_ids[rows])[:, :depth]
         top_keys[rows], top_ids[rows] = all_keys[rows].gather(1, pick), all_ids[rows].gather(1, pick)
-    _, tail = boundary_block(parts.keys, parts.tail, v)
-    return TopLists(top_keys, top_ids, tail, parts.judged_keys)
+    _, tail = boundary_block([part.keys for part in parts], [part.tail for part in parts], v)
+    return TopLists(top_keys, top_ids, tail, parts[0].judged_keys)
 
 
 def side_by_side(stacked: Tensor, n_parts: int) -> Tensor:
@@ -326,26 +345,25 @@ def side_by_side(stacked: Tensor, n_parts: int) -> Tensor:
     return stacked.view(n_parts, n_q, width).permute(1, 0, 2).reshape(n_q, n_parts * width)
 
 
-def boundary_block(keys: Tensor, tails: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-    """For stacked part lists ``keys`` (``(n_parts * Q, w)``, ``tails`` their whole tie blocks at their
-    last keys) and the merged last key ``v`` (``(Q,)``): per part and query whether the part's own list
-    ends at ``v`` (``(n_parts, Q)``: its tail is then its whole block at ``v``), and the size of the
-    merged block at ``v`` (every other part holds its members of the block in its list)."""
-    n_q = v.shape[0]
-    parts = keys.view(-1, n_q, keys.shape[1])
-    whole = (parts[:, :, -1] == v[None]) & torch.isfinite(v)[None]
-    counted = (parts == v[None, :, None]).sum(dim=2)
-    return whole, torch.where(whole, tails.view(-1, n_q), counted).sum(dim=0)
+def boundary_block(keys: Sequence[Tensor], tails: Sequence[Tensor], v: Tensor) -> tuple[Tensor, Tensor]:
+    """For the lists of disjoint parts ``keys`` (each ``(Q, w)``; ``tails`` their whole tie blocks at
+    their last keys) and the merged last key ``v`` (``(Q,)``): per part and query whether the part's own
+    list ends at ``v`` (``(n_parts, Q)``: its tail is then its whole block at ``v``), and the size of
+    the merged block at ``v`` (every other part holds its members of the block in its list)."""
+    finite = torch.isfinite(v)
+    whole = torch.stack([(k[:, -1] == v) & finite for k in keys])
+    counted = torch.stack([(k == v[:, None]).sum(dim=1) for k in keys])
+    return whole, torch.where(whole, torch.stack(list(tails)), counted).sum(dim=0)
 
 
 def gather_lists(local: TopLists) -> TopLists:
     """All processes' lists merged (every process returns the same); a collective."""
     world = dist.get_world_size()
-    stacked = []
+    gathered = []
     for t in (local.keys, local.ids, local.tail):
         bucket = [torch.empty_like(t) for _ in range(world)]
         dist.all_gather(bucket, t.contiguous())
-        stacked.append(torch.cat(bucket))
+        gathered.append(bucket)
     judged = local.judged_keys.clone()
     dist.all_reduce(judged, op=dist.ReduceOp.MIN)
-    return merge_lists(TopLists(stacked[0], stacked[1], stacked[2], judged), world)
+    return merge_lists([TopLists(k, i, t, judged) for k, i, t in zip(*gathered)])

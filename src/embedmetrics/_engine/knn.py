@@ -330,10 +330,30 @@ def column_groups(n_cols: int, kk: int) -> Optional[tuple[int, int]]:
     return n_coarse * per_coarse, n_coarse
 
 
-def smallest_keys(s: Tensor, kk: int, groups: Optional[tuple[int, int]]) -> tuple[Tensor, Tensor]:
+def _coarse_bound(coarse_min: Tensor, kk: int, bound: Optional[Tensor]) -> Tensor:
+    """Per row, ``min(bound, the kk-th smallest coarse minimum)``: a key no smaller than the row's
+    ``kk``-th smallest wanted key. Rows with fewer than ``kk`` coarse minima ``<= bound`` keep ``bound``
+    (their ``kk``-th coarse minimum is larger), so only the others need the ``topk``."""
+    if bound is None:
+        return coarse_min.topk(kk, dim=1, largest=False, sorted=False).values.amax(dim=1)
+    tau = bound.to(coarse_min.dtype, copy=True)
+    rows = ((coarse_min <= tau[:, None]).sum(dim=1) >= kk).nonzero().flatten()
+    if rows.numel() > 0:
+        kth = coarse_min[rows].topk(kk, dim=1, largest=False, sorted=False).values.amax(dim=1)
+        tau[rows] = torch.minimum(tau[rows], kth)
+    return tau
+
+
+def smallest_keys(
+    s: Tensor, kk: int, groups: Optional[tuple[int, int]], bound: Optional[Tensor] = None
+) -> tuple[Tensor, Tensor]:
     """The ``kk`` smallest keys of each row of ``s`` and their columns, ascending.
 
     Equal to ``s.topk(kk, dim=1, largest=False, sorted=True)`` up to the order of equal keys.
+    ``bound`` (``(rows,)``, optional): only keys ``<= bound`` of a row are wanted (a running list's last
+    key: no larger key can enter it); the row's places past its keys ``<= bound`` may then hold
+    ``+inf`` instead of larger keys, and the result has fewer than ``kk`` columns when no row has that
+    many keys ``<= bound``.
     With ``groups = (n_groups, n_coarse)`` (see :func:`column_groups`; ``s`` has
     ``n_groups * GROUP_SIZE`` columns), column ``c`` belongs to group ``c % n_groups`` and group
     ``g`` to coarse group ``g % n_coarse``. The minima of ``kk`` coarse groups are ``kk`` distinct
@@ -350,7 +370,7 @@ def smallest_keys(s: Tensor, kk: int, groups: Optional[tuple[int, int]]) -> tupl
     size = n_cols // n_groups
     group_min = s.view(nb, size, n_groups).amin(dim=1)
     coarse_min = group_min.view(nb, -1, n_coarse).amin(dim=1)
-    tau = coarse_min.topk(kk, dim=1, largest=False, sorted=False).values.amax(dim=1)
+    tau = _coarse_bound(coarse_min, kk, bound)
     flat = (group_min <= tau[:, None]).view(-1).nonzero().view(-1)
     row = flat // n_groups
     per_row = torch.bincount(row, minlength=nb)
@@ -366,7 +386,10 @@ def smallest_keys(s: Tensor, kk: int, groups: Optional[tuple[int, int]]) -> tupl
     hit_pos = pos.view(-1)[hit]
     hit_row = row[hit // size]
     count = torch.bincount(hit_row, minlength=nb)
-    width = max(int(count.max()), kk)
+    most = int(count.max())
+    if bound is not None and plain_rows.numel() == 0:
+        kk = min(kk, max(most, 1))
+    width = max(most, kk)
     slot = hit_row * width + torch.arange(hit.numel(), device=s.device) - (count.cumsum(0) - count)[hit_row]
     cand_key = s.new_full((nb * width,), float("inf")).index_copy_(0, slot, keys.view(-1)[hit])
     cand_col = torch.zeros(nb * width, dtype=torch.int64, device=s.device).index_copy_(

@@ -171,7 +171,9 @@ def merge_votes(parts: VoteLists, n_parts: int, n_classes: int) -> VoteLists:
     top_keys, order = torch.topk(all_keys, k, dim=1, largest=False, sorted=True)
     top_cls = all_cls.gather(1, order)
     v = top_keys[:, -1]
-    whole, tail = boundary_block(parts.keys, parts.tail, v)
+    whole, tail = boundary_block(
+        parts.keys.view(n_parts, n_q, k).unbind(0), parts.tail.view(n_parts, n_q).unbind(0), v
+    )
     rows = (tail > (top_keys == v[:, None]).sum(dim=1)).nonzero().flatten()
     out = VoteLists(top_keys, top_cls, tail, parts.extra[:0])
     if rows.numel() > 0:  # part of the boundary block is outside the merged list: count it by class
