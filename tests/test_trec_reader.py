@@ -1,12 +1,14 @@
-"""The vectorised TREC reader gives exactly what the line parser gives, and the same errors.
+"""The vectorised TREC readers give exactly what the line parser gives, and the same errors.
 
-``read_run`` / ``read_qrels`` take the vectorised path (:func:`fast_columns`) for well-formed ASCII
-files and the line parser otherwise; the line parser is the reference here (it is the simple,
-obviously-correct reading of the format: ``str.strip().split()`` per line).
+``read_run`` / ``read_qrels`` take Arrow's CSV reader for plain files (:mod:`trec_arrow`), the NumPy
+reader (:func:`fast_columns`) for other well-formed ASCII files and the line parser otherwise; the
+line parser is the reference here (it is the simple, obviously-correct reading of the format:
+``str.strip().split()`` per line).
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from embedmetrics._report import trec
+from embedmetrics._report import trec, trec_arrow
 from embedmetrics._report.errors import ReportInputError
 
 _ID = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABC0123456789_-.:/", min_size=1, max_size=12)
@@ -23,6 +25,8 @@ _SCORE = st.one_of(
     st.integers(-1000, 1000).map(str),
     st.sampled_from(["+.5", "-2e3", "1_0", "5.", "1E-3", "0"]),
 )
+#: scores as decimal text (``1_0`` is a number to Python only: Arrow's reader leaves it to the others)
+_DECIMAL_SCORE = _SCORE.filter(lambda text: "_" not in text)
 #: each file kind's format and the dataclass it is read into
 _KINDS = {"run": (trec.RUN, trec.Run), "qrels": (trec.QRELS, trec.Qrels)}
 _GAP = st.sampled_from([" ", "\t", "  ", " \t "])
@@ -87,6 +91,91 @@ def test_fast_reader_equals_the_line_parser(data: tuple[str, bytes]) -> None:
     fast = trec.fast_table(cols, fmt)
     assert fast is not None
     _same(kind(*fast), want)
+
+
+def _arrow(data: bytes, which: str) -> trec.Run | trec.Qrels | None:
+    fmt, kind = _KINDS[which]
+    table = trec_arrow.arrow_table(data, fmt.n_fields, (0, 2, fmt.value), fmt.dtype)
+    return None if table is None else kind(*table)
+
+
+@st.composite
+def _plain_files(draw: st.DrawFn, n_fields: int) -> bytes:
+    """Files as retrieval toolkits write them: one space between fields, ``\\n`` line ends."""
+    lines = []
+    for _ in range(draw(st.integers(1, 30))):
+        fields = [draw(_ID), "Q0" if n_fields == 6 else "0", draw(_ID)]
+        fields += [str(draw(st.integers(1, 99))), draw(_DECIMAL_SCORE), "tag"] if n_fields == 6 else []
+        fields += [str(draw(st.integers(-(2**63), 2**63 - 1)))] if n_fields == 4 else []
+        lines.append(" ".join(fields))
+    return ("\n".join(lines) + ("\n" if draw(st.booleans()) else "")).encode()
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(data=st.one_of(_plain_files(6).map(lambda d: ("run", d)), _plain_files(4).map(lambda d: ("qrels", d))))
+def test_arrow_reader_equals_the_line_parser_on_plain_files(data: tuple[str, bytes]) -> None:
+    which, raw = data
+    got = _arrow(raw, which)
+    assert got is not None, "a plain file must take Arrow's reader"
+    _same(got, _lines(raw, which))
+
+
+def test_arrow_reader_takes_plain_files(tmp_path: Path) -> None:
+    raw = b"q2 Q0 d9 1 2.5 t\nq1 Q0 d9 1 -1e-3 t\nq2 Q0 d1 2 +.5 t\n"
+    got = _arrow(raw, "run")
+    assert got is not None  # not vacuous: the plain path is taken
+    _same(got, _lines(raw, "run"))
+    assert list(got.queries) == ["q2", "q1"]
+    assert list(got.docno) == [0, 0, 1]
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(data=st.one_of(_files(6).map(lambda d: ("run", d)), _files(4).map(lambda d: ("qrels", d))))
+def test_arrow_reader_refuses_or_equals_on_any_layout(data: tuple[str, bytes]) -> None:
+    which, raw = data
+    got = _arrow(raw, which)
+    if got is not None:  # tabs, double spaces, CRLF, comments, blank lines must have been refused
+        _same(got, _lines(raw, which))
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"q1 Q0 d1 1 0.5 t\nq1 Q0  d2 2 0.4 t\n",  # two spaces: an empty field to Arrow
+        b" q1 Q0 d1 1 0.5 t\n",  # leading space
+        b"q1 Q0 d1 1 0.5 t \n",  # trailing space
+        b"q1 Q0 d1 1 0.5 t\n\nq1 Q0 d2 2 0.4 t\n",  # blank line
+        b"# a b c d e\nq1 Q0 d1 1 0.5 t\n",  # a comment of six words
+        b"#q1 Q0 d1 1 0.5 t\nq1 Q0 d2 2 0.4 t\n",  # a comment that reads like a run line
+        b"q1 Q0  d2 2 0.4\n",  # five fields and two spaces: six to Arrow, one of them empty
+        b"q1 Q0 d2 2 0.4  \n",  # two trailing spaces
+        b"q1 Q0 d1 1 0.5 t\r\n",  # CRLF
+        b"q1\tQ0 d1 1 0.5 t\n",  # tab
+        b"q1 Q0 d1 1 1_0 t\n",  # Python reads 10, Arrow refuses: the other readers decide
+        b"q1 Q0 d1 1 1e999 t\n",  # not finite: the line parser names the line
+        b"q1 Q0 d1 1 0.5\n",  # five fields
+    ],
+)
+def test_arrow_reader_leaves_other_files_to_the_other_readers(tmp_path: Path, raw: bytes) -> None:
+    assert _arrow(raw, "run") is None
+    try:
+        want = _lines(raw, "run")
+    except ReportInputError as err:
+        with pytest.raises(ReportInputError, match=str(err).split(":")[1]):
+            _read(tmp_path, raw, "run")
+        return
+    _same(_read(tmp_path, raw, "run"), want)
+
+
+def test_qrels_grade_out_of_range_is_left_to_the_line_parser() -> None:
+    assert _arrow(b"q1 0 d1 99999999999999999999\n", "qrels") is None
+
+
+def test_without_pyarrow_the_numpy_reader_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = b"q2 Q0 d9 1 2.5 t\nq1 Q0 d9 1 -1e-3 t\n"
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow raises ImportError
+    assert _arrow(raw, "run") is None
+    _same(_read(tmp_path, raw, "run"), _lines(raw, "run"))
 
 
 @pytest.mark.parametrize(

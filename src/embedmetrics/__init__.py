@@ -1,23 +1,98 @@
-"""embedmetrics: exact, fast, distributed metrics for retrieval and embedding evaluation."""
+"""embedmetrics: exact, fast, distributed metrics for retrieval and embedding evaluation.
+
+The public names are imported on first use (PEP 562 ``__getattr__``): ``import embedmetrics`` loads
+neither torch nor torchmetrics, and a command or script that needs only a functional metric does not
+pay for the module metrics' imports. ``from embedmetrics import RankMe`` and ``embedmetrics.RankMe``
+work as with eager imports.
+"""
 
 from __future__ import annotations
 
-from embedmetrics import retrieval as _retrieval
-from embedmetrics._engine.checks import ArgumentKindError
-from embedmetrics.dense import DenseRetrieval
-from embedmetrics.embedding import Alignment, ContrastiveAccuracy, Uniformity
-from embedmetrics.losses import ContrastiveLoss
-from embedmetrics.neighbors import AccuracyCalculator, EmbeddingAccuracy
-from embedmetrics.representation import AlphaReQ, KNNAccuracy, LiDAR, LinearCKA, RankMe
-from embedmetrics.retrieval import *  # noqa: F403 (every retrieval metric: see embedmetrics.retrieval.__all__)
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__: list[str] = ["ArgumentKindError", "__version__"]
-__all__ += ["ContrastiveLoss"]
-__all__ += ["AccuracyCalculator", "EmbeddingAccuracy"]
-__all__ += [name for name in _retrieval.__all__ if name != "RetrievalMetric"]  # the metrics, not the base
+_RETRIEVAL = (
+    "RetrievalAUROC",
+    "RetrievalFallOut",
+    "RetrievalHitRate",
+    "RetrievalMAP",
+    "RetrievalMRR",
+    "RetrievalNormalizedDCG",
+    "RetrievalPrecision",
+    "RetrievalPrecisionRecallCurve",
+    "RetrievalRPrecision",
+    "RetrievalRecall",
+    "RetrievalRecallAtFixedPrecision",
+)
 
-__all__ += ["Alignment", "ContrastiveAccuracy", "Uniformity"]
-__all__ += ["AlphaReQ", "KNNAccuracy", "LiDAR", "LinearCKA", "RankMe"]
-__all__ += ["DenseRetrieval"]
+#: public name -> the module that defines it (imported when the name is first used).
+_EXPORTS: dict[str, str] = {
+    "ArgumentKindError": "embedmetrics._engine.checks",
+    "ContrastiveLoss": "embedmetrics.losses",
+    "AccuracyCalculator": "embedmetrics.neighbors",
+    "EmbeddingAccuracy": "embedmetrics.neighbors",
+    **dict.fromkeys(_RETRIEVAL, "embedmetrics.retrieval"),
+    "Alignment": "embedmetrics.embedding",
+    "ContrastiveAccuracy": "embedmetrics.embedding",
+    "Uniformity": "embedmetrics.embedding",
+    "AlphaReQ": "embedmetrics.representation",
+    "KNNAccuracy": "embedmetrics.representation",
+    "LiDAR": "embedmetrics.representation",
+    "LinearCKA": "embedmetrics.representation",
+    "RankMe": "embedmetrics.representation",
+    "DenseRetrieval": "embedmetrics.dense",
+}
+#: Reachable as attributes too, but not part of ``from embedmetrics import *``.
+_EXTRAS = {"RetrievalMetric": "embedmetrics.retrieval"}
+_SUBMODULES = frozenset(
+    {"dense", "embedding", "functional", "integrations", "losses", "neighbors", "qrels", "representation"}
+    | {"retrieval", "cli"}
+)
+
+__all__: list[str] = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"embedmetrics.{name}")
+    where = _EXPORTS.get(name) or _EXTRAS.get(name)
+    if where is None:
+        raise AttributeError(f"module 'embedmetrics' has no attribute {name!r}")
+    value = getattr(importlib.import_module(where), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS) | set(_EXTRAS) | _SUBMODULES)
+
+
+# For type checkers and the API docs: the same names imported eagerly (``X as X``: re-exported).
+if TYPE_CHECKING:
+    from embedmetrics._engine.checks import ArgumentKindError as ArgumentKindError
+    from embedmetrics.dense import DenseRetrieval as DenseRetrieval
+    from embedmetrics.embedding import Alignment as Alignment
+    from embedmetrics.embedding import ContrastiveAccuracy as ContrastiveAccuracy
+    from embedmetrics.embedding import Uniformity as Uniformity
+    from embedmetrics.losses import ContrastiveLoss as ContrastiveLoss
+    from embedmetrics.neighbors import AccuracyCalculator as AccuracyCalculator
+    from embedmetrics.neighbors import EmbeddingAccuracy as EmbeddingAccuracy
+    from embedmetrics.representation import AlphaReQ as AlphaReQ
+    from embedmetrics.representation import KNNAccuracy as KNNAccuracy
+    from embedmetrics.representation import LiDAR as LiDAR
+    from embedmetrics.representation import LinearCKA as LinearCKA
+    from embedmetrics.representation import RankMe as RankMe
+    from embedmetrics.retrieval import RetrievalAUROC as RetrievalAUROC
+    from embedmetrics.retrieval import RetrievalFallOut as RetrievalFallOut
+    from embedmetrics.retrieval import RetrievalHitRate as RetrievalHitRate
+    from embedmetrics.retrieval import RetrievalMAP as RetrievalMAP
+    from embedmetrics.retrieval import RetrievalMetric as RetrievalMetric
+    from embedmetrics.retrieval import RetrievalMRR as RetrievalMRR
+    from embedmetrics.retrieval import RetrievalNormalizedDCG as RetrievalNormalizedDCG
+    from embedmetrics.retrieval import RetrievalPrecision as RetrievalPrecision
+    from embedmetrics.retrieval import RetrievalPrecisionRecallCurve as RetrievalPrecisionRecallCurve
+    from embedmetrics.retrieval import RetrievalRecall as RetrievalRecall
+    from embedmetrics.retrieval import RetrievalRecallAtFixedPrecision as RetrievalRecallAtFixedPrecision
+    from embedmetrics.retrieval import RetrievalRPrecision as RetrievalRPrecision

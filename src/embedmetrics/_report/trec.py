@@ -31,6 +31,7 @@ import torch
 
 from embedmetrics._report.errors import ReportInputError
 from embedmetrics._report.progress import progress_bar
+from embedmetrics._report.trec_arrow import arrow_table
 
 RUN_FORMAT = "qid Q0 docno rank score tag"
 QRELS_FORMAT = "qid iter docno rel"
@@ -295,9 +296,13 @@ def parse_lines(path: str, data: bytes, fmt: TableFormat) -> _Table:
 
 
 def _read_table(path: str, fmt: TableFormat) -> _Table:
-    """Well-formed ASCII files are read without a loop over lines (:func:`fast_columns`); anything else
-    goes through the line parser, which gives the same result or names the offending line."""
+    """Plain files are read by Arrow's CSV reader (:mod:`~embedmetrics._report.trec_arrow`), other
+    well-formed ASCII files without a loop over lines (:func:`fast_columns`); anything else goes through
+    the line parser, which gives the same result or names the offending line."""
     data = _read_bytes(path)
+    plain = arrow_table(data, fmt.n_fields, (0, 2, fmt.value), fmt.dtype)
+    if plain is not None:
+        return plain  # type: ignore[return-value]
     cols = fast_columns(data, fmt.n_fields, (0, 2, fmt.value))
     table = None if cols is None else fast_table(cols, fmt)
     return parse_lines(path, data, fmt) if table is None else table

@@ -1,0 +1,100 @@
+"""The fastest reading of a TREC run or qrels file: Apache Arrow's CSV reader, for plain files only.
+
+A *plain* file is ASCII with fields separated by exactly one space, lines ended by ``\\n``, no blank
+line, no comment, no leading or trailing space, no control character, and values written as decimal
+numbers (run scores: ``[+-]digits[.digits][e[+-]digits]``; qrels grades: ``[+-]digits``). Those are
+the files that retrieval toolkits write, and for them Arrow's multi-threaded reader gives exactly what
+the line parser gives: the same fields (one delimiter, no quoting), the same values (both round
+decimal text to the nearest double), ids coded in order of first appearance (Arrow's dictionary
+encoding) and the line number of row ``i`` is ``i + 1``. Anything else, a field count Arrow refuses,
+or ``pyarrow`` not being installed (it comes with the ``report`` extra) returns ``None``: the NumPy
+reader or the line parser then reads the file, or names the offending line.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+#: Run scores and qrels grades that Arrow and Python read the same way (a full match is required).
+_DECIMAL = {
+    np.dtype(np.float64): r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$",
+    np.dtype(np.int64): r"^[+-]?[0-9]+$",
+}
+#: The bytes of a plain file: printable ASCII, the space and ``\n``.
+_PLAIN_BYTES = bytes(range(32, 127)) + b"\n"
+
+
+def is_plain(data: bytes) -> bool:
+    """Whether ``data`` holds only the bytes of a plain file (one pass; the layout is checked on the
+    fields: an empty field, a missing or extra one, a comment)."""
+    return bool(data) and not data.translate(None, _PLAIN_BYTES)
+
+
+def _arrow() -> Optional[tuple[Any, Any, Any]]:
+    try:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.csv as pcsv
+    except ImportError:
+        return None
+    return pa, pc, pcsv
+
+
+def _coded(column: Any, pc: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Codes (order of first appearance) and names of a string column."""
+    encoded = pc.dictionary_encode(column).combine_chunks()
+    codes = encoded.indices.to_numpy().astype(np.int64)
+    return codes, np.asarray(encoded.dictionary.to_pylist(), dtype=str)
+
+
+def _read_strings(data: bytes, names: list[str], pa: Any, pcsv: Any) -> Any:
+    """Every field of every line as a string column: one space between fields, no quoting, a blank line
+    kept (as a row of one field, which Arrow refuses)."""
+    parse = pcsv.ParseOptions(delimiter=" ", quote_char=False, double_quote=False, escape_char=False)
+    parse.ignore_empty_lines = False
+    convert = pcsv.ConvertOptions(column_types=dict.fromkeys(names, pa.string()), strings_can_be_null=False)
+    convert.quoted_strings_can_be_null = False
+    return pcsv.read_csv(
+        pa.BufferReader(data), read_options=pcsv.ReadOptions(column_names=names), parse_options=parse,
+        convert_options=convert,
+    )  # fmt: skip
+
+
+def _plain_layout(table: Any, pc: Any) -> bool:
+    """No empty field (two spaces in a row, a line starting with a space) and no comment line. A blank
+    line, a trailing space or another number of fields already made Arrow refuse the file."""
+    if any(pc.any(pc.equal(pc.utf8_length(column), 0)).as_py() for column in table.columns):
+        return False
+    return not pc.any(pc.starts_with(table.column(0), "#")).as_py()
+
+
+def arrow_table(
+    data: bytes, n_fields: int, wanted: tuple[int, int, int], dtype: type
+) -> Optional[tuple[np.ndarray, ...]]:
+    """``(qid codes, docno codes, values, line numbers, query names, doc names)`` of a plain file, fields
+    ``wanted`` = (query, document, value) of ``n_fields``; ``None`` where another reader must read it."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    modules = _arrow()
+    if modules is None or not is_plain(data):
+        return None
+    pa, pc, pcsv = modules
+    names = [f"f{i}" for i in range(n_fields)]
+    try:
+        table = _read_strings(data, names, pa, pcsv)
+        if not _plain_layout(table, pc):
+            return None
+        text = table.column(names[wanted[2]])
+        if not pc.all(pc.match_substring_regex(text, _DECIMAL[np.dtype(dtype)])).as_py():
+            return None
+        values = pc.cast(text, pa.float64() if dtype is np.float64 else pa.int64()).to_numpy()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None  # a line with another number of fields, a grade out of range: the other readers say
+    if values.dtype.kind == "f" and not np.isfinite(values).all():
+        return None
+    qid, queries = _coded(table.column(names[wanted[0]]), pc)
+    docno, docs = _coded(table.column(names[wanted[1]]), pc)
+    lines = np.arange(1, values.size + 1, dtype=np.int64)
+    return qid, docno, np.asarray(values, dtype=dtype), lines, queries, docs

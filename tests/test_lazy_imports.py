@@ -1,0 +1,81 @@
+"""``import embedmetrics`` is lazy (PEP 562): the public names resolve on first use to the objects their
+modules define, the table of names is complete, and the TREC mode of the command line never imports
+torchmetrics (its imports were 1.4 s of a 2M-line report)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import embedmetrics
+import embedmetrics.retrieval
+
+
+def _fresh(code: str) -> str:
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_import_loads_neither_torch_nor_torchmetrics() -> None:
+    out = _fresh("""
+        import sys
+        import embedmetrics
+        print("torch" in sys.modules, "torchmetrics" in sys.modules)
+        from embedmetrics import RankMe
+        print("torchmetrics" in sys.modules, RankMe.__module__)
+    """)
+    assert out.splitlines() == ["False False", "True embedmetrics.representation"]
+
+
+def test_trec_report_does_not_import_torchmetrics(tmp_path: Path) -> None:
+    run, qrels = tmp_path / "run.txt", tmp_path / "qrels.txt"
+    run.write_text("q1 Q0 d1 1 0.9 t\nq1 Q0 d2 2 0.5 t\n")
+    qrels.write_text("q1 0 d2 1\n")
+    out = _fresh(f"""
+        import sys
+        from embedmetrics.cli import main
+        status = main(["report", "--run", {str(run)!r}, "--qrels", {str(qrels)!r}, "--k", "1"])
+        print(status, "torchmetrics" in sys.modules)
+    """)
+    assert out.splitlines()[-1] == "0 False"
+
+
+def test_every_public_name_resolves_to_its_module_object() -> None:
+    for name in embedmetrics.__all__:
+        value = getattr(embedmetrics, name)
+        if name != "__version__":
+            module = sys.modules[embedmetrics._EXPORTS[name]]
+            assert value is getattr(module, name), name
+    assert embedmetrics.RetrievalMetric is embedmetrics.retrieval.RetrievalMetric
+    assert embedmetrics.functional.__name__ == "embedmetrics.functional"
+    with pytest.raises(AttributeError, match="no attribute 'RetrievalNDCG'"):
+        _ = embedmetrics.RetrievalNDCG
+
+
+def test_the_table_lists_every_retrieval_metric_and_the_typing_imports() -> None:
+    retrieval = {n for n, m in embedmetrics._EXPORTS.items() if m == "embedmetrics.retrieval"}
+    assert retrieval | set(embedmetrics._EXTRAS) == set(embedmetrics.retrieval.__all__)
+    tree = ast.parse(Path(embedmetrics.__file__).read_text())
+    typing_block = next(n for n in tree.body if isinstance(n, ast.If))
+    imported = {
+        (node.module, alias.name)
+        for node in typing_block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if alias.asname == alias.name  # re-exported for type checkers
+    }
+    assert imported == {(m, n) for n, m in {**embedmetrics._EXPORTS, **embedmetrics._EXTRAS}.items()}
+
+
+def test_star_import_gives_every_metric() -> None:
+    namespace: dict[str, object] = {}
+    exec("from embedmetrics import *", namespace)
+    assert set(embedmetrics.__all__) <= set(namespace)
+    assert "RetrievalMetric" not in namespace
+    assert {"RankMe", "DenseRetrieval", "RetrievalHitRate", "ContrastiveLoss"} <= set(dir(embedmetrics))
