@@ -211,3 +211,19 @@ def test_errors_name_the_line(tmp_path: Path, which: str, raw: bytes, message: s
     with pytest.raises(ReportInputError) as err:
         _read(tmp_path, raw, which)
     assert message in str(err.value).replace(str(tmp_path / "file.txt"), "file.txt")
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    scores=st.lists(st.sampled_from([0.5, -1.0, 2.0, 0.0, -0.0, 1e300]), min_size=1, max_size=40),
+    data=st.data(),
+)
+def test_trec_eval_order_is_score_then_docno_descending(scores: list[float], data: st.DataObject) -> None:
+    score = np.array(scores)
+    doc = np.array(data.draw(st.lists(st.integers(0, 9), min_size=score.size, max_size=score.size)))
+    want = np.lexsort((-doc, -score))
+    for n_docs in (10, 2**61):  # the one-key sort, and the lexsort where the key would overflow
+        got = trec._trec_eval_order(score, doc, n_docs)
+        # rows equal in both keys may come in any order: compare the keys in the order given
+        assert np.array_equal(score[got], score[want]), n_docs
+        assert np.array_equal(doc[got], doc[want]), n_docs

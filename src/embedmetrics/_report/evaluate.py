@@ -48,6 +48,23 @@ class TrecResult:
     curve_recall: list[float] = field(default_factory=list)
 
 
+def _query_rows(data: TrecTensors) -> tuple[Tensor, Tensor, Tensor]:
+    """The flat rows as one row per query (``(Q, longest)``: 2-D input, grouped once for all seven
+    functionals instead of once per call); padding cells are ``retrieved=False`` with gain 0, which
+    count nowhere (not ranked, not relevant)."""
+    idx = data.indexes
+    counts = torch.bincount(idx)
+    order = torch.argsort(idx, stable=True)
+    rows = idx[order]
+    cols = torch.arange(idx.numel()) - (counts.cumsum(0) - counts)[rows]
+    shape = (counts.numel(), int(counts.max()))
+
+    def grid(x: Tensor) -> Tensor:
+        return x.new_zeros(shape).index_put_((rows, cols), x[order])
+
+    return grid(data.preds), grid(data.target), grid(data.retrieved)
+
+
 def evaluate_trec(data: TrecTensors, ks: Sequence[int], ties: str, curve_k: int = 0) -> TrecResult:
     """hit_rate@k, mrr, ndcg@k, map, precision@k, recall@k, r_precision as trec_eval defines them.
 
@@ -64,27 +81,23 @@ def evaluate_trec(data: TrecTensors, ks: Sequence[int], ties: str, curve_k: int 
         retrieval_reciprocal_rank,
     )
 
-    binary = data.target > 0
-    common: dict[str, Any] = {
-        "indexes": data.indexes,
-        "ties": ties,
-        "empty_target_action": "neg",
-        "retrieved": data.retrieved,
-    }
+    preds, target, retrieved = _query_rows(data)
+    binary = target > 0
+    common: dict[str, Any] = {"ties": ties, "empty_target_action": "neg", "retrieved": retrieved}
     klist = list(ks)
     curve_ks = list(range(1, curve_k + 1))
     wide = sorted(set(klist) | set(curve_ks))
-    hit = dict(zip(wide, _floats(retrieval_hit_rate(data.preds, binary, wide, **common))))
-    recall = dict(zip(wide, _floats(retrieval_recall(data.preds, binary, wide, **common))))
-    ndcg = _floats(retrieval_normalized_dcg(data.preds, data.target, klist, **common))
-    precision = _floats(retrieval_precision(data.preds, binary, klist, **common))
+    hit = dict(zip(wide, _floats(retrieval_hit_rate(preds, binary, wide, **common))))
+    recall = dict(zip(wide, _floats(retrieval_recall(preds, binary, wide, **common))))
+    ndcg = _floats(retrieval_normalized_dcg(preds, target, klist, **common))
+    precision = _floats(retrieval_precision(preds, binary, klist, **common))
     out: dict[str, float] = {f"hit_rate@{k}": hit[k] for k in klist}
-    out["mrr"] = _floats(retrieval_reciprocal_rank(data.preds, binary, **common))[0]
+    out["mrr"] = _floats(retrieval_reciprocal_rank(preds, binary, **common))[0]
     out.update({f"ndcg@{k}": v for k, v in zip(klist, ndcg)})
-    out["map"] = _floats(retrieval_average_precision(data.preds, binary, **common))[0]
+    out["map"] = _floats(retrieval_average_precision(preds, binary, **common))[0]
     out.update({f"precision@{k}": v for k, v in zip(klist, precision)})
     out.update({f"recall@{k}": recall[k] for k in klist})
-    out["r_precision"] = _floats(retrieval_r_precision(data.preds, binary, **common))[0]
+    out["r_precision"] = _floats(retrieval_r_precision(preds, binary, **common))[0]
     return TrecResult(out, curve_ks, [hit[k] for k in curve_ks], [recall[k] for k in curve_ks])
 
 

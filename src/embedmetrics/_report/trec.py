@@ -331,6 +331,17 @@ def _joint_codes(
     return names, inverse[: names_a.size][codes_a], inverse[names_a.size :][codes_b]
 
 
+def _trec_eval_order(score: np.ndarray, doc: np.ndarray, n_docs: int) -> np.ndarray:
+    """The rows by trec_eval's order: score descending, then docno descending (doc codes follow the
+    sorted docno strings). One integer sort of ``score rank * n_docs + reversed doc code`` (faster than
+    a two-key ``lexsort``); the lexsort where that key would not fit in 64 bits."""
+    _, rank = np.unique(-score, return_inverse=True)
+    rank = rank.reshape(-1)
+    if rank.size and int(rank.max()) >= (2**62) // n_docs:
+        return np.lexsort((-doc, -score))
+    return np.argsort(rank * n_docs + (n_docs - 1 - doc))
+
+
 def build_tensors(run: Run, qrels: Qrels, *, trec_eval_ties: bool = False) -> TrecTensors:
     """Join a run with its qrels into flat ``preds``/``target``/``indexes``/``retrieved`` tensors.
 
@@ -366,8 +377,7 @@ def build_tensors(run: Run, qrels: Qrels, *, trec_eval_ties: bool = False) -> Tr
     run_rel = rel_of[key_code[: run_key.size]]
     missing = (qr_rel >= 1) & ~was_retrieved[key_code[run_key.size :]]
     if trec_eval_ties:
-        # doc codes follow the sorted docno strings, so this is trec_eval's (score desc, docno desc)
-        order = np.lexsort((-run_d, -run_s))
+        order = _trec_eval_order(run_s, run_d, max(doc_names.size, 1))
         run_s = np.empty(order.size, dtype=np.float64)
         run_s[order] = -np.arange(order.size, dtype=np.float64)
     n_missing = int(missing.sum())
