@@ -60,6 +60,13 @@ def test_every_public_name_resolves_to_its_module_object() -> None:
 
 def test_the_table_lists_every_retrieval_metric_and_the_typing_imports() -> None:
     retrieval = {n for n, m in embedmetrics._EXPORTS.items() if m == "embedmetrics.retrieval"}
+    base = embedmetrics.retrieval.RetrievalMetric
+    defined = {
+        name
+        for name, value in vars(embedmetrics.retrieval).items()
+        if isinstance(value, type) and issubclass(value, base) and value is not base
+    }
+    assert retrieval == defined  # every retrieval metric class, and only those
     assert retrieval | set(embedmetrics._EXTRAS) == set(embedmetrics.retrieval.__all__)
     tree = ast.parse(Path(embedmetrics.__file__).read_text())
     typing_block = next(n for n in tree.body if isinstance(n, ast.If))

@@ -11,21 +11,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from embedmetrics._exports import RETRIEVAL_METRICS
+
 __version__ = "0.1.0"
 
-_RETRIEVAL = (
-    "RetrievalAUROC",
-    "RetrievalFallOut",
-    "RetrievalHitRate",
-    "RetrievalMAP",
-    "RetrievalMRR",
-    "RetrievalNormalizedDCG",
-    "RetrievalPrecision",
-    "RetrievalPrecisionRecallCurve",
-    "RetrievalRPrecision",
-    "RetrievalRecall",
-    "RetrievalRecallAtFixedPrecision",
-)
 
 #: public name -> the module that defines it (imported when the name is first used).
 _EXPORTS: dict[str, str] = {
@@ -33,7 +22,7 @@ _EXPORTS: dict[str, str] = {
     "ContrastiveLoss": "embedmetrics.losses",
     "AccuracyCalculator": "embedmetrics.neighbors",
     "EmbeddingAccuracy": "embedmetrics.neighbors",
-    **dict.fromkeys(_RETRIEVAL, "embedmetrics.retrieval"),
+    **dict.fromkeys(RETRIEVAL_METRICS, "embedmetrics.retrieval"),
     "Alignment": "embedmetrics.embedding",
     "ContrastiveAccuracy": "embedmetrics.embedding",
     "Uniformity": "embedmetrics.embedding",

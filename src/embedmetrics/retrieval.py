@@ -47,22 +47,10 @@ from embedmetrics._engine.retrieval import (
     out_dtype,
     query_values,
 )
+from embedmetrics._exports import RETRIEVAL_METRICS
 from embedmetrics._plotting import plot_curve, plot_metric
 
-__all__ = [
-    "RetrievalAUROC",
-    "RetrievalFallOut",
-    "RetrievalHitRate",
-    "RetrievalMAP",
-    "RetrievalMRR",
-    "RetrievalMetric",
-    "RetrievalNormalizedDCG",
-    "RetrievalPrecision",
-    "RetrievalPrecisionRecallCurve",
-    "RetrievalRPrecision",
-    "RetrievalRecall",
-    "RetrievalRecallAtFixedPrecision",
-]
+__all__ = ["RetrievalMetric", *RETRIEVAL_METRICS]
 
 
 class RetrievalMetric(BaseMetric):
