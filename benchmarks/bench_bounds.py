@@ -15,7 +15,10 @@ uniformity, PML's kNN without faiss), checks that the values agree, and prints t
 Runs on CUDA when a GPU is present (``--device``); the default sizes are those of the GPU table of
 issue 15, ``--cpu-sizes`` gives ones that fit this 2-core machine. Usage::
 
-    python benchmarks/bench_bounds.py [--device cuda] [--cpu-sizes] [--only contrastive,uniformity]
+    python benchmarks/bench_bounds.py [--device cuda] [--cpu-sizes] [--only contrastive] [--compile]
+
+``--compile`` turns on the compiled passes (:func:`embedmetrics.set_compile`); every timing is taken
+after one warm-up call, so the compile time is not in the figures.
 """
 
 from __future__ import annotations
@@ -144,7 +147,12 @@ def main() -> None:
     parser.add_argument("--cpu-sizes", action="store_true", help="sizes for a small CPU machine")
     parser.add_argument("--only", default="contrastive,contrastive_big,uniformity,knn,ndcg")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--compile", action="store_true", help="embedmetrics.set_compile(True)")
     args = parser.parse_args()
+    if args.compile:
+        from embedmetrics import set_compile
+
+        set_compile(True)
     small = args.cpu_sizes or not args.device.startswith("cuda")
     plan: dict[str, Callable[[], dict[str, Any]]] = {
         "contrastive": lambda: contrastive(16384 if not small else 8192, 128, args.device, args.repeat),

@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "LinearCKA": "embedmetrics.representation",
     "RankMe": "embedmetrics.representation",
     "DenseRetrieval": "embedmetrics.dense",
+    "set_compile": "embedmetrics._engine.fused",
 }
 #: Reachable as attributes too, but not part of ``from embedmetrics import *``.
 _EXTRAS = {"RetrievalMetric": "embedmetrics.retrieval"}
@@ -61,6 +62,7 @@ def __dir__() -> list[str]:
 # For type checkers and the API docs: the same names imported eagerly (``X as X``: re-exported).
 if TYPE_CHECKING:
     from embedmetrics._engine.checks import ArgumentKindError as ArgumentKindError
+    from embedmetrics._engine.fused import set_compile as set_compile
     from embedmetrics.dense import DenseRetrieval as DenseRetrieval
     from embedmetrics.embedding import Alignment as Alignment
     from embedmetrics.embedding import ContrastiveAccuracy as ContrastiveAccuracy

@@ -39,6 +39,7 @@ from torch import Tensor
 
 from embedmetrics._engine.checks import TIES, check_bool, check_choice, check_number, normalize_ks
 from embedmetrics._engine.distinct import distinct_rows
+from embedmetrics._engine.fused import fused_sign_counts
 from embedmetrics._engine.scan import (
     all_reduce_sum,
     block_budget,
@@ -155,6 +156,12 @@ def contrastive_partial(
         b = stop - start
         sim = torch.mm(z1[start:stop], z2t, out=sim_buf[:b])
         sim.diagonal(offset=start).copy_(diag[start:stop])
+        fused = fused_sign_counts(sim, diag[start:stop], diag) if b == rows else None
+        if fused is not None:  # the same integers as the eager passes below, in one or two passes
+            out[0, start:stop], out[1, start:stop] = fused[0].double(), fused[1].double()
+            out[2] += fused[2].double()
+            out[3] += fused[3].double()
+            continue
         row_diff = torch.sub(sim, diag[start:stop, None], out=diff_buf[:b])
         out[0, start:stop], out[1, start:stop] = _weighted_sign_sums(row_diff, ones[:n], 1, exact_rows)
         col_a, col_b = _weighted_sign_sums(sim.sub_(diag), ones[:b], 0, exact_cols)
