@@ -212,3 +212,23 @@ def test_large_blocks_equal_small_blocks_on_cuda() -> None:
     big = F.contrastive_accuracy_score(x.to(CUDA), y.to(CUDA), topk=(1, 5))
     small = F.contrastive_accuracy_score(x.to(CUDA), y.to(CUDA), topk=(1, 5), block_bytes=64 * 1024)
     _assert_same(big, _to(small, torch.device("cpu")))
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch's own, from inside inductor
+def test_compiled_passes_equal_eager_on_cuda() -> None:
+    """``set_compile(True)`` on the GPU (a Triton kernel): the same counts as the eager passes."""
+    from embedmetrics._engine import fused
+
+    x, y = _pairs(n=2000, d=32)
+    kw: dict[str, Any] = {"topk": (1, 5), "block_bytes": 2000 * 4 * 300}
+    eager = F.contrastive_accuracy_score(x.to(CUDA), y.to(CUDA), **kw)
+    state = dict(fused._STATE)
+    try:
+        em.set_compile(True)
+        compiled = F.contrastive_accuracy_score(x.to(CUDA), y.to(CUDA), **kw)
+        assert not fused._STATE["failed"], "torch.compile failed on CUDA"
+    finally:
+        fused._STATE.clear()
+        fused._STATE.update(state)
+    assert compiled.device.type == "cuda"
+    assert torch.equal(compiled, eager)  # integer counts: bit for bit
