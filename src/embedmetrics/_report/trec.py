@@ -190,6 +190,9 @@ def _coded(names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _check_unique(path: str, table: Run | Qrels) -> None:
     """Reject a document listed twice for the same query (trec_eval refuses these too)."""
     keys = table.qid * max(len(table.docs), 1) + table.docno
+    ordered = np.sort(keys)
+    if not (ordered[1:] == ordered[:-1]).any():  # the usual case: one sort, no bookkeeping
+        return
     _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
     repeat = np.flatnonzero(first[inverse] != np.arange(keys.size))
