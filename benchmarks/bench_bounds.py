@@ -25,32 +25,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from _timing import timed as _timed
 from embedmetrics import AccuracyCalculator
 from embedmetrics.functional import contrastive_accuracy_score, retrieval_normalized_dcg, uniformity_score
 
 
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
 def timed(fn: Callable[[], Any], device: str, repeat: int) -> tuple[Any, float]:
-    """The value of ``fn()`` and its best wall-clock time over ``repeat`` runs (after one warm-up)."""
-    value = fn()
-    best = float("inf")
-    for _ in range(repeat):
-        _sync(device)
-        start = time.perf_counter()
-        value = fn()
-        _sync(device)
-        best = min(best, time.perf_counter() - start)
-    return value, best
+    """Best of ``repeat`` after one warm-up call (:func:`_timing.timed`)."""
+    return _timed(fn, device, repeat, warmup=True)
 
 
 def _pairs(n: int, d: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:

@@ -19,13 +19,13 @@ import argparse
 import json
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from _timing import timed
 from embedmetrics import AlphaReQ, RankMe
 from embedmetrics.functional import knn_accuracy
 
@@ -61,22 +61,6 @@ def queue_spectral(n: int, d: int, batch: int, device: str) -> tuple[float, floa
     xm, ym = (w * x).sum() / w.sum(), (w * y).sum() / w.sum()
     alpha = float(-((w * (x - xm) * (y - ym)).sum() / (w * (x - xm) ** 2).sum()))
     return rankme, alpha
-
-
-def sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def timed(fn: Callable[[], Any], device: str, repeat: int = 1) -> tuple[Any, float]:
-    best, value = float("inf"), None
-    for _ in range(repeat):
-        sync(device)
-        start = time.perf_counter()
-        value = fn()
-        sync(device)
-        best = min(best, time.perf_counter() - start)
-    return value, best
 
 
 def peak_memory(kind: str, args: argparse.Namespace) -> float:
@@ -179,6 +163,8 @@ def main() -> None:
     parser.add_argument("--child", choices=["ours", "queue"])
     parser.add_argument("--skip-spectral", action="store_true")
     args = parser.parse_args()
+    if args.d < 100 and not args.skip_spectral:
+        parser.error(f"--d must be at least 100: the α-ReQ peer fits eigenvalue ranks 6..100, got {args.d}")
     if args.child:
         child(args.child, args)
         return

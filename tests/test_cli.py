@@ -366,14 +366,17 @@ def test_trec_query_without_relevant_documents_scores_zero(
     assert document_info["relevant_not_retrieved"] == 1  # d7 of q1
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize(
+    ("seed", "long_query"), [(0, False), (1, False), (2, False), (3, True)]
+)  # long_query: one query of 300 documents, so one padded matrix would be mostly padding (flat path)
 def test_trec_random_runs_match_trec_eval_reference(
-    seed: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    seed: int, long_query: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     rng = np.random.default_rng(seed)
     run_lines, qrels_lines = [], []
     for q in range(12):
-        docs = rng.choice(40, size=int(rng.integers(1, 15)), replace=False)
+        size = 300 if long_query and q == 0 else int(rng.integers(1, 15))
+        docs = rng.choice(400 if long_query else 40, size=size, replace=False)
         scores = np.round(rng.random(docs.size), 1)  # one decimal: plenty of ties
         if q < 10:  # q10, q11 are judged only (not in the run)
             run_lines += [f"q{q} Q0 doc{d} {r + 1} {s} t" for r, (d, s) in enumerate(zip(docs, scores))]
@@ -835,3 +838,27 @@ def test_dense_report_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixtur
     write(tmp_path / "queries.ids.txt", "q1\nq2\n")
     status, _, err = call(capsys, "--queries", queries, "--corpus", corpus, "--qrels", tsv)
     assert_one_line_error(status, err, "2 ids for 12 embedding rows")
+
+
+@pytest.mark.parametrize("ties", ["average", "pessimistic", "optimistic"])
+def test_trec_rows_per_query_equal_the_flat_rows(ties: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report evaluates one padded row per query; padding cells (copies of an item of query 0:
+    relevant and retrieved, whichever it is) must count nowhere, neither ranked nor relevant: the same
+    values as the flat rows with ``indexes``."""
+    from embedmetrics._report import evaluate
+    from embedmetrics._report.trec import TrecTensors
+
+    data = TrecTensors(
+        preds=torch.tensor([0.5, 0.9, 0.5, 0.2, 0.7, 0.1, 0.3], dtype=torch.float64),
+        target=torch.tensor([3, 1, 1, 2, 0, 1, 2]),
+        indexes=torch.tensor([0, 0, 0, 1, 1, 2, 0]),
+        retrieved=torch.tensor([True, True, True, True, True, False, True]),
+        query_ids=["a", "b", "c"],
+        n_run_queries=3,
+        n_qrels_queries=3,
+    )
+    assert evaluate.query_rows(data.indexes) is not None  # the padded layout is taken
+    rows = evaluate.evaluate_trec(data, [1, 2, 5], ties, curve_k=3)
+    monkeypatch.setattr(evaluate, "query_rows", lambda indexes: None)
+    flat = evaluate.evaluate_trec(data, [1, 2, 5], ties, curve_k=3)
+    assert rows == flat

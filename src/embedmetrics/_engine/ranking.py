@@ -252,6 +252,20 @@ def _bucket_items(
     return _take(perm, torch.where(valid, first.unsqueeze(1) + col, 0)), ~valid
 
 
+def query_rows(indexes: Tensor) -> tuple[Tensor, Tensor | None] | None:
+    """Flat input as one row per query, for callers that evaluate the same rows many times (group
+    once, then pass 2-D input): ``(items, padding)``, the ``(G, width)`` flat positions of each query's
+    items (queries in ascending index order) and the padding mask (``None``: none), or ``None`` when the
+    query sizes are so uneven that one padded matrix would be more than twice the items (the flat path
+    buckets them instead). Host sync.
+    """
+    perm, starts, counts = _group_layout(indexes)
+    buckets = _buckets(counts)
+    if len(buckets) != 1:
+        return None
+    return _bucket_items(perm, starts, counts, None, buckets[0][1])
+
+
 def _take(x: Tensor, index: Tensor) -> Tensor:
     """``x[index]`` for flat ``x`` and an index of any shape (``index_select``: faster on CPU)."""
     return x.index_select(0, index.reshape(-1)).view(index.shape)

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from embedmetrics._engine.ranking import query_rows
 from embedmetrics._report.trec import TrecTensors
 
 #: The AccuracyCalculator's default metrics, in the order the report lists them.
@@ -48,21 +49,19 @@ class TrecResult:
     curve_recall: list[float] = field(default_factory=list)
 
 
-def _query_rows(data: TrecTensors) -> tuple[Tensor, Tensor, Tensor]:
-    """The flat rows as one row per query (``(Q, longest)``: 2-D input, grouped once for all seven
-    functionals instead of once per call); padding cells are ``retrieved=False`` with gain 0, which
-    count nowhere (not ranked, not relevant)."""
-    idx = data.indexes
-    counts = torch.bincount(idx)
-    order = torch.argsort(idx, stable=True)
-    rows = idx[order]
-    cols = torch.arange(idx.numel()) - (counts.cumsum(0) - counts)[rows]
-    shape = (counts.numel(), int(counts.max()))
-
-    def grid(x: Tensor) -> Tensor:
-        return x.new_zeros(shape).index_put_((rows, cols), x[order])
-
-    return grid(data.preds), grid(data.target), grid(data.retrieved)
+def _query_rows(data: TrecTensors) -> tuple[Tensor, Tensor, dict[str, Any]]:
+    """``preds``, ``target`` and the common arguments of the seven functionals: one row per query
+    (2-D input, grouped once here instead of once per call) where the query sizes allow
+    (:func:`~embedmetrics._engine.ranking.query_rows`), the flat rows with ``indexes`` otherwise.
+    Padding cells are ``retrieved=False`` with gain 0, which count nowhere (not ranked, not relevant)."""
+    layout = query_rows(data.indexes)
+    if layout is None:
+        return data.preds, data.target, {"indexes": data.indexes, "retrieved": data.retrieved}
+    items, padding = layout
+    preds, target, retrieved = (x[items] for x in (data.preds, data.target, data.retrieved))
+    if padding is not None:
+        target, retrieved = target.masked_fill(padding, 0), retrieved & ~padding
+    return preds, target, {"retrieved": retrieved}
 
 
 def evaluate_trec(data: TrecTensors, ks: Sequence[int], ties: str, curve_k: int = 0) -> TrecResult:
@@ -81,9 +80,9 @@ def evaluate_trec(data: TrecTensors, ks: Sequence[int], ties: str, curve_k: int 
         retrieval_reciprocal_rank,
     )
 
-    preds, target, retrieved = _query_rows(data)
+    preds, target, rows = _query_rows(data)
     binary = target > 0
-    common: dict[str, Any] = {"ties": ties, "empty_target_action": "neg", "retrieved": retrieved}
+    common: dict[str, Any] = {"ties": ties, "empty_target_action": "neg", **rows}
     klist = list(ks)
     curve_ks = list(range(1, curve_k + 1))
     wide = sorted(set(klist) | set(curve_ks))
