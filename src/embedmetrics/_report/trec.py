@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from embedmetrics._report.errors import ReportInputError
+from embedmetrics._report.id_codes import first_appearance_codes, pack_strings, sorted_codes, unpack
 from embedmetrics._report.progress import progress_bar
 from embedmetrics._report.trec_arrow import arrow_table
 
@@ -180,11 +181,8 @@ def _coded(names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         padded = np.zeros((names.size, 8), dtype=np.uint8)
         padded[:, : names.dtype.itemsize] = names.view(np.uint8).reshape(names.size, -1)
         keys = padded.view(np.uint64).reshape(-1)
-    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")
-    rank = np.empty_like(order)
-    rank[order] = np.arange(order.size)
-    return rank[inverse.reshape(-1)].astype(np.int64), names[first[order]].astype(str)
+    codes, first = first_appearance_codes(keys)
+    return codes, names[first].astype(str)
 
 
 def _check_unique(path: str, table: Run | Qrels) -> None:
@@ -328,9 +326,13 @@ def read_qrels(path: str) -> Qrels:
 def _joint_codes(
     names_a: np.ndarray, codes_a: np.ndarray, names_b: np.ndarray, codes_b: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Re-code two coded columns into one vocabulary, sorted by name (so code order = name order)."""
-    names, inverse = np.unique(np.concatenate([names_a, names_b]), return_inverse=True)
-    inverse = inverse.reshape(-1)
+    """Re-code two coded columns into one vocabulary, sorted by name (so code order = name order):
+    one integer sort where every name packs into 64 bits (:mod:`~embedmetrics._report.id_codes`)."""
+    keys_a, keys_b = pack_strings(names_a), pack_strings(names_b)
+    packed = keys_a is not None and keys_b is not None
+    both = np.concatenate([keys_a, keys_b] if packed else [names_a, names_b])
+    distinct, inverse = sorted_codes(both)
+    names = unpack(distinct) if packed else distinct
     return names, inverse[: names_a.size][codes_a], inverse[names_a.size :][codes_b]
 
 
@@ -343,6 +345,20 @@ def _trec_eval_order(score: np.ndarray, doc: np.ndarray, n_docs: int) -> np.ndar
     if rank.size and int(rank.max()) >= (2**62) // n_docs:
         return np.lexsort((-doc, -score))
     return np.argsort(rank * n_docs + (n_docs - 1 - doc))
+
+
+def _judged(
+    run_q: np.ndarray, run_d: np.ndarray, qr_q: np.ndarray, qr_d: np.ndarray, qr_rel: np.ndarray, n_docs: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The grade of every run row (0 when unjudged) and, per qrels row (at least one), whether the run
+    retrieved it: each run pair is looked up among the sorted qrels pairs (pairs are unique in a file)."""
+    run_key, qr_key = run_q * n_docs + run_d, qr_q * n_docs + qr_d
+    order = np.argsort(qr_key)
+    at = np.searchsorted(qr_key[order], run_key).clip(max=qr_key.size - 1)
+    found = qr_key[order[at]] == run_key
+    was_retrieved = np.zeros(qr_key.size, dtype=bool)
+    was_retrieved[order[at[found]]] = True
+    return np.where(found, qr_rel[order[at]], 0).astype(np.int64), was_retrieved
 
 
 def build_tensors(run: Run, qrels: Qrels, *, trec_eval_ties: bool = False) -> TrecTensors:
@@ -369,16 +385,8 @@ def build_tensors(run: Run, qrels: Qrels, *, trec_eval_ties: bool = False) -> Tr
     run_q, run_d, run_s = run_q[keep_run], run_d[keep_run], run.score[keep_run]
     qr_q, qr_d, qr_rel = qr_q[keep_qr], qr_d[keep_qr], qrels.rel[keep_qr]
     # relevance of each retrieved row (0 when unjudged), and the judged-relevant rows never retrieved
-    n_docs = max(doc_names.size, 1)
-    run_key, qr_key = run_q * n_docs + run_d, qr_q * n_docs + qr_d
-    _, key_code = np.unique(np.concatenate([run_key, qr_key]), return_inverse=True)
-    key_code = key_code.reshape(-1)
-    rel_of = np.zeros(int(key_code.max()) + 1, dtype=np.int64)
-    rel_of[key_code[run_key.size :]] = qr_rel
-    was_retrieved = np.zeros(int(key_code.max()) + 1, dtype=bool)
-    was_retrieved[key_code[: run_key.size]] = True
-    run_rel = rel_of[key_code[: run_key.size]]
-    missing = (qr_rel >= 1) & ~was_retrieved[key_code[run_key.size :]]
+    run_rel, was_retrieved = _judged(run_q, run_d, qr_q, qr_d, qr_rel, max(doc_names.size, 1))
+    missing = (qr_rel >= 1) & ~was_retrieved
     if trec_eval_ties:
         order = _trec_eval_order(run_s, run_d, max(doc_names.size, 1))
         run_s = np.empty(order.size, dtype=np.float64)

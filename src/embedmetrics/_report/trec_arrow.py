@@ -17,6 +17,8 @@ from typing import Any, Optional
 
 import numpy as np
 
+from embedmetrics._report.id_codes import first_appearance_codes, pack_bytes, unpack
+
 #: Run scores and qrels grades that Arrow and Python read the same way (a full match is required).
 _DECIMAL = {
     np.dtype(np.float64): r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$",
@@ -42,11 +44,29 @@ def _arrow() -> Optional[tuple[Any, Any, Any]]:
     return pa, pc, pcsv
 
 
-def _coded(column: Any, pc: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Codes (order of first appearance) and names of a string column."""
-    encoded = pc.dictionary_encode(column).combine_chunks()
+def _coded(column: Any, pa: Any, pc: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Codes (order of first appearance) and names of a string column: ids of at most eight bytes
+    packed into integers (:mod:`~embedmetrics._report.id_codes`), longer ones by Arrow's dictionary."""
+    array = column.combine_chunks()
+    keys = _packed(array, pa)
+    if keys is not None:
+        codes, first = first_appearance_codes(keys)
+        return codes, unpack(keys[first])
+    encoded = pc.dictionary_encode(array)
     codes = encoded.indices.to_numpy().astype(np.int64)
     return codes, np.asarray(encoded.dictionary.to_pylist(), dtype=str)
+
+
+def _packed(array: Any, pa: Any) -> Optional[np.ndarray]:
+    """The ids of a string array packed into ``uint64`` (straight from Arrow's buffers), or ``None``."""
+    if not pa.types.is_string(array.type) or len(array) == 0 or array.null_count:
+        return None
+    _validity, offsets_buffer, data_buffer = array.buffers()
+    if data_buffer is None:
+        return None
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int32)[array.offset : array.offset + len(array) + 1]
+    data = np.frombuffer(data_buffer, dtype=np.uint8)
+    return pack_bytes(data, offsets[:-1].astype(np.int64), np.diff(offsets).astype(np.int64))
 
 
 def _read_strings(data: bytes, names: list[str], pa: Any, pcsv: Any) -> Any:
@@ -94,7 +114,7 @@ def arrow_table(
         return None  # a line with another number of fields, a grade out of range: the other readers say
     if values.dtype.kind == "f" and not np.isfinite(values).all():
         return None
-    qid, queries = _coded(table.column(names[wanted[0]]), pc)
-    docno, docs = _coded(table.column(names[wanted[1]]), pc)
+    qid, queries = _coded(table.column(names[wanted[0]]), pa, pc)
+    docno, docs = _coded(table.column(names[wanted[1]]), pa, pc)
     lines = np.arange(1, values.size + 1, dtype=np.int64)
     return qid, docno, np.asarray(values, dtype=dtype), lines, queries, docs

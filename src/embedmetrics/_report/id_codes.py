@@ -1,0 +1,96 @@
+"""Integer codes of the query and document ids of TREC files, without string hashing or sorting.
+
+Ids of one to eight ASCII bytes (what retrieval toolkits write: ``q12``, ``d4711``, ``MARCO_123``) are
+packed big-endian into one ``uint64``, zero-padded on the right. The integers then compare as the ids
+compare byte by byte (``strcmp``, and NumPy's order of ``str`` arrays): at the first differing byte,
+and a proper prefix first, since its padding byte 0 is below every character. So one integer sort
+codes them, in order of first appearance (:func:`first_appearance_codes`, the readers' numbering) or in
+sorted order (:func:`sorted_codes`, the joint vocabulary of a run and its qrels). Anything else (a
+longer id, a non-ASCII character) returns ``None``, and the caller codes the strings themselves.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+#: Bytes in one packed id.
+WIDTH = 8
+
+
+def pack_bytes(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> Optional[np.ndarray]:
+    """``uint64`` keys of the ids ``data[starts[i] : starts[i] + lengths[i]]`` (``data``: ``uint8``), or
+    ``None`` where an id is empty, longer than :data:`WIDTH` bytes or holds a byte outside 1..127.
+
+    Every id is read as the eight bytes from its start (one big-endian load, the data padded with
+    zeros), and the bytes past its end are shifted out."""
+    if lengths.size == 0 or int(lengths.min()) < 1 or int(lengths.max()) > WIDTH:
+        return None
+    end = int((starts + lengths).max())
+    data = data[int(starts.min()) : end]
+    if not (int(data.min()) >= 1 and int(data.max()) <= 127):
+        return None
+    padded = np.zeros(data.size + WIDTH, dtype=np.uint8)
+    padded[: data.size] = data
+    windows = np.ndarray(shape=(data.size,), dtype=np.uint64, buffer=padded, strides=(1,))
+    keys: np.ndarray = windows[starts - int(starts.min())]
+    if np.little_endian:
+        keys = keys.byteswap()  # big-endian: the first byte is the most significant
+    cut = (np.uint64(8) * (WIDTH - lengths)).astype(np.uint64)
+    packed: np.ndarray = (keys >> cut) << cut
+    return packed
+
+
+def pack_strings(names: np.ndarray) -> Optional[np.ndarray]:
+    """``uint64`` keys of a NumPy ``str`` array (see :func:`pack_bytes`), or ``None``."""
+    if names.dtype.kind != "U" or names.size == 0:
+        return None
+    width = names.dtype.itemsize // 4
+    if width > WIDTH:
+        return None
+    points = names.view(np.uint32).reshape(names.size, width)
+    used = points > 0
+    if int(points.max()) > 127 or not used[:, 0].all() or (used[:, 1:] & ~used[:, :-1]).any():
+        return None  # non-ASCII, an empty id, or a NUL inside one
+    keys = np.zeros(names.size, dtype=np.uint64)
+    for j in range(WIDTH):
+        keys <<= np.uint64(8)
+        if j < width:
+            keys |= points[:, j].astype(np.uint64)
+    return keys
+
+
+def unpack(keys: np.ndarray) -> np.ndarray:
+    """The ids (``str``) of packed keys."""
+    return keys.astype(">u8").view(f"S{WIDTH}").astype(str)
+
+
+def first_appearance_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Codes of ``keys`` numbered in order of first appearance (``int64``), and the position of each
+    code's first appearance. Runs of equal neighbours (a file grouped by query) are coded once."""
+    head = np.empty(keys.size, dtype=bool)
+    head[:1] = True
+    np.not_equal(keys[1:], keys[:-1], out=head[1:])
+    if keys.size and 2 * int(head.sum()) < keys.size:
+        at = np.flatnonzero(head)
+        codes, first = first_appearance_codes(keys[at])
+        return codes[np.cumsum(head) - 1], at[first]
+    order = np.argsort(keys)
+    ordered = keys[order]
+    new = np.empty(keys.size, dtype=bool)
+    new[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    first = np.minimum.reduceat(order, np.flatnonzero(new)) if keys.size else order
+    appearance = np.argsort(first)
+    rank = np.empty(first.size, dtype=np.int64)
+    rank[appearance] = np.arange(first.size)
+    codes = np.empty(keys.size, dtype=np.int64)
+    codes[order] = rank[np.cumsum(new) - 1]
+    return codes, first[appearance]
+
+
+def sorted_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct keys ascending and the code (position among them) of every key."""
+    distinct, inverse = np.unique(keys, return_inverse=True)
+    return distinct, inverse.reshape(-1).astype(np.int64)
