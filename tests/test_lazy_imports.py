@@ -4,7 +4,9 @@ torchmetrics (its imports were 1.4 s of a 2M-line report)."""
 
 from __future__ import annotations
 
+import argparse
 import ast
+import json
 import subprocess
 import sys
 import textwrap
@@ -86,3 +88,70 @@ def test_star_import_gives_every_metric() -> None:
     assert set(embedmetrics.__all__) <= set(namespace)
     assert "RetrievalMetric" not in namespace
     assert {"RankMe", "DenseRetrieval", "RetrievalHitRate", "ContrastiveLoss"} <= set(dir(embedmetrics))
+
+
+def test_trec_files_are_read_before_torch_is_needed() -> None:
+    """The TREC readers and the command's checks import no torch, so the files can be read while
+    another thread imports it."""
+    out = _fresh("""
+        import sys
+        import embedmetrics._report.preflight
+        import embedmetrics._report.trec
+        print("torch" in sys.modules)
+    """)
+    assert out == "False"
+
+
+def _trec_files(tmp_path: Path) -> tuple[str, str]:
+    run, qrels = tmp_path / "run.txt", tmp_path / "qrels.txt"
+    run.write_text("q1 Q0 d1 1 0.9 t\nq1 Q0 d2 2 0.5 t\nq2 Q0 d1 1 0.3 t\n")
+    qrels.write_text("q1 0 d2 1\nq2 0 d1 2\n")
+    return str(run), str(qrels)
+
+
+def test_trec_report_reads_each_file_once_beside_the_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from embedmetrics import cli
+    from embedmetrics._report import preflight
+
+    run, qrels = _trec_files(tmp_path)
+    calls: list[str] = []
+    for name in ("read_run", "read_qrels", "read_trec_while_importing"):
+        real = getattr(preflight, name)
+        monkeypatch.setattr(
+            preflight, name, lambda arg, real=real, name=name: [calls.append(name), real(arg)][1]
+        )
+    assert cli.main(["report", "--run", run, "--qrels", qrels, "--k", "1", "--json", "-"]) == 0
+    assert calls == ["read_trec_while_importing", "read_run", "read_qrels"]
+    assert json.loads(capsys.readouterr().out)["trec"]["mrr"] == pytest.approx(0.75)
+
+
+def test_trec_report_checks_the_command_before_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from embedmetrics import cli
+    from embedmetrics._report import preflight
+
+    def no_reading(args):  # type: ignore[no-untyped-def]
+        raise AssertionError("the files were read before the command was checked")
+
+    monkeypatch.setattr(preflight, "read_trec_while_importing", no_reading)
+    run, _ = _trec_files(tmp_path)
+    missing = str(tmp_path / "no" / "dir" / "out.json")
+    assert cli.main(["report", "--run", run, "--qrels", run, "--json", missing]) == 2
+    assert "cannot write the JSON file: no directory" in capsys.readouterr().err
+    assert cli.main(["report", "--run", run]) == 2
+    assert "--run needs --qrels too" in capsys.readouterr().err
+
+
+def test_a_failing_background_import_leaves_reading_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from embedmetrics._report import preflight
+
+    run, qrels = _trec_files(tmp_path)
+    monkeypatch.setattr(preflight, "EVALUATION_MODULE", "embedmetrics._no_such_module")
+    joined = preflight.read_trec_while_importing(argparse.Namespace(run=run, qrels=qrels, ties="average"))
+    assert joined.query_ids == ["q1", "q2"]
+    assert joined.target.tolist() == [0, 1, 2]

@@ -118,9 +118,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(list(argv) if argv is not None else None)
         if args.command is None:
             raise ReportInputError("choose a command: `embedmetrics report` (see `embedmetrics --help`).")
+        ks = parse_ks(args.k)
+        trec = None
+        if args.run is not None and args.queries is None:  # read the files while torch imports
+            from embedmetrics._report.preflight import preflight, read_trec_while_importing
+
+            preflight(args)
+            trec = read_trec_while_importing(args)
         from embedmetrics._report.command import run_report
 
-        return run_report(args, parse_ks(args.k))
+        return run_report(args, ks, trec)
     except SystemExit as done:  # --help, --version
         return done.code if isinstance(done.code, int) else 0
     except ReportInputError as err:

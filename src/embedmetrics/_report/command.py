@@ -17,8 +17,9 @@ from embedmetrics._report import evaluate, output, plots
 from embedmetrics._report.arrays import as_embeddings, check_labels, encode_labels, load_array
 from embedmetrics._report.dense import DenseInputs, load_dense, write_run
 from embedmetrics._report.errors import ReportInputError
+from embedmetrics._report.preflight import preflight, read_and_join
 from embedmetrics._report.progress import progress_bar
-from embedmetrics._report.trec import Qrels, Run, build_tensors, read_qrels, read_run
+from embedmetrics._report.trec import JoinedRun, join_run
 
 #: The cut-offs of the TREC curve plot go at least this far.
 CURVE_MIN_K = 20
@@ -31,43 +32,9 @@ class Inputs:
     source: str
     embeddings: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, bool, list[str]] | None = None
     views: tuple[torch.Tensor, torch.Tensor] | None = None
-    trec: tuple[Run, Qrels] | None = None
+    trec: JoinedRun | None = None
     dense: DenseInputs | None = None
     info: dict[str, Any] = field(default_factory=dict)
-
-
-def check_arguments(args: argparse.Namespace) -> None:
-    """Reject options that do not go together (one message, exit status 2)."""
-    pairs = (
-        ("--embeddings", args.embeddings, "--labels", args.labels),
-        ("--reference", args.reference, "--reference-labels", args.reference_labels),
-        ("--view1", args.view1, "--view2", args.view2),
-        ("--run", args.run, "--qrels", args.qrels),
-    )
-    for first, a, second, b in pairs:
-        if first == "--run" and args.queries is not None:
-            continue
-        if (a is None) != (b is None):
-            given, missing = (first, second) if a is not None else (second, first)
-            raise ReportInputError(f"{given} needs {missing} too.")
-    if (args.queries is None) != (args.corpus is None):
-        given, missing = ("--queries", "--corpus") if args.queries is not None else ("--corpus", "--queries")
-        raise ReportInputError(f"{given} needs {missing} too.")
-    if args.queries is not None and args.qrels is None:
-        raise ReportInputError("--queries and --corpus need --qrels too.")
-    if args.queries is not None and args.run is not None:
-        raise ReportInputError(
-            "--run evaluates a run file, --queries/--corpus retrieve one: give one of them."
-        )
-    if args.save_run is not None and args.queries is None:
-        raise ReportInputError("--save-run writes the run that --queries/--corpus retrieve; give those too.")
-    if args.reference is not None and args.embeddings is None:
-        raise ReportInputError("--reference needs --embeddings and --labels (the queries) too.")
-    any_input = any(v is not None for v in (args.embeddings, args.view1, args.run, args.queries))
-    if not any_input and (args.key is not None or args.labels_key is not None):
-        raise ReportInputError(
-            "--key/--labels-key select arrays in .npz/.pt inputs; no input file was given."
-        )
 
 
 def _load_embedding_family(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
@@ -101,8 +68,9 @@ def _load_embedding_family(args: argparse.Namespace) -> tuple[Any, dict[str, Any
     return (query.to(dtype), ql, reference.to(dtype), rl, False, names), info
 
 
-def load_inputs(args: argparse.Namespace) -> Inputs:
-    """Read every file the arguments name, or build the built-in example when none is named."""
+def load_inputs(args: argparse.Namespace, trec: JoinedRun | None = None) -> Inputs:
+    """Read every file the arguments name (the TREC files unless ``trec`` holds them already), or build
+    the built-in example when none is named."""
     if args.embeddings is None and args.view1 is None and args.run is None and args.queries is None:
         from embedmetrics._report.default import NOISE, QUERY_STEP, RUN_DEPTH, load_default
 
@@ -117,7 +85,7 @@ def load_inputs(args: argparse.Namespace) -> Inputs:
             data.class_names,
         )
         inputs.views = (data.view1, data.view2)
-        inputs.trec = (data.run, data.qrels)
+        inputs.trec = join_run(data.run, data.qrels, trec_eval_ties=args.ties == "trec_eval")
         n = int(data.embeddings.shape[0])
         inputs.info = {
             "source": "digits",
@@ -141,7 +109,7 @@ def load_inputs(args: argparse.Namespace) -> Inputs:
         inputs.views = (z1.to(dtype), z2.to(dtype))
         inputs.info["views"] = {"n": int(z1.shape[0])}
     if args.run is not None:
-        inputs.trec = (read_run(args.run), read_qrels(args.qrels))
+        inputs.trec = trec if trec is not None else read_and_join(args)
         inputs.info["trec"] = {}
     if args.queries is not None:
         inputs.dense = load_dense(args.queries, args.corpus, args.qrels, args.key)
@@ -227,8 +195,7 @@ def _views_family(inputs: Inputs, ks: list[int], plot_dir: str | None, report: R
 
 def _trec_family(inputs: Inputs, ks: list[int], ties: str, plot_dir: str | None, report: Report) -> None:
     assert inputs.trec is not None
-    run, qrels = inputs.trec
-    data = build_tensors(run, qrels, trec_eval_ties=ties == "trec_eval")
+    data = inputs.trec.tensors()
     # the curve goes to the largest k, but never past the deepest ranking of the run (k beyond it
     # repeats the last value): --k 100000000 must not evaluate 1e8 cut-offs
     depth = int(torch.bincount(data.indexes[data.retrieved]).max()) if bool(data.retrieved.any()) else 1
@@ -290,27 +257,22 @@ def _dense_family(inputs: Inputs, args: argparse.Namespace, ks: list[int], repor
     )
 
 
-def run_report(args: argparse.Namespace, ks: list[int]) -> int:
-    """Evaluate, print the table, and write the JSON file and plots when asked."""
+def run_report(args: argparse.Namespace, ks: list[int], trec: JoinedRun | None = None) -> int:
+    """Evaluate, print the table, and write the JSON file and plots when asked.
+
+    ``trec``: the run already read and joined with its qrels
+    (:func:`~embedmetrics._report.preflight.read_trec_while_importing`).
+    """
     with warnings.catch_warnings():
         # torchmetrics' NMI/AMI build a sparse tensor and torch warns about it once per process:
         # noise for a command-line user, not a problem with their data.
         warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled")
-        return _run_report(args, ks)
+        return _run_report(args, ks, trec)
 
 
-def _run_report(args: argparse.Namespace, ks: list[int]) -> int:
-    check_arguments(args)
-    if args.json not in (None, "-"):
-        output.check_writable(args.json)  # before the work, not after it
-    if args.plot is not None:
-        plots._pyplot()  # fail early (exit 2) when matplotlib is missing
-        try:
-            os.makedirs(args.plot, exist_ok=True)
-        except OSError as err:
-            reason = err.strerror or err
-            raise ReportInputError(f"{args.plot}: cannot create the plot directory: {reason}.") from None
-    inputs = load_inputs(args)
+def _run_report(args: argparse.Namespace, ks: list[int], trec: JoinedRun | None) -> int:
+    preflight(args)
+    inputs = load_inputs(args, trec)
     report = Report(notes=[f"inputs: {inputs.source}"])
     steps: list[tuple[str, object, Callable[[], None]]] = [
         (

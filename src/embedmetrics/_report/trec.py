@@ -24,15 +24,17 @@ import math
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
-import torch
 
 from embedmetrics._report.errors import ReportInputError
 from embedmetrics._report.id_codes import first_appearance_codes, pack_strings, sorted_codes, unpack
 from embedmetrics._report.progress import progress_bar
 from embedmetrics._report.trec_arrow import arrow_table
+
+if TYPE_CHECKING:
+    import torch
 
 RUN_FORMAT = "qid Q0 docno rank score tag"
 QRELS_FORMAT = "qid iter docno rel"
@@ -80,6 +82,33 @@ class TrecTensors:
     query_ids: list[str]
     n_run_queries: int
     n_qrels_queries: int
+
+
+@dataclass
+class JoinedRun:
+    """:class:`TrecTensors` as NumPy arrays: what reading and joining give without torch."""
+
+    preds: np.ndarray
+    target: np.ndarray
+    indexes: np.ndarray
+    retrieved: np.ndarray
+    query_ids: list[str]
+    n_run_queries: int
+    n_qrels_queries: int
+
+    def tensors(self) -> TrecTensors:
+        """The same rows as tensors (sharing the arrays' memory)."""
+        import torch  # here: reading and joining need no torch (see preflight.read_trec_while_importing)
+
+        return TrecTensors(
+            preds=torch.from_numpy(self.preds),
+            target=torch.from_numpy(self.target),
+            indexes=torch.from_numpy(self.indexes),
+            retrieved=torch.from_numpy(self.retrieved),
+            query_ids=self.query_ids,
+            n_run_queries=self.n_run_queries,
+            n_qrels_queries=self.n_qrels_queries,
+        )
 
 
 def _read_bytes(path: str) -> bytes:
@@ -361,14 +390,15 @@ def _judged(
     return np.where(found, qr_rel[order[at]], 0).astype(np.int64), was_retrieved
 
 
-def build_tensors(run: Run, qrels: Qrels, *, trec_eval_ties: bool = False) -> TrecTensors:
-    """Join a run with its qrels into flat ``preds``/``target``/``indexes``/``retrieved`` tensors.
+def join_run(run: Run, qrels: Qrels, *, trec_eval_ties: bool = False) -> JoinedRun:
+    """Join a run with its qrels into flat ``preds``/``target``/``indexes``/``retrieved`` arrays.
 
     Vectorised: ids are integer codes in one joint vocabulary, and the ``(query, document)`` pairs of
     the run and of the qrels are matched with one ``np.unique``; there is no loop over queries.
     With ``trec_eval_ties`` the scores are replaced by trec_eval's strict order (score descending,
     then docno descending), so no ties remain.
     """
+
     query_names, run_q, qr_q = _joint_codes(run.queries, run.qid, qrels.queries, qrels.qid)
     doc_names, run_d, qr_d = _joint_codes(run.docs, run.docno, qrels.docs, qrels.docno)
     in_run = np.zeros(query_names.size, dtype=bool)
@@ -397,12 +427,17 @@ def build_tensors(run: Run, qrels: Qrels, *, trec_eval_ties: bool = False) -> Tr
     target = np.concatenate([run_rel, qr_rel[missing]]).clip(min=0)
     indexes = dense[np.concatenate([run_q, qr_q[missing]])]
     retrieved = np.concatenate([np.ones(run_s.size, dtype=bool), np.zeros(n_missing, dtype=bool)])
-    return TrecTensors(
-        preds=torch.from_numpy(np.ascontiguousarray(preds, dtype=np.float64)),
-        target=torch.from_numpy(np.ascontiguousarray(target, dtype=np.int64)),
-        indexes=torch.from_numpy(np.ascontiguousarray(indexes, dtype=np.int64)),
-        retrieved=torch.from_numpy(retrieved),
+    return JoinedRun(
+        preds=np.ascontiguousarray(preds, dtype=np.float64),
+        target=np.ascontiguousarray(target, dtype=np.int64),
+        indexes=np.ascontiguousarray(indexes, dtype=np.int64),
+        retrieved=retrieved,
         query_ids=[str(q) for q in query_names[evaluated].tolist()],
         n_run_queries=int(in_run.sum()),
         n_qrels_queries=int(judged.sum()),
     )
+
+
+def build_tensors(run: Run, qrels: Qrels, *, trec_eval_ties: bool = False) -> TrecTensors:
+    """:func:`join_run` as the tensors the retrieval functionals take."""
+    return join_run(run, qrels, trec_eval_ties=trec_eval_ties).tensors()
