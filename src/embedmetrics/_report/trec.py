@@ -394,11 +394,10 @@ def join_run(run: Run, qrels: Qrels, *, trec_eval_ties: bool = False) -> JoinedR
     """Join a run with its qrels into flat ``preds``/``target``/``indexes``/``retrieved`` arrays.
 
     Vectorised: ids are integer codes in one joint vocabulary, and the ``(query, document)`` pairs of
-    the run and of the qrels are matched with one ``np.unique``; there is no loop over queries.
+    the run are looked up among the qrels' by binary search; there is no loop over queries.
     With ``trec_eval_ties`` the scores are replaced by trec_eval's strict order (score descending,
-    then docno descending), so no ties remain.
+    then docno descending), so no ties remain. Needs no torch (:meth:`JoinedRun.tensors` converts).
     """
-
     query_names, run_q, qr_q = _joint_codes(run.queries, run.qid, qrels.queries, qrels.qid)
     doc_names, run_d, qr_d = _joint_codes(run.docs, run.docno, qrels.docs, qrels.docno)
     in_run = np.zeros(query_names.size, dtype=bool)
