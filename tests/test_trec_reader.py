@@ -147,6 +147,12 @@ def test_arrow_reader_refuses_or_equals_on_any_layout(data: tuple[str, bytes]) -
         b"q1 Q0 d1 1 0.5 t\n\nq1 Q0 d2 2 0.4 t\n",  # blank line
         b"# a b c d e\nq1 Q0 d1 1 0.5 t\n",  # a comment of six words
         b"#q1 Q0 d1 1 0.5 t\nq1 Q0 d2 2 0.4 t\n",  # a comment that reads like a run line
+        b"q1 Q0 d2 2 0.4 t\n#q1 Q0 d1 1 0.5 t\n",  # the same after a run line
+        b" q1 Q0 d1 1 0.5\n",  # five fields after a space: six to Arrow, the first empty
+        b"q1 Q0 d1 1 0.5 t\n q1 Q0 d2 2 0.4\n",  # the same on a later line
+        b"q1 Q0 d1 1 0.5 \n",  # five fields before a space: six to Arrow, the last empty
+        b"q1 Q0 d1 1 0.5 ",  # the same at the end of the file
+        b"q1 Q0 d2 2 0.4 t\n\n",  # a blank last line
         b"q1 Q0  d2 2 0.4\n",  # five fields and two spaces: six to Arrow, one of them empty
         b"q1 Q0 d2 2 0.4  \n",  # two trailing spaces
         b"q1 Q0 d1 1 0.5 t\r\n",  # CRLF

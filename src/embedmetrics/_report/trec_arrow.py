@@ -5,10 +5,11 @@ line, no comment, no leading or trailing space, no control character, and values
 numbers (run scores: ``[+-]digits[.digits][e[+-]digits]``; qrels grades: ``[+-]digits``). Those are
 the files that retrieval toolkits write, and for them Arrow's multi-threaded reader gives exactly what
 the line parser gives: the same fields (one delimiter, no quoting), the same values (both round
-decimal text to the nearest double), ids coded in order of first appearance (Arrow's dictionary
-encoding) and the line number of row ``i`` is ``i + 1``. Anything else, a field count Arrow refuses,
-or ``pyarrow`` not being installed (it comes with the ``report`` extra) returns ``None``: the NumPy
-reader or the line parser then reads the file, or names the offending line.
+decimal text to the nearest double), ids coded in order of first appearance (packed into integers, or
+by Arrow's dictionary encoding past eight bytes) and the line number of row ``i`` is ``i + 1``.
+Anything else, a field count Arrow refuses, or ``pyarrow`` not being installed (it comes with the
+``report`` extra) returns ``None``: the NumPy reader or the line parser then reads the file, or names
+the offending line.
 """
 
 from __future__ import annotations
@@ -29,9 +30,14 @@ _PLAIN_BYTES = bytes(range(32, 127)) + b"\n"
 
 
 def is_plain(data: bytes) -> bool:
-    """Whether ``data`` holds only the bytes of a plain file (one pass; the layout is checked on the
-    fields: an empty field, a missing or extra one, a comment)."""
-    return bool(data) and not data.translate(None, _PLAIN_BYTES)
+    """Whether ``data`` holds only the bytes of a plain file and its layout: no empty field (two spaces
+    in a row, a space at the start or end of a line) and no comment line. A blank line (a row of one
+    field) or a missing or extra field makes Arrow's reader refuse the file."""
+    if not data or data.translate(None, _PLAIN_BYTES):
+        return False
+    if data[:1] in (b" ", b"#") or data.endswith(b" "):
+        return False
+    return not any(pattern in data for pattern in (b"  ", b" \n", b"\n ", b"\n#"))
 
 
 def _arrow() -> Optional[tuple[Any, Any, Any]]:
@@ -82,14 +88,6 @@ def _read_strings(data: bytes, names: list[str], pa: Any, pcsv: Any) -> Any:
     )  # fmt: skip
 
 
-def _plain_layout(table: Any, pc: Any) -> bool:
-    """No empty field (two spaces in a row, a line starting with a space) and no comment line. A blank
-    line, a trailing space or another number of fields already made Arrow refuse the file."""
-    if any(pc.any(pc.equal(pc.utf8_length(column), 0)).as_py() for column in table.columns):
-        return False
-    return not pc.any(pc.starts_with(table.column(0), "#")).as_py()
-
-
 def arrow_table(
     data: bytes, n_fields: int, wanted: tuple[int, int, int], dtype: type
 ) -> Optional[tuple[np.ndarray, ...]]:
@@ -104,8 +102,6 @@ def arrow_table(
     names = [f"f{i}" for i in range(n_fields)]
     try:
         table = _read_strings(data, names, pa, pcsv)
-        if not _plain_layout(table, pc):
-            return None
         text = table.column(names[wanted[2]])
         if not pc.all(pc.match_substring_regex(text, _DECIMAL[np.dtype(dtype)])).as_py():
             return None
