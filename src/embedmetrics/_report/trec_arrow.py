@@ -30,14 +30,9 @@ _PLAIN_BYTES = bytes(range(32, 127)) + b"\n"
 
 
 def is_plain(data: bytes) -> bool:
-    """Whether ``data`` holds only the bytes of a plain file and its layout: no empty field (two spaces
-    in a row, a space at the start or end of a line) and no comment line. A blank line (a row of one
-    field) or a missing or extra field makes Arrow's reader refuse the file."""
-    if not data or data.translate(None, _PLAIN_BYTES):
-        return False
-    if data[:1] in (b" ", b"#") or data.endswith(b" "):
-        return False
-    return not any(pattern in data for pattern in (b"  ", b" \n", b"\n ", b"\n#"))
+    """Whether ``data`` holds only the bytes of a plain file (one pass; the layout is checked on the
+    fields: an empty field, a missing or extra one, a comment)."""
+    return bool(data) and not data.translate(None, _PLAIN_BYTES)
 
 
 def _arrow() -> Optional[tuple[Any, Any, Any]]:
@@ -88,6 +83,14 @@ def _read_strings(data: bytes, names: list[str], pa: Any, pcsv: Any) -> Any:
     )  # fmt: skip
 
 
+def _plain_layout(table: Any, pc: Any) -> bool:
+    """No empty field (two spaces in a row, a line starting with a space) and no comment line. A blank
+    line, a trailing space or another number of fields already made Arrow refuse the file."""
+    if any(pc.any(pc.equal(pc.utf8_length(column), 0)).as_py() for column in table.columns):
+        return False
+    return not pc.any(pc.starts_with(table.column(0), "#")).as_py()
+
+
 def arrow_table(
     data: bytes, n_fields: int, wanted: tuple[int, int, int], dtype: type
 ) -> Optional[tuple[np.ndarray, ...]]:
@@ -102,6 +105,8 @@ def arrow_table(
     names = [f"f{i}" for i in range(n_fields)]
     try:
         table = _read_strings(data, names, pa, pcsv)
+        if not _plain_layout(table, pc):
+            return None
         text = table.column(names[wanted[2]])
         if not pc.all(pc.match_substring_regex(text, _DECIMAL[np.dtype(dtype)])).as_py():
             return None
