@@ -67,7 +67,7 @@ def test_joint_vocabulary_equals_the_sorted_strings(a: list[str], b: list[str]) 
     codes_a, codes_b = np.arange(len(a))[::-1], np.arange(len(b))
     got = trec._joint_codes(names_a, codes_a, names_b, codes_b)
     want_names, inverse = np.unique(np.concatenate([names_a, names_b]), return_inverse=True)
-    assert got[0].tolist() == want_names.tolist()
+    assert trec._vocabulary_names(got[0]) == want_names.tolist()
     np.testing.assert_array_equal(got[1], inverse[: len(a)][codes_a])
     np.testing.assert_array_equal(got[2], inverse[len(a) :][codes_b])
 
@@ -81,3 +81,11 @@ def test_arrow_reader_codes_both_kinds_of_ids_like_the_line_parser(doc: str) -> 
     want = trec.parse_lines("run.txt", data, trec.RUN)
     for got_column, want_column in zip(table, want):
         np.testing.assert_array_equal(got_column, want_column)
+
+
+def test_joint_vocabulary_of_ids_that_do_not_pack_is_the_sorted_strings() -> None:
+    names_a, names_b = np.array(["d10", "document-7", "d1"]), np.array(["d2", "d10"])
+    vocabulary, codes_a, codes_b = trec._joint_codes(names_a, np.arange(3), names_b, np.arange(2))
+    assert trec._vocabulary_names(vocabulary) == ["d1", "d10", "d2", "document-7"]
+    assert codes_a.tolist() == [1, 3, 0]
+    assert codes_b.tolist() == [2, 1]

@@ -151,7 +151,7 @@ def test_a_failing_background_import_leaves_reading_alone(
     from embedmetrics._report import preflight
 
     run, qrels = _trec_files(tmp_path)
-    monkeypatch.setattr(preflight, "EVALUATION_MODULE", "embedmetrics._no_such_module")
+    monkeypatch.setattr(preflight, "EVALUATION_MODULES", ("embedmetrics._no_such_module",))
     joined = preflight.read_trec_while_importing(argparse.Namespace(run=run, qrels=qrels, ties="average"))
     assert joined.query_ids == ["q1", "q2"]
     assert joined.target.tolist() == [0, 1, 2]

@@ -19,8 +19,8 @@ from embedmetrics._report import output
 from embedmetrics._report.errors import ReportInputError
 from embedmetrics._report.trec import JoinedRun, join_run, read_qrels, read_run
 
-#: The module whose import the TREC files are read beside.
-EVALUATION_MODULE = "embedmetrics._report.command"
+#: The modules whose import the TREC files are read beside (the command, and the metrics it calls).
+EVALUATION_MODULES = ("embedmetrics._report.command", "embedmetrics.functional")
 
 
 def preflight(args: argparse.Namespace) -> None:
@@ -74,12 +74,12 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 
 def read_trec_while_importing(args: argparse.Namespace) -> JoinedRun:
-    """The run and qrels of ``args``, read and joined while a thread imports :data:`EVALUATION_MODULE`.
+    """The run and qrels of ``args``, read and joined while a thread imports :data:`EVALUATION_MODULES`.
 
     The thread only warms the import: an import error is left for the caller's own import to raise,
     and a reading error is raised here once the thread is done, as without it.
     """
-    worker = threading.Thread(target=_import_quietly, args=(EVALUATION_MODULE,), daemon=True)
+    worker = threading.Thread(target=_import_quietly, args=EVALUATION_MODULES, daemon=True)
     worker.start()
     try:
         return read_and_join(args)
@@ -92,6 +92,7 @@ def read_and_join(args: argparse.Namespace) -> JoinedRun:
     return join_run(read_run(args.run), read_qrels(args.qrels), trec_eval_ties=args.ties == "trec_eval")
 
 
-def _import_quietly(name: str) -> None:
+def _import_quietly(*names: str) -> None:
     with contextlib.suppress(BaseException):  # the caller's own import reports a failure
-        importlib.import_module(name)
+        for name in names:
+            importlib.import_module(name)

@@ -356,24 +356,35 @@ def _joint_codes(
     names_a: np.ndarray, codes_a: np.ndarray, names_b: np.ndarray, codes_b: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Re-code two coded columns into one vocabulary, sorted by name (so code order = name order):
-    one integer sort where every name packs into 64 bits (:mod:`~embedmetrics._report.id_codes`)."""
+    one integer sort where every name packs into 64 bits (:mod:`~embedmetrics._report.id_codes`).
+    Returns the vocabulary (packed names, or the names; :func:`_vocabulary_names`) and the codes."""
     keys_a, keys_b = pack_strings(names_a), pack_strings(names_b)
     packed = keys_a is not None and keys_b is not None
-    both = np.concatenate([keys_a, keys_b] if packed else [names_a, names_b])
-    distinct, inverse = sorted_codes(both)
-    names = unpack(distinct) if packed else distinct
-    return names, inverse[: names_a.size][codes_a], inverse[names_a.size :][codes_b]
+    vocabulary, inverse = sorted_codes(np.concatenate([keys_a, keys_b] if packed else [names_a, names_b]))
+    return vocabulary, inverse[: names_a.size][codes_a], inverse[names_a.size :][codes_b]
+
+
+def _vocabulary_names(vocabulary: np.ndarray) -> list[str]:
+    """The names of (part of) a :func:`_joint_codes` vocabulary."""
+    names = unpack(vocabulary) if vocabulary.dtype == np.uint64 else vocabulary
+    return [str(name) for name in names.tolist()]
 
 
 def _trec_eval_order(score: np.ndarray, doc: np.ndarray, n_docs: int) -> np.ndarray:
     """The rows by trec_eval's order: score descending, then docno descending (doc codes follow the
-    sorted docno strings). One integer sort of ``score rank * n_docs + reversed doc code`` (faster than
-    a two-key ``lexsort``); the lexsort where that key would not fit in 64 bits."""
-    _, rank = np.unique(-score, return_inverse=True)
-    rank = rank.reshape(-1)
-    if rank.size and int(rank.max()) >= (2**62) // n_docs:
+    sorted docno strings). One sort by score, then a stable sort of ``score rank * n_docs + reversed doc
+    code`` in that order, which is sorted already except inside runs of equal scores (timsort's best
+    case); the two-key ``lexsort`` where that key would not fit in 64 bits."""
+    by_score = np.argsort(-score)
+    ordered = score[by_score]
+    new = np.empty(score.size, dtype=bool)
+    new[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    rank = np.cumsum(new) - 1
+    if rank.size and int(rank[-1]) >= (2**62) // n_docs:
         return np.lexsort((-doc, -score))
-    return np.argsort(rank * n_docs + (n_docs - 1 - doc))
+    key = rank * n_docs + (n_docs - 1 - doc[by_score])
+    return by_score[np.argsort(key, kind="stable")]
 
 
 def _judged(
@@ -398,11 +409,11 @@ def join_run(run: Run, qrels: Qrels, *, trec_eval_ties: bool = False) -> JoinedR
     With ``trec_eval_ties`` the scores are replaced by trec_eval's strict order (score descending,
     then docno descending), so no ties remain. Needs no torch (:meth:`JoinedRun.tensors` converts).
     """
-    query_names, run_q, qr_q = _joint_codes(run.queries, run.qid, qrels.queries, qrels.qid)
-    doc_names, run_d, qr_d = _joint_codes(run.docs, run.docno, qrels.docs, qrels.docno)
-    in_run = np.zeros(query_names.size, dtype=bool)
+    queries, run_q, qr_q = _joint_codes(run.queries, run.qid, qrels.queries, qrels.qid)
+    docs, run_d, qr_d = _joint_codes(run.docs, run.docno, qrels.docs, qrels.docno)
+    in_run = np.zeros(queries.size, dtype=bool)
     in_run[run_q] = True
-    judged = np.zeros(query_names.size, dtype=bool)
+    judged = np.zeros(queries.size, dtype=bool)
     judged[qr_q] = True
     evaluated = in_run & judged  # trec_eval: queries of the run that have qrels lines
     if not evaluated.any():
@@ -414,10 +425,10 @@ def join_run(run: Run, qrels: Qrels, *, trec_eval_ties: bool = False) -> JoinedR
     run_q, run_d, run_s = run_q[keep_run], run_d[keep_run], run.score[keep_run]
     qr_q, qr_d, qr_rel = qr_q[keep_qr], qr_d[keep_qr], qrels.rel[keep_qr]
     # relevance of each retrieved row (0 when unjudged), and the judged-relevant rows never retrieved
-    run_rel, was_retrieved = _judged(run_q, run_d, qr_q, qr_d, qr_rel, max(doc_names.size, 1))
+    run_rel, was_retrieved = _judged(run_q, run_d, qr_q, qr_d, qr_rel, max(docs.size, 1))
     missing = (qr_rel >= 1) & ~was_retrieved
     if trec_eval_ties:
-        order = _trec_eval_order(run_s, run_d, max(doc_names.size, 1))
+        order = _trec_eval_order(run_s, run_d, max(docs.size, 1))
         run_s = np.empty(order.size, dtype=np.float64)
         run_s[order] = -np.arange(order.size, dtype=np.float64)
     n_missing = int(missing.sum())
@@ -431,7 +442,7 @@ def join_run(run: Run, qrels: Qrels, *, trec_eval_ties: bool = False) -> JoinedR
         target=np.ascontiguousarray(target, dtype=np.int64),
         indexes=np.ascontiguousarray(indexes, dtype=np.int64),
         retrieved=retrieved,
-        query_ids=[str(q) for q in query_names[evaluated].tolist()],
+        query_ids=_vocabulary_names(queries[evaluated]),
         n_run_queries=int(in_run.sum()),
         n_qrels_queries=int(judged.sum()),
     )
