@@ -273,9 +273,9 @@ def test_no_command(capsys: pytest.CaptureFixture[str]) -> None:
 
 # ----------------------------------------------------------------------------- TREC join (no metrics)
 def test_trec_join_keeps_unretrieved_relevant_and_skips_queries(tmp_path: Path) -> None:
-    from embedmetrics._report.trec import build_tensors, read_qrels, read_run
+    from embedmetrics._report.trec import join_run, read_qrels, read_run
 
-    data = build_tensors(read_run(write(tmp_path / "r", RUN)), read_qrels(write(tmp_path / "q", QRELS)))
+    data = join_run(read_run(write(tmp_path / "r", RUN)), read_qrels(write(tmp_path / "q", QRELS))).tensors()
     assert data.query_ids == ["q1", "q2"]  # q9 (no qrels) and q3 (not in the run) are skipped
     rows = list(
         zip(data.indexes.tolist(), data.preds.tolist(), data.target.tolist(), data.retrieved.tolist())
@@ -307,11 +307,11 @@ def test_trec_files_with_bom_crlf_comments_and_blank_lines(tmp_path: Path) -> No
 
 
 def test_trec_eval_ties_order_by_docno_descending(tmp_path: Path) -> None:
-    from embedmetrics._report.trec import build_tensors, read_qrels, read_run
+    from embedmetrics._report.trec import join_run, read_qrels, read_run
 
     run = read_run(write(tmp_path / "r", "q Q0 a 1 1.0 t\nq Q0 c 2 1.0 t\nq Q0 b 3 1.0 t\nq Q0 z 4 0.5 t\n"))
     qrels = read_qrels(write(tmp_path / "q", "q 0 a 1\nq 0 b 2\nq 0 c 3\nq 0 z 4\n"))
-    data = build_tensors(run, qrels, trec_eval_ties=True)
+    data = join_run(run, qrels, trec_eval_ties=True).tensors()
     order = torch.argsort(data.preds, descending=True)
     assert data.target[order].tolist() == [3, 2, 1, 4]  # c, b, a (tie: docno descending), then z
     assert data.preds.unique().numel() == 4

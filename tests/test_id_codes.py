@@ -43,7 +43,8 @@ def test_packed_ids_order_as_bytes_and_code_by_first_appearance(names: list[str]
     assert keys.dtype == np.uint64
     assert id_codes.unpack(keys).tolist() == names
     assert [ids[i] for i in np.argsort(keys, kind="stable")] == sorted(ids)
-    np.testing.assert_array_equal(id_codes.pack_strings(np.array(names)), keys)
+    np.testing.assert_array_equal(id_codes.pack_names(np.array(names)), keys)
+    np.testing.assert_array_equal(id_codes.pack_names(np.array(ids)), keys)
     codes, first = id_codes.first_appearance_codes(keys)
     want_codes, want_first = _by_first_appearance(ids)
     assert codes.tolist() == want_codes
@@ -54,7 +55,8 @@ def test_packed_ids_order_as_bytes_and_code_by_first_appearance(names: list[str]
 def test_ids_that_do_not_pack_are_left_to_the_string_path(ids: list[bytes]) -> None:
     assert _pack(ids) is None
     names = np.array([i.decode() for i in ids])
-    assert id_codes.pack_strings(names) is None
+    assert id_codes.pack_names(names) is None
+    assert id_codes.pack_names(np.array(ids)) is None
 
 
 @settings(max_examples=100, deadline=None, derandomize=True)

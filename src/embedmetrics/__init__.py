@@ -37,8 +37,18 @@ _EXPORTS: dict[str, str] = {
 #: Reachable as attributes too, but not part of ``from embedmetrics import *``.
 _EXTRAS = {"RetrievalMetric": "embedmetrics.retrieval"}
 _SUBMODULES = frozenset(
-    {"dense", "embedding", "functional", "integrations", "losses", "neighbors", "qrels", "representation"}
-    | {"retrieval", "cli"}
+    (
+        "cli",
+        "dense",
+        "embedding",
+        "functional",
+        "integrations",
+        "losses",
+        "neighbors",
+        "qrels",
+        "representation",
+        "retrieval",
+    )
 )
 
 __all__: list[str] = ["__version__", *_EXPORTS]

@@ -271,7 +271,8 @@ def run_report(args: argparse.Namespace, ks: list[int], trec: JoinedRun | None =
 
 
 def _run_report(args: argparse.Namespace, ks: list[int], trec: JoinedRun | None) -> int:
-    preflight(args)
+    if trec is None:  # otherwise the caller checked the command before reading the TREC files
+        preflight(args)
     inputs = load_inputs(args, trec)
     report = Report(notes=[f"inputs: {inputs.source}"])
     steps: list[tuple[str, object, Callable[[], None]]] = [

@@ -42,23 +42,21 @@ def pack_bytes(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> Opt
     return packed
 
 
-def pack_strings(names: np.ndarray) -> Optional[np.ndarray]:
-    """``uint64`` keys of a NumPy ``str`` array (see :func:`pack_bytes`), or ``None``."""
-    if names.dtype.kind != "U" or names.size == 0:
+def pack_names(names: np.ndarray) -> Optional[np.ndarray]:
+    """``uint64`` keys of a NumPy ``bytes`` or ``str`` array (see :func:`pack_bytes`), or ``None``."""
+    if names.dtype.kind not in "SU" or names.size == 0:
         return None
-    width = names.dtype.itemsize // 4
+    unit = np.dtype(np.uint8 if names.dtype.kind == "S" else np.uint32)
+    width = names.dtype.itemsize // unit.itemsize
     if width > WIDTH:
         return None
-    points = names.view(np.uint32).reshape(names.size, width)
-    used = points > 0
-    if int(points.max()) > 127 or not used[:, 0].all() or (used[:, 1:] & ~used[:, :-1]).any():
+    chars: np.ndarray = names.view(unit).reshape(names.size, width)
+    used = chars > 0
+    if int(chars.max()) > 127 or not used[:, 0].all() or (used[:, 1:] & ~used[:, :-1]).any():
         return None  # non-ASCII, an empty id, or a NUL inside one
-    keys = np.zeros(names.size, dtype=np.uint64)
-    for j in range(WIDTH):
-        keys <<= np.uint64(8)
-        if j < width:
-            keys |= points[:, j].astype(np.uint64)
-    return keys
+    padded = np.zeros((names.size, WIDTH), dtype=np.uint8)
+    padded[:, :width] = chars
+    return padded.view(">u8").reshape(-1).astype(np.uint64)
 
 
 def unpack(keys: np.ndarray) -> np.ndarray:
@@ -93,4 +91,4 @@ def first_appearance_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def sorted_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct keys ascending and the code (position among them) of every key."""
     distinct, inverse = np.unique(keys, return_inverse=True)
-    return distinct, inverse.reshape(-1).astype(np.int64)
+    return distinct, inverse.reshape(-1).astype(np.int64, copy=False)

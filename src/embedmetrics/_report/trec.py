@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from embedmetrics._report.errors import ReportInputError
-from embedmetrics._report.id_codes import first_appearance_codes, pack_strings, sorted_codes, unpack
+from embedmetrics._report.id_codes import first_appearance_codes, pack_names, sorted_codes, unpack
 from embedmetrics._report.progress import progress_bar
 from embedmetrics._report.trec_arrow import arrow_table
 
@@ -205,12 +205,8 @@ def fast_columns(data: bytes, n_fields: int, wanted: tuple[int, ...]) -> Optiona
 def _coded(names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Integer codes of a bytes column and the names (str) of the codes, in order of first appearance
     (as the line parser numbers them). Names of at most 8 bytes are compared as one 64-bit integer."""
-    keys = names
-    if names.dtype.itemsize <= 8:
-        padded = np.zeros((names.size, 8), dtype=np.uint8)
-        padded[:, : names.dtype.itemsize] = names.view(np.uint8).reshape(names.size, -1)
-        keys = padded.view(np.uint64).reshape(-1)
-    codes, first = first_appearance_codes(keys)
+    keys = pack_names(names)
+    codes, first = first_appearance_codes(names if keys is None else keys)
     return codes, names[first].astype(str)
 
 
@@ -358,7 +354,7 @@ def _joint_codes(
     """Re-code two coded columns into one vocabulary, sorted by name (so code order = name order):
     one integer sort where every name packs into 64 bits (:mod:`~embedmetrics._report.id_codes`).
     Returns the vocabulary (packed names, or the names; :func:`_vocabulary_names`) and the codes."""
-    keys_a, keys_b = pack_strings(names_a), pack_strings(names_b)
+    keys_a, keys_b = pack_names(names_a), pack_names(names_b)
     packed = keys_a is not None and keys_b is not None
     vocabulary, inverse = sorted_codes(np.concatenate([keys_a, keys_b] if packed else [names_a, names_b]))
     return vocabulary, inverse[: names_a.size][codes_a], inverse[names_a.size :][codes_b]
@@ -398,7 +394,7 @@ def _judged(
     found = qr_key[order[at]] == run_key
     was_retrieved = np.zeros(qr_key.size, dtype=bool)
     was_retrieved[order[at[found]]] = True
-    return np.where(found, qr_rel[order[at]], 0).astype(np.int64), was_retrieved
+    return np.where(found, qr_rel[order[at]], 0), was_retrieved
 
 
 def join_run(run: Run, qrels: Qrels, *, trec_eval_ties: bool = False) -> JoinedRun:
@@ -446,8 +442,3 @@ def join_run(run: Run, qrels: Qrels, *, trec_eval_ties: bool = False) -> JoinedR
         n_run_queries=int(in_run.sum()),
         n_qrels_queries=int(judged.sum()),
     )
-
-
-def build_tensors(run: Run, qrels: Qrels, *, trec_eval_ties: bool = False) -> TrecTensors:
-    """:func:`join_run` as the tensors the retrieval functionals take."""
-    return join_run(run, qrels, trec_eval_ties=trec_eval_ties).tensors()
