@@ -199,13 +199,12 @@ def test_attributes_collection_and_merge_state():
 
 @pytest.mark.filterwarnings("ignore:The ``compute`` method")
 def test_empty_rank_state_after_sync_shape():
-    """What torchmetrics' sync leaves on every rank when one rank had no update: a single 1-D tensor
-    (the idle rank's placeholder is an empty 1-D tensor); the rows come back through the dim state."""
+    """What a sync leaves on every rank when one rank had no update: one ``(n, d)`` tensor (the idle
+    rank contributes ``(0, d)`` rows of the right dtype, see ``SyncSafeMetric``)."""
     z1, z2 = _views(9, 3, seed=6)
     m = ContrastiveAccuracy()
-    m.z1 = torch.cat([z1.reshape(-1), torch.tensor([])])
-    m.z2 = torch.cat([z2.reshape(-1), torch.tensor([])])
-    m.dim = torch.tensor(3)
+    m.z1 = torch.cat([z1, z1.new_empty(0, 3)])
+    m.z2 = torch.cat([z2, z2.new_empty(0, 3)])
     assert torch.equal(m.compute(), contrastive_accuracy_score(z1, z2))
 
 

@@ -309,15 +309,10 @@ def test_modules_over_any_batch_split_equal_the_functionals(cuts: list[int], see
         linear_cka(z, y),
     ]
     for m, want in zip(metrics, wants):
-        assert m.compute().dtype == torch.float32  # modules report in the default dtype
-        m._computed = None
-        torch.set_default_dtype(torch.float64)  # the float64 value: equal up to the rounding of the sums
-        try:
-            assert float(m.compute()) == pytest.approx(float(want), rel=1e-11), type(m).__name__
-        finally:
-            torch.set_default_dtype(torch.float32)
+        assert m.compute().dtype == z.dtype == want.dtype  # float64 in, float64 out, as the functionals
+        assert float(m.compute()) == pytest.approx(float(want), rel=1e-11), type(m).__name__
     want_knn = knn_accuracy(z, labels % 5, y[:, :1].repeat(1, 6) + z, labels % 5, k=7, top=(1, 3))
-    torch.testing.assert_close(knn.compute(), want_knn.float())
+    torch.testing.assert_close(knn.compute(), want_knn)
 
 
 def test_modules_forward_merge_and_reset() -> None:

@@ -11,29 +11,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from embedmetrics._exports import RETRIEVAL_METRICS
+from embedmetrics._registry import HELPERS, REGISTRY
 
 __version__ = "0.1.0"
 
 
-#: public name -> the module that defines it (imported when the name is first used).
-_EXPORTS: dict[str, str] = {
-    "ArgumentKindError": "embedmetrics._engine.checks",
-    "ContrastiveLoss": "embedmetrics.losses",
-    "AccuracyCalculator": "embedmetrics.neighbors",
-    "EmbeddingAccuracy": "embedmetrics.neighbors",
-    **dict.fromkeys(RETRIEVAL_METRICS, "embedmetrics.retrieval"),
-    "Alignment": "embedmetrics.embedding",
-    "ContrastiveAccuracy": "embedmetrics.embedding",
-    "Uniformity": "embedmetrics.embedding",
-    "AlphaReQ": "embedmetrics.representation",
-    "KNNAccuracy": "embedmetrics.representation",
-    "LiDAR": "embedmetrics.representation",
-    "LinearCKA": "embedmetrics.representation",
-    "RankMe": "embedmetrics.representation",
-    "DenseRetrieval": "embedmetrics.dense",
-    "set_compile": "embedmetrics._engine.fused",
-}
+#: public name -> the module that defines it (imported when the name is first used): every module
+#: metric of the registry, then the helpers.
+_EXPORTS: dict[str, str] = {spec.name: spec.module for spec in REGISTRY if spec.name is not None} | HELPERS
 #: Reachable as attributes too, but not part of ``from embedmetrics import *``.
 _EXTRAS = {"RetrievalMetric": "embedmetrics.retrieval"}
 _SUBMODULES = frozenset(
@@ -72,6 +57,7 @@ def __dir__() -> list[str]:
 # For type checkers and the API docs: the same names imported eagerly (``X as X``: re-exported).
 if TYPE_CHECKING:
     from embedmetrics._engine.checks import ArgumentKindError as ArgumentKindError
+    from embedmetrics._engine.checks import IncompatibleStateError as IncompatibleStateError
     from embedmetrics._engine.fused import set_compile as set_compile
     from embedmetrics.dense import DenseRetrieval as DenseRetrieval
     from embedmetrics.embedding import Alignment as Alignment

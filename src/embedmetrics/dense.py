@@ -24,11 +24,10 @@ from embedmetrics._engine.checks import (
     check_choice,
     check_embeddings,
     check_finite,
-    check_like_earlier,
     role_update_arguments,
 )
 from embedmetrics._engine.dense import check_dense_options, dense_values
-from embedmetrics._engine.qrels import check_ids, check_qrels
+from embedmetrics._engine.qrels import check_ids, check_new_ids, check_qrels
 from embedmetrics._engine.scan import metric_shard
 
 __all__ = ["DenseRetrieval"]
@@ -80,8 +79,8 @@ class DenseRetrieval(BaseMetric):
     higher_is_better: bool = True
     #: The corpus shards stay on their process at a sync; ``compute`` merges their lists.
     _process_local_states: ClassVar[tuple[str, ...]] = ("corpus", "corpus_ids")
+    _embedding_states = ("query", "corpus")
     _qrels: Optional[Tensor]
-    _features: Optional[int]
     plot_lower_bound: float = 0.0
     plot_upper_bound: float = 1.0
 
@@ -120,7 +119,6 @@ class DenseRetrieval(BaseMetric):
         super().__init__(**kwargs)
         self.validate_args = check_bool("validate_args", validate_args)
         self._qrels = None if qrels is None else check_qrels(qrels)
-        self._features = None
         self.add_row_store("query", "query_ids", *self._process_local_states)
 
     def set_qrels(self, qrels: Any) -> None:
@@ -139,11 +137,19 @@ class DenseRetrieval(BaseMetric):
         if not isinstance(embeddings, Tensor):
             t = t.to(self.device)
         check_embeddings("embeddings", t, allow_empty=True)
-        check_like_earlier("embeddings", "features", t.shape[1], self._features, tuple(t.shape))
+        self.check_like_earlier_rows("embeddings", t)
         if self.validate_args:
             check_finite("embeddings", t)
         i = check_ids("ids", as_tensor("ids", ids).to(t.device), t.shape[0])
+        if self.validate_args:  # a host sync, as the value checks
+            check_new_ids("ids", i, self._stored_ids(f"{role}_ids"))
         return t, i, str(role)
+
+    def _stored_ids(self, name: str) -> Optional[Tensor]:
+        stored = getattr(self, name)
+        if isinstance(stored, Tensor):
+            return stored
+        return torch.cat(stored) if stored else None
 
     def _check_batch(self, *args: Any, **kwargs: Any) -> None:
         self._batch(*role_update_arguments("ids", args, kwargs, "query"))
@@ -153,7 +159,6 @@ class DenseRetrieval(BaseMetric):
         t, i, which = self._batch(embeddings, ids, role)
         getattr(self, which).append(t)
         getattr(self, f"{which}_ids").append(i)
-        self._features = t.shape[1]
 
     def compute(self) -> dict[str, Any]:
         """The measures of every query against the whole corpus (see the class docstring)."""
@@ -164,9 +169,10 @@ class DenseRetrieval(BaseMetric):
         shard = metric_shard(self)
         query, query_ids = self.stored_rows("query"), self.stored_rows("query_ids")
         corpus, corpus_ids = self.stored_rows("corpus"), self.stored_rows("corpus_ids")
-        width = self._features or 1
+        layout = self.input_layout()
+        width = 1 if layout is None else layout[1][0]
         if query is None or query_ids is None:
-            query = torch.zeros(0, width, device=self.device)
+            query = torch.zeros(0, width, dtype=None if layout is None else layout[0], device=self.device)
             query_ids = torch.zeros(0, dtype=torch.int64, device=self.device)
         if corpus is None or corpus_ids is None:
             corpus = query.new_zeros(0, query.shape[1])
@@ -175,11 +181,6 @@ class DenseRetrieval(BaseMetric):
         return dense_values(
             query, query_ids, corpus, corpus_ids, qrels, self._options, distributed=shard is not None
         )
-
-    def reset(self) -> None:
-        """Clear the rows (the qrels stay)."""
-        super().reset()
-        self._features = None
 
     def plot(self, val: Any = None, ax: Any = None) -> Any:
         """Plot the measures of one ``compute`` (or the current one), one point per key (needs matplotlib)."""

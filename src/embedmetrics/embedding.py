@@ -6,9 +6,8 @@ the functional twins on the concatenation. After a distributed sync every rank h
 ``compute`` splits the scan's query blocks across the ranks and all-reduces the partial results:
 the O(n^2) work is shared, not repeated. ``Alignment`` keeps two sums (constant memory).
 
-Rows are stored flattened (1-D) with the feature dimension in a ``"max"``-reduced state. (A layout
-from before :class:`~embedmetrics._engine.sync.SyncSafeMetric`, which now syncs 2-D row stores such
-as :class:`~embedmetrics.EmbeddingAccuracy`'s too; kept so that saved states stay loadable.)
+Rows are stored as ``(n, d)`` row stores: their dtype and width are read off the state, so a batch of
+another width or dtype is refused before it is stored, also after ``load_state_dict``.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ import torch
 from torch import Tensor
 
 from embedmetrics._engine import embedding as engine
-from embedmetrics._engine.base import BaseMetric
+from embedmetrics._engine.base import BaseMetric, Layout, first_rows
 from embedmetrics._engine.checks import (
     ArgumentKindError,
     as_tensor,
@@ -28,7 +27,6 @@ from embedmetrics._engine.checks import (
     check_bool,
     check_embeddings,
     check_finite,
-    check_like_earlier,
     check_same_shape,
 )
 from embedmetrics._engine.embedding import TopK
@@ -50,7 +48,6 @@ class _EmbeddingMetric(BaseMetric):
     def __init__(self, validate_args: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.validate_args = check_bool("validate_args", validate_args)
-        self._dim: Optional[int] = None
 
     def _validate(self, *zs: Any) -> list[Tensor]:
         """Check one batch (tensors or NumPy arrays) and return it as tensors; touches no state."""
@@ -68,7 +65,12 @@ class _EmbeddingMetric(BaseMetric):
         first = tensors[0]
         for name, z in zip(self._views[1:], tensors[1:]):
             check_same_shape((self._views[0], name), first, z)
-        check_like_earlier(self._views[0], "features", first.shape[1], self._dim, tuple(first.shape))
+            if z.dtype != first.dtype:
+                raise ArgumentKindError(
+                    f"Arguments `{self._views[0]}` and `{name}` must have the same dtype, "
+                    f"got {first.dtype} and {z.dtype}."
+                )
+        self.check_like_earlier_rows(self._views[0], first)
         if self.validate_args:
             for name, z in zip(self._views, tensors):
                 check_finite(name, z)
@@ -81,42 +83,35 @@ class _EmbeddingMetric(BaseMetric):
             raise ArgumentKindError(f"`update` got unexpected keyword argument(s) {sorted(unknown)}.")
         self._validate(*args, *(kwargs[name] for name in names if name in kwargs))
 
-    def reset(self) -> None:
-        """Clear the state (and the remembered feature dimension)."""
-        super().reset()
-        self._dim = None
-
     def plot(self, val: Any = None, ax: Any = None) -> Any:
         """Plot a value or a sequence of values (needs matplotlib); one value per ``k`` as a curve over k."""
         return plot_metric(self, val, ax, getattr(self, "_ks", None))
 
 
 class _StoredEmbeddingMetric(_EmbeddingMetric):
-    """Keeps every row: one flattened list state per view plus the feature dimension."""
-
-    dim: Tensor
+    """Keeps every row: one ``(n, d)`` row store per view, in the dtype the rows came in."""
 
     def __init__(self, block_bytes: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.block_bytes = check_block_bytes(block_bytes)
         self.add_row_store(*self._views)
-        self.add_state("dim", default=torch.tensor(0, dtype=torch.int64), dist_reduce_fx="max")
+        self._embedding_states = self._views
 
     def _store(self, *zs: Any) -> None:
-        tensors = self._validate(*zs)
-        d = tensors[0].shape[1]
-        for name, z in zip(self._views, tensors):
-            getattr(self, name).append(z.reshape(-1))
-        self.dim.fill_(d)
-        self._dim = d
+        for name, z in zip(self._views, self._validate(*zs)):
+            getattr(self, name).append(z)
 
     def _rows(self) -> Optional[list[Tensor]]:
         """The stored rows of every view as ``(n, d)`` tensors, or ``None`` when nothing was stored."""
-        flats = [self.stored_rows(name) for name in self._views]
-        if any(flat is None for flat in flats):
+        rows = [self.stored_rows(name) for name in self._views]
+        if any(r is None or r.shape[0] == 0 for r in rows):
             return None
-        d = self._dim if self._dim is not None else int(self.dim)
-        return [flat.reshape(-1, d) for flat in flats if flat is not None]
+        return [r for r in rows if r is not None]
+
+    def _nan(self, shape: tuple[int, ...] = ()) -> Tensor:
+        layout = self.input_layout()
+        dtype = torch.float64 if layout is not None and layout[0] == torch.float64 else None
+        return torch.full(shape, math.nan, dtype=dtype, device=self.device)
 
 
 class ContrastiveAccuracy(_StoredEmbeddingMetric):
@@ -183,7 +178,7 @@ class ContrastiveAccuracy(_StoredEmbeddingMetric):
         """Accuracy over every pair seen (NaN before any update)."""
         rows = self._rows()
         if rows is None:
-            value = torch.full((len(self._ks),), math.nan, device=self.device)
+            value = self._nan((len(self._ks),))
         else:
             value = engine.contrastive_accuracy(
                 rows[0],
@@ -260,7 +255,7 @@ class Uniformity(_StoredEmbeddingMetric):
         """Uniformity of every row seen (NaN with fewer than two rows)."""
         rows = self._rows()
         if rows is None or rows[0].shape[0] < 2:
-            return torch.tensor(math.nan, device=self.device)
+            return self._nan()
         return engine.uniformity(
             rows[0], **self._options, block_bytes=self.block_bytes, shard=metric_shard(self)
         )
@@ -296,6 +291,7 @@ class Alignment(_EmbeddingMetric):
 
     sum_terms: Tensor
     total: Tensor
+    input_layout_tag: list[Tensor]
 
     def __init__(
         self,
@@ -315,6 +311,8 @@ class Alignment(_EmbeddingMetric):
         super().__init__(validate_args=validate_args, **kwargs)
         self.add_state("sum_terms", default=torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("total", default=torch.tensor(0, dtype=torch.int64), dist_reduce_fx="sum")
+        # the embeddings' dtype and width, as a running sum of zero rows: ``(1, 0, d)`` of that dtype
+        self.add_running_sum("input_layout_tag")
         # the sum depends on alpha/normalize/eps: never share a compute group across settings
         self.add_settings_state(alpha=self.alpha, normalize=self.normalize, eps=self.eps)
 
@@ -322,9 +320,17 @@ class Alignment(_EmbeddingMetric):
         """Add a batch of positive pairs."""
         x, y = self._validate(z1, z2)
         terms = engine.alignment_terms(x, y, **self._options)
+        self.accumulate(input_layout_tag=x.new_zeros(0, x.shape[1]))
         self.sum_terms = self.sum_terms + terms.sum().to(torch.float64)
         self.total = self.total + terms.shape[0]
 
+    def input_layout(self) -> Optional[Layout]:
+        """The embeddings' dtype and width, from the zero-row running sum that records them."""
+        tag = first_rows(self.input_layout_tag)
+        return None if tag is None else (tag.dtype, (int(tag.shape[-1]),))
+
     def compute(self) -> Tensor:
-        """Mean term over every pair seen."""
-        return (self.sum_terms / self.total).to(torch.get_default_dtype())
+        """Mean term over every pair seen (float64 for float64 embeddings, else the default dtype)."""
+        layout = self.input_layout()
+        wide = layout is not None and layout[0] == torch.float64
+        return (self.sum_terms / self.total).to(torch.float64 if wide else torch.get_default_dtype())

@@ -24,7 +24,7 @@ from torch import Tensor
 from torchmetrics.functional.clustering import normalized_mutual_info_score
 
 from embedmetrics._engine.accuracy_call import parse_accuracy_call
-from embedmetrics._engine.base import BaseMetric
+from embedmetrics._engine.base import BaseMetric, first_rows
 from embedmetrics._engine.checks import (
     TIES,
     ArgumentKindError,
@@ -35,7 +35,6 @@ from embedmetrics._engine.checks import (
     check_choice,
     check_finite,
     check_labelled_batch,
-    check_like_earlier,
     check_metric_names,
     check_neighbor_inputs,
     check_no_clustering_with_custom_labels,
@@ -625,8 +624,7 @@ class EmbeddingAccuracy(BaseMetric):
     is_differentiable = False
     higher_is_better = True
     full_state_update = False
-    _dim: Optional[int]
-    _label_width: Optional[int]
+    _embedding_states = tuple(f"{role}_embeddings" for role in _ROLES)
     plot_lower_bound = 0.0
     plot_upper_bound = 1.0
 
@@ -661,17 +659,20 @@ class EmbeddingAccuracy(BaseMetric):
         )
         for role in _ROLES:  # row stores: batches are appended, concatenated once in compute
             self.add_row_store(f"{role}_embeddings", f"{role}_labels")
-        self._dim = None
-        self._label_width = None
 
     def _check_batch(self, embeddings: Any, labels: Any, role: str = "both") -> None:
-        """Validate a batch against the earlier ones (feature dimension, label width); no state changes."""
+        """Validate a batch against the earlier ones (dtype and width of the embeddings, label columns,
+        read off the state); no state changes."""
         check_choice("role", role, _ROLES)
         check_labelled_batch(embeddings, labels)
-        width = 1 if labels.ndim == 1 else labels.shape[1]
-        shape = tuple(embeddings.shape)
-        check_like_earlier("embeddings", "features", embeddings.shape[1], self._dim, shape)
-        check_like_earlier("labels", "label columns", width, self._label_width, tuple(labels.shape))
+        self.check_like_earlier_rows("embeddings", embeddings)
+        stored = (first_rows(getattr(self, f"{r}_labels")) for r in _ROLES)
+        earlier = next((t for t in stored if t is not None), None)
+        if earlier is not None and earlier.shape[1:] != labels.shape[1:]:
+            raise ValueError(
+                f"Argument `labels` must have the label columns of the earlier batches "
+                f"(shape (n, *{tuple(earlier.shape[1:])})), got shape {tuple(labels.shape)}."
+            )
         if self.validate_args:
             check_finite("embeddings", embeddings)
 
@@ -684,16 +685,8 @@ class EmbeddingAccuracy(BaseMetric):
             role: ``"both"`` (queries and references, same source), ``"query"`` or ``"reference"``.
         """
         self._check_batch(embeddings, labels, role)
-        width = 1 if labels.ndim == 1 else labels.shape[1]
-        self._dim, self._label_width = embeddings.shape[1], width
-        getattr(self, f"{role}_embeddings").append(embeddings.to(self.dtype))
+        getattr(self, f"{role}_embeddings").append(embeddings)
         getattr(self, f"{role}_labels").append(labels.to(torch.int64))
-
-    def reset(self) -> None:
-        """Clear the accumulated rows."""
-        super().reset()
-        self._dim = None
-        self._label_width = None
 
     def _role_tensors(self) -> Optional[dict[str, tuple[Tensor, Tensor]]]:
         """The rows and labels of every role (an empty role as ``(0, d)`` rows), or ``None`` when no
@@ -718,13 +711,15 @@ class EmbeddingAccuracy(BaseMetric):
         calc = self.calculator
         metrics = calc.get_curr_metrics()
         parts = self._role_tensors()
+        layout = self.input_layout()
+        dtype = torch.float64 if layout is not None and layout[0] == torch.float64 else None
         if parts is None:
-            return {m: torch.tensor(math.nan, device=self.device) for m in metrics}
+            return {m: torch.tensor(math.nan, dtype=dtype, device=self.device) for m in metrics}
         (be, bl), (qe, ql), (re_, rl) = parts["both"], parts["query"], parts["reference"]
         q, qlab = torch.cat([be, qe]), torch.cat([bl, ql])
         r, rlab = torch.cat([be, re_]), torch.cat([bl, rl])
         if q.shape[0] == 0 or q.shape[1] == 0:
-            return {m: torch.tensor(math.nan, device=self.device) for m in metrics}
+            return {m: torch.tensor(math.nan, dtype=dtype, device=self.device) for m in metrics}
         self_index = None
         if be.shape[0] > 0:
             self_index = torch.cat(
@@ -745,7 +740,7 @@ class EmbeddingAccuracy(BaseMetric):
             same_source=be.shape[0] > 0,
             shard=metric_shard(self),
         )
-        return {m: torch.as_tensor(v, device=self.device) for m, v in values.items()}
+        return {m: torch.as_tensor(v, dtype=dtype, device=self.device) for m, v in values.items()}
 
     def plot(self, val: Any = None, ax: Any = None) -> Any:
         """Plot the metric values (a dict of scalars, or a sequence of such dicts).

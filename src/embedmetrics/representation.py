@@ -11,6 +11,7 @@ sharded and each process scans its own bank rows against all queries.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, ClassVar, Optional
 
@@ -18,7 +19,7 @@ import torch
 from torch import Tensor
 
 from embedmetrics._engine import spectral
-from embedmetrics._engine.base import BaseMetric
+from embedmetrics._engine.base import BaseMetric, Layout, first_rows
 from embedmetrics._engine.checks import (
     ArgumentKindError,
     as_tensor,
@@ -26,7 +27,6 @@ from embedmetrics._engine.checks import (
     check_choice,
     check_embeddings,
     check_finite,
-    check_like_earlier,
     check_number,
     role_update_arguments,
 )
@@ -44,16 +44,15 @@ __all__ = ["AlphaReQ", "KNNAccuracy", "LiDAR", "LinearCKA", "RankMe"]
 
 
 class _RepresentationMetric(BaseMetric):
-    """Shared batch handling: embeddings (tensor or NumPy) checked before any state changes."""
+    """Shared batch handling: embeddings (tensor or NumPy) checked before any state changes; the value in
+    float64 for float64 embeddings (else the default dtype)."""
 
     full_state_update: bool = False
     is_differentiable: bool = False
-    _dims: dict[str, int]
 
     def __init__(self, validate_args: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.validate_args = check_bool("validate_args", validate_args)
-        self._dims = {}
 
     def _embeddings(self, name: str, z: Any) -> Tensor:
         """One batch of embeddings as a tensor on the metric's device, checked; touches no state."""
@@ -61,7 +60,6 @@ class _RepresentationMetric(BaseMetric):
         if not isinstance(z, Tensor):
             t = t.to(self.device)
         check_embeddings(name, t)
-        check_like_earlier(name, "features", t.shape[1], self._dims.get(name), tuple(t.shape))
         if self.validate_args:
             check_finite(name, t)
         return t
@@ -76,20 +74,53 @@ class _RepresentationMetric(BaseMetric):
             )
         return values
 
-    def _remember(self, **dims: int) -> None:
-        self._dims.update(dims)
+    def _out_dtype(self) -> torch.dtype:
+        layout = self.input_layout()
+        return (
+            torch.float64 if layout is not None and layout[0] == torch.float64 else torch.get_default_dtype()
+        )
 
-    def reset(self) -> None:
-        """Clear the state (and the remembered feature dimensions)."""
-        super().reset()
-        self._dims = {}
+    def _finish(self, value: Optional[Tensor]) -> Tensor:
+        if value is None:
+            return torch.tensor(math.nan, dtype=self._out_dtype(), device=self.device)
+        return value.to(self._out_dtype())
 
     def plot(self, val: Any = None, ax: Any = None) -> Any:
         """Plot a value or a sequence of values (needs matplotlib)."""
         return plot_metric(self, val, ax, None)
 
 
-class _MomentMetric(_RepresentationMetric):
+class _SummaryMetric(_RepresentationMetric):
+    """Keeps float64 sums, not rows: the embeddings' dtype is kept as a zero-width running sum of that
+    dtype (``input_dtype``), their width is read off the ``(d, d)`` sums."""
+
+    #: The running sums whose last dimensions are the feature widths, in argument order.
+    _width_sums: ClassVar[tuple[str, ...]] = ("gram",)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.add_running_sum("input_dtype")
+
+    def input_layout(self) -> Optional[Layout]:
+        """The embeddings' dtype and widths (one per argument), from the state."""
+        tag = first_rows(getattr(self, "input_dtype"))  # noqa: B009 (a state)
+        sums = [first_rows(getattr(self, name)) for name in self._width_sums]
+        if tag is None or any(s is None for s in sums):
+            return None
+        return tag.dtype, tuple(int(s.shape[-1]) for s in sums if s is not None)
+
+    def _check_layout(self, tensors: dict[str, Tensor]) -> None:
+        """The batch's dtype and widths must be those of the earlier batches."""
+        first = next(iter(tensors.values()))
+        dtype = functools.reduce(torch.promote_types, (t.dtype for t in tensors.values()))
+        layout = (dtype, tuple(int(t.shape[1]) for t in tensors.values()))
+        self.check_like_earlier_rows(", ".join(tensors), first, layout)
+
+    def _tag(self, dtype: torch.dtype) -> Tensor:
+        return torch.zeros(0, dtype=dtype, device=self.device)
+
+
+class _MomentMetric(_SummaryMetric):
     """``n``, ``Σz`` and ``Σzzᵀ`` of every row seen (float64 running sums)."""
 
     n: Tensor
@@ -99,27 +130,26 @@ class _MomentMetric(_RepresentationMetric):
         self.add_state("n", default=torch.tensor(0, dtype=torch.int64), dist_reduce_fx="sum")
         self.add_running_sum("total", "gram")
 
+    def _batch(self, z: Any) -> Tensor:
+        t = self._embeddings("z", z)
+        self._check_layout({"z": t})
+        return t
+
     def _check_batch(self, *args: Any, **kwargs: Any) -> None:
-        self._embeddings("z", kwargs.get("z", args[0] if args else None))
+        self._batch(kwargs.get("z", args[0] if args else None))
 
     def update(self, z: Tensor) -> None:
         """Add a batch of embeddings ``(n_samples, n_features)``."""
-        t = self._embeddings("z", z)
+        t = self._batch(z)
         total, gram = spectral.column_sums(t)
-        self.accumulate(total=total, gram=gram)
+        self.accumulate(total=total, gram=gram, input_dtype=self._tag(t.dtype))
         self.n = self.n + t.shape[0]
-        self._remember(z=t.shape[1])
 
     def _moments(self) -> Optional[spectral.Moments]:
         total, gram = self.running_sum("total"), self.running_sum("gram")
         if total is None or gram is None or int(self.n) == 0:
             return None
         return spectral.Moments(self.n, total, gram)
-
-    def _finish(self, value: Optional[Tensor]) -> Tensor:
-        if value is None:
-            return torch.tensor(math.nan, device=self.device)
-        return value.to(torch.get_default_dtype())
 
 
 class RankMe(_MomentMetric):
@@ -207,7 +237,7 @@ class AlphaReQ(_MomentMetric):
         return self._finish(None if m is None else spectral.alpha_req(m, fit_range=self.fit_range))
 
 
-class LiDAR(_RepresentationMetric):
+class LiDAR(_SummaryMetric):
     r"""LiDAR (Thilak et al., ICLR 2024), the rank of the LDA matrix of surrogate classes; higher is better.
 
     ``update(z, labels)`` takes embeddings and the id of the source sample each row was augmented
@@ -250,9 +280,11 @@ class LiDAR(_RepresentationMetric):
         self.add_running_sum("gram")
         self.add_row_store("class_labels", "class_counts", "class_sums")
         self._trimmer = SlotTrimmer()
+        self._folded_rows = 0
 
     def _batch(self, z: Any, labels: Any) -> tuple[Tensor, Tensor]:
         t = self._embeddings("z", z)
+        self._check_layout({"z": t})
         return t, check_class_labels("labels", labels, t)
 
     def _check_batch(self, *args: Any, **kwargs: Any) -> None:
@@ -262,23 +294,37 @@ class LiDAR(_RepresentationMetric):
         """Add a batch of embeddings with their source-sample ids."""
         t, lab = self._batch(z, labels)
         classes, counts, sums, used = spectral.class_partials(t, lab)  # fixed slots: no host sync
-        self.accumulate(gram=spectral.column_sums(t)[1])
+        self.accumulate(gram=spectral.column_sums(t)[1], input_dtype=self._tag(t.dtype))
         self.class_labels.append(classes)
         self.class_counts.append(counts)
         self.class_sums.append(sums)
         self._trimmer.submit(used, (classes, counts, sums))
         self._trimmer.trim((self.class_labels, self.class_counts, self.class_sums))
-        self._remember(z=t.shape[1])
+        self._fold_recurring_classes(t.shape[0])
+
+    def _fold_recurring_classes(self, batch_rows: int) -> None:
+        """Merge the stored class partials into one row per class once they hold twice the rows of the
+        last merge (amortised O(1) per row; no host sync): the state stays within about twice the
+        number of classes plus a batch, however often the classes recur."""
+        stores = (self.class_labels, self.class_counts, self.class_sums)
+        rows = sum(t.shape[0] for t in self.class_labels)
+        if len(self.class_labels) < 2 or rows <= 2 * max(self._folded_rows, batch_rows):
+            return
+        merged = spectral.merge_partials(*(torch.cat(store) for store in stores))
+        for store, t in zip(stores, merged[:3]):
+            store[:] = [t]
+        self._trimmer.submit(merged[3], merged[:3])
+        self._trimmer.trim(stores)
+        self._folded_rows = self.class_labels[0].shape[0]
 
     def compute(self) -> Tensor:
         """LiDAR of every row seen (NaN before two classes, or without a class of two rows)."""
         gram, labels = self.running_sum("gram"), self.stored_rows("class_labels")
         counts, sums = self.stored_rows("class_counts"), self.stored_rows("class_sums")
         if gram is None or labels is None or counts is None or sums is None:
-            return torch.tensor(math.nan, device=self.device)
+            return self._finish(None)
         _, counts, sums = spectral.grouped_sums(labels, counts, sums)
-        value = spectral.lidar(counts, sums, gram, delta=self.delta, eps=self.eps)
-        return value.to(torch.get_default_dtype())
+        return self._finish(spectral.lidar(counts, sums, gram, delta=self.delta, eps=self.eps))
 
     class_labels: list[Tensor]
     class_counts: list[Tensor]
@@ -288,7 +334,7 @@ class LiDAR(_RepresentationMetric):
     _trimmer: SlotTrimmer
 
 
-class LinearCKA(_RepresentationMetric):
+class LinearCKA(_SummaryMetric):
     r"""Linear CKA (Kornblith et al., ICML 2019) between two representations of the same samples.
 
     ``update(x, y)``: row ``i`` of ``x`` and of ``y`` represent the same sample (any widths). Keeps
@@ -314,6 +360,7 @@ class LinearCKA(_RepresentationMetric):
     plot_upper_bound: float = 1.0
 
     n: Tensor
+    _width_sums = ("xx", "yy")
 
     def __init__(self, *, validate_args: bool = True, **kwargs: Any) -> None:
         super().__init__(validate_args=validate_args, **kwargs)
@@ -323,6 +370,7 @@ class LinearCKA(_RepresentationMetric):
     def _pair(self, x: Any, y: Any) -> tuple[Tensor, Tensor]:
         a, b = self._embeddings("x", x), self._embeddings("y", y)
         check_row_pair(("x", "y"), a, b)
+        self._check_layout({"x": a, "y": b})
         return a, b
 
     def _check_batch(self, *args: Any, **kwargs: Any) -> None:
@@ -332,17 +380,17 @@ class LinearCKA(_RepresentationMetric):
         """Add a batch of paired rows."""
         a, b = self._pair(x, y)
         (sum_x, xx), (sum_y, yy) = spectral.column_sums(a), spectral.column_sums(b)
-        self.accumulate(sum_x=sum_x, sum_y=sum_y, xx=xx, yy=yy, xy=spectral.cross_gram(a, b))
+        tag = self._tag(torch.promote_types(a.dtype, b.dtype))
+        self.accumulate(sum_x=sum_x, sum_y=sum_y, xx=xx, yy=yy, xy=spectral.cross_gram(a, b), input_dtype=tag)
         self.n = self.n + a.shape[0]
-        self._remember(x=a.shape[1], y=b.shape[1])
 
     def compute(self) -> Tensor:
         """CKA of every pair seen (NaN before any update or when a representation is constant)."""
         sums = [self.running_sum(n) for n in ("sum_x", "sum_y", "xx", "yy", "xy")]
         if any(s is None for s in sums) or int(self.n) == 0:
-            return torch.tensor(math.nan, device=self.device)
+            return self._finish(None)
         sx, sy, xx, yy, xy = (s for s in sums if s is not None)
-        return spectral.linear_cka(self.n, sx, sy, xx, yy, xy).to(torch.get_default_dtype())
+        return self._finish(spectral.linear_cka(self.n, sx, sy, xx, yy, xy))
 
 
 class KNNAccuracy(_RepresentationMetric):
@@ -388,6 +436,7 @@ class KNNAccuracy(_RepresentationMetric):
     query_labels: list[Tensor]
     #: The bank shards stay on their process at a sync; ``compute`` merges their neighbour lists.
     _process_local_states: ClassVar[tuple[str, ...]] = ("bank", "bank_labels")
+    _embedding_states = ("bank", "query")
 
     def __init__(
         self,
@@ -411,6 +460,7 @@ class KNNAccuracy(_RepresentationMetric):
     def _batch(self, embeddings: Any, labels: Any, role: Any) -> tuple[Tensor, Tensor, str]:
         check_choice("role", role, ("bank", "query"))
         t = self._embeddings("embeddings", embeddings)
+        self.check_like_earlier_rows("embeddings", t)
         return t, check_class_labels("labels", labels, t), str(role)
 
     def _check_batch(self, *args: Any, **kwargs: Any) -> None:
@@ -421,14 +471,13 @@ class KNNAccuracy(_RepresentationMetric):
         t, lab, which = self._batch(embeddings, labels, role)
         getattr(self, which).append(t)
         getattr(self, f"{which}_labels").append(lab)
-        self._remember(embeddings=t.shape[1])
 
     def compute(self) -> Tensor:
         """Accuracy of every query against the whole bank (NaN without a bank row or a query)."""
         bank, bank_labels = self.stored_rows("bank"), self.stored_rows("bank_labels")
         query, query_labels = self.stored_rows("query"), self.stored_rows("query_labels")
         if query is None or query_labels is None:  # the same on every process (queries are gathered)
-            value = torch.full((len(self._tops),), math.nan, device=self.device)
+            value = torch.full((len(self._tops),), math.nan, dtype=self._out_dtype(), device=self.device)
             return value.reshape(()) if self._single else value
         if bank is None or bank_labels is None:  # NaN, unless (sharded) another process has bank rows
             bank, bank_labels = query[:0], query_labels[:0]
@@ -437,5 +486,5 @@ class KNNAccuracy(_RepresentationMetric):
             tops=self._tops, num_classes=self.num_classes, ties=self.ties, block_bytes=self.block_bytes,
             sharded=metric_shard(self) is not None,
         )  # fmt: skip
-        value = (hits / query.shape[0]).to(torch.get_default_dtype())
+        value = self._finish(hits / query.shape[0])
         return value.reshape(()) if self._single else value

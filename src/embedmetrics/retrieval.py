@@ -47,10 +47,10 @@ from embedmetrics._engine.retrieval import (
     out_dtype,
     query_values,
 )
-from embedmetrics._exports import RETRIEVAL_METRICS
 from embedmetrics._plotting import plot_curve, plot_metric
+from embedmetrics._registry import class_names
 
-__all__ = ["RetrievalMetric", *RETRIEVAL_METRICS]
+__all__ = ["RetrievalMetric", *class_names("retrieval")]
 
 
 class RetrievalMetric(BaseMetric):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import json
+import zlib
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Optional
 
@@ -31,8 +32,12 @@ import torch
 from torch import Tensor
 from torchmetrics import Metric
 
-from embedmetrics._engine.checks import check_same_settings
+from embedmetrics._engine.checks import IncompatibleStateError, check_same_settings
 from embedmetrics._engine.sync import SyncSafeMetric, settings_fingerprint
+from embedmetrics._registry import spec_of
+
+#: The dtype and the trailing shape (feature widths) of a metric's embeddings.
+Layout = tuple[torch.dtype, tuple[int, ...]]
 
 #: ``state_dict`` key of the recorded settings (present only when states are persistent).
 SETTINGS_KEY = "_settings"
@@ -43,10 +48,31 @@ _KNOWN_SETTINGS: dict[float, dict[str, str]] = {}
 
 
 def describe_setting(value: Any) -> str:
-    """A stable text for a setting: ``repr`` of values, the qualified name of functions."""
+    """A stable text for a setting, the same in every process: ``repr`` of plain values, the qualified
+    name of functions, a checksum of a tensor's values, the public attributes of other objects."""
+    if isinstance(value, Tensor):
+        data = value.detach().cpu().contiguous()
+        return f"tensor{tuple(data.shape)}:{zlib.crc32(data.numpy().tobytes()) if data.numel() else 0}"
     if callable(value) and hasattr(value, "__qualname__"):
         return f"{getattr(value, '__module__', '')}.{value.__qualname__}"
-    return repr(value)
+    if isinstance(value, (str, int, float, bool, tuple, list, type(None))):
+        return repr(value)
+    public = sorted((k, describe_setting(v)) for k, v in vars(value).items() if not k.startswith("_"))
+    return f"{type(value).__qualname__}{public}"
+
+
+def first_rows(state: Any) -> Optional[Tensor]:
+    """The first tensor with rows of a list (or tensor) state, or ``None``: its dtype and trailing shape
+    are those of every row of the state (metadata only, no host read)."""
+    items = state if isinstance(state, list) else [state]
+    for item in items:
+        if isinstance(item, Tensor) and item.ndim >= 1 and item.shape[0] > 0:
+            return item
+    return None
+
+
+def _rows_text(t: Tensor) -> str:
+    return f"{t.dtype} rows of shape (n, {', '.join(str(d) for d in t.shape[1:])})"
 
 
 def _detach(value: Any) -> Any:
@@ -58,6 +84,8 @@ class BaseMetric(SyncSafeMetric):
 
     _settings: dict[str, str]
     __jit_ignored_attributes__: ClassVar[list[str]] = [*Metric.__jit_ignored_attributes__, "_settings"]
+    #: Row stores that hold the embeddings (one dtype and width for all of them; see :meth:`input_layout`).
+    _embedding_states: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """TorchScript skips the annotated attributes (postponed ``list[Tensor]`` annotations are not
@@ -166,6 +194,60 @@ class BaseMetric(SyncSafeMetric):
         for name, total in totals.items():
             setattr(self, name, total)
 
+    # ------------------------------------------------------------------ the input layout
+    def input_layout(self) -> Optional[Layout]:
+        """The dtype and trailing shape of the embeddings accumulated so far (``None`` before any row),
+        read from the state itself: never stale after ``reset``, ``merge_state`` or ``load_state_dict``.
+        Every process must agree on it at a sync."""
+        for name in self._embedding_states:
+            rows = first_rows(getattr(self, name))
+            if rows is not None:
+                return rows.dtype, tuple(rows.shape[1:])
+        return None
+
+    def check_like_earlier_rows(self, name: str, t: Tensor, layout: Optional[Layout] = None) -> None:
+        """A batch ``t`` of argument ``name`` must have the dtype and width of the rows accumulated before
+        (:class:`IncompatibleStateError` naming both; metadata only, no host read). ``layout``: the
+        batch's layout where it is not ``t``'s own dtype and trailing shape."""
+        earlier, got = self.input_layout(), layout or (t.dtype, tuple(t.shape[1:]))
+        if earlier is None or got == earlier:
+            return
+        raise IncompatibleStateError(
+            f"Argument `{name}` must have the dtype and width of the earlier batches ({earlier[0]}, "
+            f"{' and '.join(map(str, earlier[1]))} features), got {t.dtype} with shape {tuple(t.shape)}."
+        )
+
+    def _refuse_other_rows(self, incoming: dict[str, Any] | Metric, action: str) -> None:
+        """Every ``"cat"`` state of ``incoming`` must hold rows of our dtype and trailing shape, and its
+        input layout must be ours (:class:`IncompatibleStateError` naming the state; nothing merged)."""
+        for name in self._reductions:
+            theirs_state = incoming.get(name) if isinstance(incoming, dict) else getattr(incoming, name, None)
+            ours, theirs = first_rows(getattr(self, name)), first_rows(theirs_state)
+            if ours is None or theirs is None or not isinstance(getattr(self, name), list):
+                continue
+            if ours.dtype != theirs.dtype or ours.shape[1:] != theirs.shape[1:]:
+                raise IncompatibleStateError(
+                    f"{type(self).__name__}.{action}: the incoming state `{name}` holds "
+                    f"{_rows_text(theirs)}, ours {_rows_text(ours)}: states of another feature width or "
+                    "dtype cannot be merged."
+                )
+        if isinstance(incoming, BaseMetric):
+            ours_layout, theirs_layout = self.input_layout(), incoming.input_layout()
+            if None not in (ours_layout, theirs_layout) and ours_layout != theirs_layout:
+                raise IncompatibleStateError(
+                    f"{type(self).__name__}.{action}: the incoming embeddings are {theirs_layout}, "
+                    f"ours {ours_layout} (dtype, width): they cannot be merged."
+                )
+
+    def settings_code_all(self) -> Optional[int]:
+        """A checksum of every setting that changes the result (the registry's ``settings``), which
+        every process must share; ``None`` for a metric outside the registry."""
+        spec = next((spec_of(k.__name__) for k in type(self).__mro__ if spec_of(k.__name__)), None)
+        if spec is None:
+            return None
+        values = {n: describe_setting(getattr(self, n)) for n in spec.settings if hasattr(self, n)}
+        return zlib.crc32(repr(sorted(values.items())).encode())
+
     # ------------------------------------------------------------------ settings
     def add_settings_state(self, **settings: Any) -> None:
         """Record the settings that shape what ``update`` stores, as a state of its own.
@@ -209,6 +291,8 @@ class BaseMetric(SyncSafeMetric):
             self._refuse_other_settings(incoming_state._settings, "merge_state")
         elif isinstance(incoming_state, dict):
             self._refuse_other_settings_code(incoming_state.get("settings_code"), "merge_state")
+        if isinstance(incoming_state, (dict, Metric)):
+            self._refuse_other_rows(incoming_state, "merge_state")
         super().merge_state(incoming_state)
         self._computed = None  # torchmetrics keeps the value cached before the merge
 

@@ -32,6 +32,12 @@ class ArgumentKindError(TypeError, ValueError):
     """
 
 
+class IncompatibleStateError(ValueError, RuntimeError):
+    """States that cannot be combined: another feature width, dtype or setting, in ``merge_state``,
+    across processes at a sync, or between a batch and the rows accumulated before it. A
+    ``ValueError`` (also a ``RuntimeError``, which a sync raised before)."""
+
+
 #: Tie policies of every rank-based metric (see DESIGN.md, "Ties").
 TIES = ("average", "pessimistic", "optimistic")
 

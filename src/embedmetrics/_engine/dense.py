@@ -26,7 +26,7 @@ tie block by increasing / decreasing gain. Queries without a qrels line are skip
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 import torch
@@ -50,7 +50,7 @@ from embedmetrics._engine.dense_scan import TopLists, by_key_then_id, columns_of
 from embedmetrics._engine.pair_scores import pair_similarity
 from embedmetrics._engine.qrels import Judgements, check_ids, check_unique_ids, per_row_sorted
 from embedmetrics._engine.ranking import aggregate
-from embedmetrics._engine.row_owners import route_identical_rows
+from embedmetrics._engine.row_owners import gather_rows, route_identical_rows
 from embedmetrics._engine.scan import compute_dtype
 
 #: The measures of :func:`dense_values`, in the order results list them.
@@ -281,15 +281,19 @@ def dense_values(
     ``distributed``: the queries are the same on every process and each holds its own corpus part;
     the lists are merged across processes (a collective) and every process returns the same result.
     """
+    queries, corpus = queries.detach(), corpus.detach()  # values and the run never keep a graph
     if queries.shape[0] == 0:  # the same on every process (the queries are gathered)
         return _no_queries(queries, corpus, opts)
     order = torch.argsort(query_ids)
     query_ids = query_ids[order]
     check_unique_ids("query_ids", query_ids)
-    if not distributed:
-        check_unique_ids("corpus_ids", torch.sort(corpus_ids).values)
+    # every process checks the ids of every process (the same error everywhere, never a mixed result)
+    every_corpus_id = torch.cat(gather_rows(corpus_ids)) if distributed else corpus_ids
+    check_unique_ids("corpus_ids", torch.sort(every_corpus_id).values)
     queries = queries[order]
     judgements = Judgements.build(qrels, query_ids)
+    # no list is longer than the corpus: a huge ``depth`` costs nothing (the cut-offs stay addressable)
+    opts = replace(opts, depth=max(max(opts.ks), min(opts.depth, _corpus_size(corpus, distributed))))
     if distributed:  # identical rows on several processes: all scanned by one (bit-identical keys)
         corpus, corpus_ids = route_identical_rows(
             corpus.detach().to(compute_dtype(queries, corpus)), corpus_ids

@@ -39,6 +39,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from embedmetrics._engine.dense_scan import boundary_block, by_key_then_id, side_by_side
+from embedmetrics._engine.exact_sum import order_free_sum
 from embedmetrics._engine.knn import KeyBlocks, smallest_keys
 from embedmetrics._engine.row_owners import gather_rows, route_identical_rows
 from embedmetrics._engine.scan import block_ranges, compute_dtype
@@ -57,15 +58,16 @@ def class_indices(
     (at least the number of distinct labels), else the number of distinct labels. ``every_label``:
     the bank labels of every process where the bank is sharded (default: ``bank_labels``)."""
     seen = bank_labels if every_label is None else every_label
-    unique = torch.unique(torch.cat([seen, query_labels.to(seen.dtype)]))
+    # int64 for both: a query label is never cast into a narrower bank dtype (256 is not uint8's 0)
+    unique = torch.unique(torch.cat([seen.to(torch.int64), query_labels.to(torch.int64)]))
     n_distinct = unique.shape[0]
     if num_classes is not None and num_classes < n_distinct:
         raise ValueError(
             f"Argument `num_classes` must be at least the number of distinct labels ({n_distinct}), "
             f"got {num_classes}."
         )
-    bank_cls = torch.searchsorted(unique, bank_labels.to(unique.dtype).contiguous())
-    query_cls = torch.searchsorted(unique, query_labels.to(unique.dtype).contiguous())
+    bank_cls = torch.searchsorted(unique, bank_labels.to(torch.int64).contiguous())
+    query_cls = torch.searchsorted(unique, query_labels.to(torch.int64).contiguous())
     return bank_cls, query_cls, num_classes or n_distinct
 
 
@@ -215,9 +217,9 @@ def vote_hits(
     ties: str,
     n_classes: int,
 ) -> Tensor:
-    """Sum over the lists' queries of the hit at each ``top`` (float64 ``(len(tops),)``)."""
+    """The hit of each of the lists' queries at each ``top`` (float64 ``(Q, len(tops))``)."""
     n_q, k = lists.keys.shape
-    hits = torch.zeros(len(tops), dtype=torch.float64, device=lists.keys.device)
+    hits = torch.zeros(n_q, len(tops), dtype=torch.float64, device=lists.keys.device)
     extra = lists.extra[torch.argsort(lists.extra[:, 0], stable=True)]
     for r0, r1 in block_ranges(n_q, max(1, _VOTE_BLOCK_ELEMENTS // n_classes)):
         order = by_key_then_id(lists.keys[r0:r1], lists.classes[r0:r1])  # ascending (key, class)
@@ -236,7 +238,7 @@ def vote_hits(
         tied.index_put_((e[:, 0] - r0, e[:, 1]), e[:, 2], accumulate=True)
         share = weight[:, -1] * (k - strict.sum(dim=1)) / lists.tail[r0:r1].to(torch.float64)
         votes += share[:, None] * tied.to(torch.float64)
-        hits += expected_hits(votes, query_cls[r0:r1], tops, ties).sum(dim=0)
+        hits[r0:r1] = expected_hits(votes, query_cls[r0:r1], tops, ties)
     return hits
 
 
@@ -255,27 +257,30 @@ def knn_vote_hits(
     block_bytes: int | None = None,
     sharded: bool = False,
 ) -> Tensor:
-    """Sum of the hits of every query at each ``top`` (float64 ``(len(tops),)``).
+    """Sum of the hits of every query at each ``top`` (float64 ``(len(tops),)``), added in an order that
+    does not depend on the order of the queries (:func:`~embedmetrics._engine.exact_sum.order_free_sum`).
 
     ``k`` is clipped to the bank rows a query sees (all of them, or all but its own row with
     ``exclude_self``, where ``queries`` are the bank rows themselves).
 
-    NaN without any bank row. ``sharded``: the bank is sharded across processes (a collective; every
-    process returns the same sum). ``queries`` are the same on every process and ``bank``
-    is this process's share: each process scans its own bank rows against all queries (identical rows
-    held by several processes are all scanned by one,
+    NaN without any bank row, and NaN when an embedding is not finite (never a score from NaN
+    similarities; a host sync, and a collective when sharded). ``sharded``: the bank is sharded across
+    processes (a collective; every process returns the same sum). ``queries`` are the same on every
+    process and ``bank`` is this process's share: each process scans its own bank rows against all
+    queries (identical rows held by several processes are all scanned by one,
     :func:`~embedmetrics._engine.row_owners.route_identical_rows`), the lists are merged exactly, and
     each process votes for a contiguous share of the queries.
     """
     nan = torch.full((len(tops),), math.nan, dtype=torch.float64, device=queries.device)
+    if not _all_finite(bank, queries, sharded):
+        return nan
     if sharded:
         shard = _sharded_lists(bank, bank_labels, queries, query_labels, k, num_classes, block_bytes)
         if shard is None:
             return nan
         lists, query_cls, n_classes = shard
         hits = vote_hits(lists, query_cls, temperature=temperature, tops=tops, ties=ties, n_classes=n_classes)
-        dist.all_reduce(hits)
-        return hits
+        return order_free_sum(torch.cat(gather_rows(hits)))
     if bank.shape[0] == 0:
         return nan
     bank_cls, query_cls, n_classes = class_indices(bank_labels, query_labels, num_classes)
@@ -285,7 +290,19 @@ def knn_vote_hits(
     lists = scan_votes(
         bank, bank_cls, queries, k=k, n_classes=n_classes, exclude_self=exclude_self, block_bytes=block_bytes
     )
-    return vote_hits(lists, query_cls, temperature=temperature, tops=tops, ties=ties, n_classes=n_classes)
+    hits = vote_hits(lists, query_cls, temperature=temperature, tops=tops, ties=ties, n_classes=n_classes)
+    return order_free_sum(hits)
+
+
+def _all_finite(bank: Tensor, queries: Tensor, sharded: bool) -> bool:
+    """Every embedding finite (on every process when ``sharded``: a collective)."""
+    bad = torch.zeros((), dtype=torch.int64, device=queries.device)
+    for t in (bank, queries):
+        if t.numel():
+            bad = bad + (~torch.isfinite(t)).any().to(torch.int64)
+    if sharded:
+        dist.all_reduce(bad)
+    return int(bad) == 0
 
 
 def _sharded_lists(

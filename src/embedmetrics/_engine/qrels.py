@@ -54,6 +54,18 @@ def check_ids(name: str, ids: Tensor, n_rows: int) -> Tensor:
     return ids.to(torch.int64)
 
 
+def check_new_ids(name: str, ids: Tensor, earlier: Tensor | None) -> None:
+    """``ids`` must be unique and none of ``earlier`` (the ids of the earlier batches). Host sync."""
+    check_unique_ids(name, torch.sort(ids).values)
+    if earlier is not None and earlier.numel() and ids.numel():
+        seen = torch.isin(ids, earlier)
+        if bool(seen.any()):
+            value = int(ids[seen][0])
+            raise ValueError(
+                f"Argument `{name}` must hold new ids, got {value}, already given in an earlier batch."
+            )
+
+
 def check_unique_ids(name: str, sorted_ids: Tensor) -> None:
     """Raise ``ValueError`` naming a repeated id of ``sorted_ids`` (ascending). Host sync."""
     same = sorted_ids[1:] == sorted_ids[:-1]
@@ -110,6 +122,8 @@ class Judgements:
         keys = rows * max(1, self._docs.numel()) + at.clamp_min(0)
         entry = find_sorted(self._keys, keys)
         found = (at >= 0) & (entry >= 0)
+        if self.entry_rel.numel() == 0:  # no query of the set is judged: nothing is relevant
+            return torch.zeros_like(doc_ids)
         return torch.where(found, self.entry_rel[entry.clamp_min(0)], 0)
 
     def gains(self) -> Tensor:
@@ -123,10 +137,11 @@ class Judgements:
         """
         n_q, width = self.judged.shape[0], max(ks)
         best = per_row_sorted(self.entry_row, self.gains(), n_q, width, descending=True)
+        if best.shape[1] == 0:  # no judged document: no ideal gain
+            return torch.zeros(n_q, len(ks), dtype=torch.float64, device=best.device)
         dcg = (best * discount[: best.shape[1]]).cumsum(dim=1)
         cols = torch.tensor([min(k, best.shape[1]) - 1 for k in ks], device=dcg.device)
-        out = dcg.index_select(1, cols.clamp_min(0))
-        return out if best.shape[1] > 0 else torch.zeros_like(out)
+        return dcg.index_select(1, cols.clamp_min(0))
 
 
 def per_row_sorted(rows: Tensor, values: Tensor, n_rows: int, width: int, *, descending: bool) -> Tensor:

@@ -89,7 +89,17 @@ def rankme(m: Moments, *, center: bool, eps: float) -> Tensor:
     """
     scatter = centered(m.n, m.total, m.total, m.gram) if center else m.gram
     lam = descending_eigenvalues(scatter)[: int(min(int(m.n), scatter.shape[0]))]
-    return smooth_rank(lam.sqrt(), eps)
+    return smooth_rank(resolved(lam).sqrt(), eps)
+
+
+def resolved(lam: Tensor) -> Tensor:
+    """Descending eigenvalues with those below the eigensolver's resolution (``d · ε · λ_max``, ``ε`` of
+    float64) set to 0: rounding noise of a zero eigenvalue, whose square root (``~1e-8 · σ_max``) would
+    otherwise count as a singular value the data do not have."""
+    if lam.numel() == 0:
+        return lam
+    floor = lam[0] * lam.numel() * torch.finfo(lam.dtype).eps
+    return torch.where(lam > floor, lam, 0.0)
 
 
 def alpha_req(m: Moments, *, fit_range: tuple[int, int]) -> Tensor:
@@ -201,6 +211,22 @@ def class_partials(z: Tensor, labels: Tensor) -> tuple[Tensor, Tensor, Tensor, T
     rows = z.detach().to(torch.float64)[order]
     sums = torch.segment_reduce(rows, "sum", lengths=counts, axis=0, unsafe=True)
     return sorted_labels[starts], counts, sums, first.sum()
+
+
+def merge_partials(labels: Tensor, counts: Tensor, sums: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Class partials ``(label, count, sum)`` (several batches' slots, concatenated) merged into one row
+    per label, in ``n`` fixed slots as :func:`class_partials` gives them (no host sync); ``used``
+    counts the real ones. The partials of a label are added in their given order (deterministic)."""
+    n = labels.shape[0]
+    sorted_labels, order = torch.sort(labels, stable=True)
+    first = torch.ones(n, dtype=torch.bool, device=labels.device)
+    first[1:] = sorted_labels[1:] != sorted_labels[:-1]
+    slot = torch.cumsum(first, 0) - 1
+    out_counts = torch.zeros_like(counts).scatter_add_(0, slot, counts[order])
+    per_slot = torch.zeros_like(slot).scatter_add_(0, slot, torch.ones_like(slot))
+    starts = (torch.cumsum(per_slot, 0) - per_slot).clamp_max(n - 1)
+    out_sums = torch.segment_reduce(sums[order], "sum", lengths=per_slot, axis=0, unsafe=True)
+    return sorted_labels[starts], out_counts, out_sums, first.sum()
 
 
 def check_fit_range(fit_range: object) -> tuple[int, int]:

@@ -11,7 +11,8 @@ the process ("Received data size doesn't match expected size") and NCCL can hang
 fixed-size ``all_gather`` (the same collective on every rank, whatever it holds), the dtype and the
 trailing shape of every ``"cat"`` state; a rank without rows for a state then contributes an empty
 tensor ``(0, *trailing_shape)`` of the right dtype, which torchmetrics pads and gathers like any other.
-Ranks whose states disagree (dtype or trailing shape) raise the same ``RuntimeError`` on every rank,
+Ranks whose settings, inputs or states disagree (dtype or trailing shape, process-local states
+included) raise the same :class:`~embedmetrics._engine.checks.IncompatibleStateError` on every rank,
 never a hang.
 
 A second torchmetrics limitation is handled too: a ``"cat"`` state that is a *tensor* (not a list)
@@ -31,6 +32,8 @@ from torch import Tensor
 from torchmetrics import Metric
 from torchmetrics.utilities.data import dim_zero_cat
 from torchmetrics.utilities.distributed import gather_all_tensors
+
+from embedmetrics._engine.checks import IncompatibleStateError
 
 _DTYPES: tuple[torch.dtype, ...] = (
     torch.float32,
@@ -76,40 +79,88 @@ def _describe(t: Tensor | None, attr: str) -> list[int]:
     return row
 
 
-def align_empty_cat_states(metric: Metric, process_group: Any | None = None) -> None:
-    """Give every empty ``"cat"`` state of ``metric`` the dtype and trailing shape the other ranks use.
+def _layout_row(layout: tuple[torch.dtype, tuple[int, ...]] | None) -> list[int]:
+    """A descriptor row of a metric's input layout (``None``: no input yet)."""
+    if layout is None:
+        return [0] * _DESC_LEN
+    dtype, trailing = layout
+    return _describe(torch.empty((1, *trailing), dtype=dtype, device="meta"), "input")
 
-    Must be called on every rank of the group (it runs one ``all_gather``). States are replaced in
-    place on ranks without rows; torchmetrics' ``sync`` has cached the originals already and
-    restores them on ``unsync``.
+
+def _settings_row(metric: Metric) -> list[int]:
+    """A descriptor row of the metric's settings: a checksum of every setting that changes the result."""
+    code = getattr(metric, "settings_code_all", None)
+    value = code() if callable(code) else None
+    row = [0] * _DESC_LEN
+    if value is not None:
+        row[0], row[1] = 1, int(value)
+    return row
+
+
+def _mismatch(metric: Metric, what: str, rows: Tensor) -> IncompatibleStateError:
+    described = sorted({_read(r) for r in rows.tolist() if r[0] == 1})
+    return IncompatibleStateError(
+        f"{type(metric).__name__}: {what} differ across processes ({'; '.join(described)}); every "
+        "process must build the metric with the same settings and update it with inputs of the same "
+        "dtype and width."
+    )
+
+
+def _read(row: list[int]) -> str:
+    if row[2] == 0:
+        return f"settings code {row[1]}"
+    shape = ", ".join(str(d) for d in row[3 : 3 + row[2] - 1])
+    return f"{_DTYPES[row[1]]} rows of shape (n, {shape})" if shape else f"{_DTYPES[row[1]]} values"
+
+
+def align_empty_cat_states(metric: Metric, process_group: Any | None = None) -> None:
+    """Check that every rank agrees, then give every empty ``"cat"`` state of ``metric`` the dtype and
+    trailing shape the other ranks use.
+
+    Must be called on every rank of the group (it runs one fixed-size ``all_gather``). Ranks must
+    agree on the settings (:func:`settings_fingerprint`), on the input layout (the dtype and width of
+    the embeddings, ``metric.input_layout()`` where defined) and on the dtype and trailing shape of
+    every ``"cat"`` state, process-local ones included; where they do not, every rank raises the same
+    :class:`~embedmetrics._engine.checks.IncompatibleStateError` (no hang, no mixed result). States are
+    replaced in place on ranks without rows; torchmetrics' ``sync`` has cached the originals already
+    and restores them on ``unsync``.
     """
     if not (dist.is_available() and dist.is_initialized()):
         return  # a custom ``dist_sync_fn`` without a process group: nothing to align with
     group = process_group if process_group is not None else dist.group.WORLD
-    attrs = [a for a, fx in metric._reductions.items() if fx is dim_zero_cat]
-    if not attrs:
-        return
-    descs = [_describe(_local_tensor(getattr(metric, a)), a) for a in attrs]
+    reductions = getattr(metric, "_all_reductions", metric._reductions)
+    attrs = [a for a, fx in reductions.items() if fx is dim_zero_cat]
+    layout = getattr(metric, "input_layout", None)
+    descs = [_settings_row(metric), _layout_row(layout() if callable(layout) else None)]
+    descs += [_describe(_local_tensor(getattr(metric, a)), a) for a in attrs]
     local = torch.tensor(descs, dtype=torch.int64, device=metric.device)
     gathered = [torch.zeros_like(local) for _ in range(dist.get_world_size(group))]
     dist.all_gather(gathered, local, group=group)
-    table = torch.stack(gathered).cpu()  # (world, attrs, desc)
-    for j, attr in enumerate(attrs):
+    table = torch.stack(gathered).cpu()  # (world, 2 + attrs, desc)
+    for j, what in ((0, "the settings"), (1, "the inputs (dtype or width)")):
         rows = table[:, j]
+        if not _agree(rows, every_rank=j == 0):
+            raise _mismatch(metric, what, rows)
+    for j, attr in enumerate(attrs, start=2):
+        rows = table[:, j]
+        if not _agree(rows, every_rank=False):
+            raise _mismatch(metric, f"the rows of state `{attr}`", rows)
         with_data = rows[rows[:, 0] == 1]
-        if with_data.shape[0] == 0:
-            continue  # no rank has rows: torchmetrics' placeholder is the same everywhere
-        if not bool((with_data == with_data[0]).all()):
-            raise RuntimeError(
-                f"State `{attr}` of {type(metric).__name__} has different dtypes or trailing shapes on "
-                f"different ranks (descriptors {with_data.tolist()}); every rank must update with "
-                "inputs of the same kind."
-            )
+        if with_data.shape[0] == 0 or attr not in metric._reductions:
+            continue  # no rank has rows, or a process-local state (never gathered)
         if int(rows[dist.get_rank(group), 0]) == 0:
             ndim = int(with_data[0, 2])
             shape = (0, *(int(d) for d in with_data[0, 3 : 3 + ndim - 1]))
             empty = torch.empty(shape, dtype=_DTYPES[int(with_data[0, 1])], device=metric.device)
             setattr(metric, attr, [empty] if isinstance(getattr(metric, attr), list) else empty)
+
+
+def _agree(rows: Tensor, *, every_rank: bool) -> bool:
+    """The descriptor rows of the ranks agree (``every_rank``: also on having one at all)."""
+    present = rows[rows[:, 0] == 1]
+    if every_rank and 0 < present.shape[0] < rows.shape[0]:
+        return False
+    return present.shape[0] == 0 or bool((present == present[0]).all())
 
 
 def settings_fingerprint(**settings: Any) -> Tensor:
@@ -136,6 +187,7 @@ class SyncSafeMetric(Metric):
         reductions = self._reductions
         local = self._process_local_states
         self._reductions = {name: fx for name, fx in reductions.items() if name not in local}
+        self._all_reductions = reductions  # the agreement check covers the process-local states too
         try:
             align_empty_cat_states(self, process_group or self.process_group)
             for attr, fx in self._reductions.items():
@@ -146,3 +198,4 @@ class SyncSafeMetric(Metric):
             super()._sync_dist(dist_sync_fn, process_group=process_group)
         finally:
             self._reductions = reductions
+            del self._all_reductions

@@ -100,10 +100,15 @@ def load_dense(queries: str, corpus: str, qrels: str, key: str | None) -> DenseI
             f"{corpus}: corpus embeddings have {c.shape[1]} features, "
             f"the queries in {queries} have {q.shape[1]}."
         )
+    judged = len(encoded.queries)  # codes below this are the qrels' own query ids
+    query_codes = encoded.queries.encode(q_names)
+    if not bool((query_codes < judged).any()):
+        raise ReportInputError(
+            f"{qrels}: no query of {queries} is judged (none of its {len(q_names)} query ids, "
+            f"first: {q_names[:1]}, has a line in the qrels); check the ids files."
+        )
     dtype = torch.promote_types(q.dtype, c.dtype)
-    return DenseInputs(
-        q.to(dtype), encoded.queries.encode(q_names), c.to(dtype), encoded.docs.encode(c_names), encoded
-    )
+    return DenseInputs(q.to(dtype), query_codes, c.to(dtype), encoded.docs.encode(c_names), encoded)
 
 
 def write_run(path: str, query_ids: torch.Tensor, run: tuple[Any, Any], queries: IdMap, docs: IdMap) -> None:
@@ -115,6 +120,6 @@ def write_run(path: str, query_ids: torch.Tensor, run: tuple[Any, Any], queries:
             for qname, row_ids, row_scores in zip(names, ids.tolist(), scores.tolist()):
                 for rank, (doc, score) in enumerate(zip(docs.decode(row_ids), row_scores), start=1):
                     if doc:
-                        handle.write(f"{qname} Q0 {doc} {rank} {score:.9g} embedmetrics\n")
+                        handle.write(f"{qname} Q0 {doc} {rank} {score!r} embedmetrics\n")
     except OSError as err:
         raise ReportInputError(f"{path}: cannot write the run: {err.strerror or err}.") from None

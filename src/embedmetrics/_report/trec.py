@@ -321,11 +321,21 @@ def parse_lines(path: str, data: bytes, fmt: TableFormat) -> _Table:
     )
 
 
+def _refuse_nul(path: str, data: bytes) -> None:
+    """A NUL byte is no text: NumPy's string arrays (and trec_eval's C strings) would end an id there,
+    so ``d1\\0`` would be read as ``d1``. Refused with its line number."""
+    at = data.find(b"\0")
+    if at >= 0:
+        line = data.count(b"\n", 0, at) + 1
+        raise ReportInputError(f"{path}:{line}: a NUL byte (\\0) in the line; TREC files are text.")
+
+
 def _read_table(path: str, fmt: TableFormat) -> _Table:
     """Plain files are read by Arrow's CSV reader (:mod:`~embedmetrics._report.trec_arrow`), other
     well-formed ASCII files without a loop over lines (:func:`fast_columns`); anything else goes through
     the line parser, which gives the same result or names the offending line."""
     data = _read_bytes(path)
+    _refuse_nul(path, data)
     plain = arrow_table(data, fmt.n_fields, (0, 2, fmt.value), fmt.dtype)
     if plain is not None:
         return plain  # type: ignore[return-value]

@@ -2,21 +2,36 @@
 
 from __future__ import annotations
 
-from embedmetrics.functional import retrieval
-from embedmetrics.functional.dense import dense_retrieval
-from embedmetrics.functional.embedding import alignment_score, contrastive_accuracy_score, uniformity_score
-from embedmetrics.functional.losses import contrastive_loss
-from embedmetrics.functional.neighbors import embedding_accuracy
-from embedmetrics.functional.representation import alpha_req, knn_accuracy, lidar, linear_cka, rankme
-from embedmetrics.functional.retrieval import *  # noqa: F403 (see embedmetrics.functional.retrieval.__all__)
-from embedmetrics.functional.shape_similarity import kruskal_similarity, procrustes_r2, procrustes_similarity
+from embedmetrics._registry import functional_names
+from embedmetrics.functional.dense import dense_retrieval as dense_retrieval
+from embedmetrics.functional.embedding import alignment_score as alignment_score
+from embedmetrics.functional.embedding import contrastive_accuracy_score as contrastive_accuracy_score
+from embedmetrics.functional.embedding import uniformity_score as uniformity_score
+from embedmetrics.functional.losses import contrastive_loss as contrastive_loss
+from embedmetrics.functional.neighbors import embedding_accuracy as embedding_accuracy
+from embedmetrics.functional.representation import alpha_req as alpha_req
+from embedmetrics.functional.representation import knn_accuracy as knn_accuracy
+from embedmetrics.functional.representation import lidar as lidar
+from embedmetrics.functional.representation import linear_cka as linear_cka
+from embedmetrics.functional.representation import rankme as rankme
+from embedmetrics.functional.retrieval import retrieval_auroc as retrieval_auroc
+from embedmetrics.functional.retrieval import retrieval_average_precision as retrieval_average_precision
+from embedmetrics.functional.retrieval import retrieval_fall_out as retrieval_fall_out
+from embedmetrics.functional.retrieval import retrieval_hit_rate as retrieval_hit_rate
+from embedmetrics.functional.retrieval import retrieval_normalized_dcg as retrieval_normalized_dcg
+from embedmetrics.functional.retrieval import retrieval_precision as retrieval_precision
+from embedmetrics.functional.retrieval import (
+    retrieval_precision_recall_curve as retrieval_precision_recall_curve,
+)
+from embedmetrics.functional.retrieval import retrieval_r_precision as retrieval_r_precision
+from embedmetrics.functional.retrieval import retrieval_recall as retrieval_recall
+from embedmetrics.functional.retrieval import (
+    retrieval_recall_at_fixed_precision as retrieval_recall_at_fixed_precision,
+)
+from embedmetrics.functional.retrieval import retrieval_reciprocal_rank as retrieval_reciprocal_rank
+from embedmetrics.functional.shape_similarity import kruskal_similarity as kruskal_similarity
+from embedmetrics.functional.shape_similarity import procrustes_r2 as procrustes_r2
+from embedmetrics.functional.shape_similarity import procrustes_similarity as procrustes_similarity
 
-__all__: list[str] = []
-__all__ += ["contrastive_loss"]
-__all__ += ["embedding_accuracy"]
-__all__ += retrieval.__all__
-
-__all__ += ["alignment_score", "contrastive_accuracy_score", "uniformity_score"]
-__all__ += ["alpha_req", "knn_accuracy", "lidar", "linear_cka", "rankme"]
-__all__ += ["dense_retrieval"]
-__all__ += ["kruskal_similarity", "procrustes_r2", "procrustes_similarity"]
+#: Every functional twin of the registry (:mod:`embedmetrics._registry`), in its order.
+__all__: list[str] = list(functional_names())

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from embedmetrics._engine import shape_similarity as engine
-from embedmetrics._engine.checks import as_tensor, check_bool, check_finite
+from embedmetrics._engine.checks import ArgumentKindError, as_tensor, check_bool, check_finite
 from embedmetrics._engine.representation import check_row_pair
 
 __all__ = ["kruskal_similarity", "procrustes_r2", "procrustes_similarity"]
@@ -25,6 +25,8 @@ def _inputs(x: Any, y: Any, validate_args: bool) -> tuple[Tensor, Tensor, bool, 
     a, b = as_tensor("X", x), as_tensor("Y", y)
     b = b.to(a.device)
     for name, t in (("X", a), ("Y", b)):
+        if t.is_complex():
+            raise ArgumentKindError(f"Argument `{name}` must hold real numbers, got dtype {t.dtype}.")
         if t.ndim != 2:
             raise ValueError(
                 f"Argument `{name}` must be 2-D (n_samples, n_features), got shape {tuple(t.shape)}."

@@ -1,0 +1,217 @@
+"""The one list of public metrics: class, functional twin, family, settings and a valid-input factory.
+
+Everything that needs the names of the metrics reads them here: the lazy package table and ``__all__``
+of :mod:`embedmetrics`, ``__all__`` of :mod:`embedmetrics.retrieval`, the settings every process must
+agree on at a sync (:class:`~embedmetrics._engine.base.BaseMetric`), the docs' tables and the
+"Coming from" pages' tests, and the contract suite (``tests/contracts/``), which runs every promise of
+the README on every entry. Importing this module costs nothing (no torch): the classes, functions and
+input factories are named by their dotted paths and loaded on use.
+
+A metric added to the registry gets every contract test without writing one; see ``ARCHITECTURE.md``
+(How to add a metric).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Optional
+
+#: The families, in the order the docs list them.
+FAMILIES = (
+    "retrieval",
+    "embedding",
+    "metric-learning",
+    "representation",
+    "dense",
+    "shape-similarity",
+    "losses",
+)
+
+#: Settings of every retrieval metric (see :class:`embedmetrics.retrieval.RetrievalMetric`).
+_RETRIEVAL_SETTINGS = ("k", "ties", "empty_target_action", "ignore_index", "aggregation")
+#: Those recorded with the per-query values of 2-D input (the state's meaning depends on them).
+_RETRIEVAL_STATE_SETTINGS = ("k", "ties", "ignore_index")
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One public metric.
+
+    ``name``: the module class (``None`` for a functional-only metric); ``module``: where the class lives;
+    ``functional``: its twin in :mod:`embedmetrics.functional` (``None`` if it has none); ``settings``:
+    the constructor arguments that change the result (every process must agree on them);
+    ``state_settings``: those that change the meaning of the stored state (``merge_state`` and
+    ``load_state_dict`` refuse a state of other values); ``inputs``: the valid-input factory in
+    :mod:`embedmetrics._metric_inputs` (for tests and examples); ``loss``: outputs keep the graph.
+    """
+
+    name: Optional[str]
+    module: str
+    functional: Optional[str]
+    family: str
+    settings: tuple[str, ...]
+    state_settings: tuple[str, ...] = ()
+    inputs: str = ""
+    loss: bool = False
+
+    @property
+    def key(self) -> str:
+        """The class name, or the functional's name for a functional-only metric."""
+        return self.name or str(self.functional)
+
+    def load_class(self) -> Any:
+        """The module class (imports it)."""
+        return getattr(importlib.import_module(self.module), str(self.name))
+
+    def load_functional(self) -> Any:
+        """The functional twin (imports :mod:`embedmetrics.functional`)."""
+        return getattr(importlib.import_module("embedmetrics.functional"), str(self.functional))
+
+    def make_case(self, **kwargs: Any) -> Any:
+        """A small valid input (:class:`embedmetrics._metric_inputs.Case`) for this metric."""
+        factory = getattr(importlib.import_module("embedmetrics._metric_inputs"), self.inputs)
+        return factory(self, **kwargs)
+
+
+def _retrieval(name: str, functional: str, extra: tuple[str, ...] = ()) -> MetricSpec:
+    return MetricSpec(
+        name,
+        "embedmetrics.retrieval",
+        functional,
+        "retrieval",
+        (*_RETRIEVAL_SETTINGS, *extra),
+        (*_RETRIEVAL_STATE_SETTINGS, *extra),
+        inputs="retrieval_case",
+    )
+
+
+REGISTRY: tuple[MetricSpec, ...] = (
+    _retrieval("RetrievalAUROC", "retrieval_auroc", ("max_fpr",)),
+    _retrieval("RetrievalFallOut", "retrieval_fall_out"),
+    _retrieval("RetrievalHitRate", "retrieval_hit_rate"),
+    _retrieval("RetrievalMAP", "retrieval_average_precision"),
+    _retrieval("RetrievalMRR", "retrieval_reciprocal_rank"),
+    _retrieval("RetrievalNormalizedDCG", "retrieval_normalized_dcg"),
+    _retrieval("RetrievalPrecision", "retrieval_precision", ("adaptive_k",)),
+    _retrieval("RetrievalPrecisionRecallCurve", "retrieval_precision_recall_curve", ("max_k", "adaptive_k")),
+    _retrieval("RetrievalRPrecision", "retrieval_r_precision"),
+    _retrieval("RetrievalRecall", "retrieval_recall"),
+    _retrieval(
+        "RetrievalRecallAtFixedPrecision",
+        "retrieval_recall_at_fixed_precision",
+        ("min_precision", "max_k", "adaptive_k"),
+    ),
+    MetricSpec(
+        "ContrastiveAccuracy",
+        "embedmetrics.embedding",
+        "contrastive_accuracy_score",
+        "embedding",
+        ("topk", "normalize", "ties", "eps"),
+        inputs="paired_case",
+    ),
+    MetricSpec(
+        "Uniformity",
+        "embedmetrics.embedding",
+        "uniformity_score",
+        "embedding",
+        ("t", "normalize", "eps"),
+        inputs="single_view_case",
+    ),
+    MetricSpec(
+        "Alignment",
+        "embedmetrics.embedding",
+        "alignment_score",
+        "embedding",
+        ("alpha", "normalize", "eps"),
+        ("alpha", "normalize", "eps"),
+        inputs="paired_case",
+    ),
+    MetricSpec(
+        "EmbeddingAccuracy",
+        "embedmetrics.neighbors",
+        "embedding_accuracy",
+        "metric-learning",
+        ("calculator",),
+        inputs="labelled_case",
+    ),
+    MetricSpec(
+        "RankMe",
+        "embedmetrics.representation",
+        "rankme",
+        "representation",
+        ("center", "eps"),
+        inputs="single_view_case",
+    ),
+    MetricSpec(
+        "AlphaReQ",
+        "embedmetrics.representation",
+        "alpha_req",
+        "representation",
+        ("fit_range",),
+        inputs="single_view_case",
+    ),
+    MetricSpec(
+        "LiDAR",
+        "embedmetrics.representation",
+        "lidar",
+        "representation",
+        ("delta", "eps"),
+        inputs="labelled_case",
+    ),
+    MetricSpec(
+        "LinearCKA", "embedmetrics.representation", "linear_cka", "representation", (), inputs="paired_case"
+    ),
+    MetricSpec(
+        "KNNAccuracy",
+        "embedmetrics.representation",
+        "knn_accuracy",
+        "representation",
+        ("k", "temperature", "top", "num_classes", "ties"),
+        inputs="knn_case",
+    ),
+    MetricSpec(
+        "DenseRetrieval",
+        "embedmetrics.dense",
+        "dense_retrieval",
+        "dense",
+        ("k", "metrics", "depth", "similarity", "exclude_self", "ties", "aggregation", "return_run", "qrels"),
+        inputs="dense_case",
+    ),
+    MetricSpec(None, "embedmetrics.functional", "procrustes_similarity", "shape-similarity", ()),
+    MetricSpec(None, "embedmetrics.functional", "procrustes_r2", "shape-similarity", ()),
+    MetricSpec(None, "embedmetrics.functional", "kruskal_similarity", "shape-similarity", ("spherical",)),
+    MetricSpec(
+        "ContrastiveLoss",
+        "embedmetrics.losses",
+        "contrastive_loss",
+        "losses",
+        ("margin", "reduction"),
+        loss=True,
+    ),
+)
+
+#: Public names of the package that are not metrics: name -> the module that defines it.
+HELPERS: dict[str, str] = {
+    "AccuracyCalculator": "embedmetrics.neighbors",
+    "ArgumentKindError": "embedmetrics._engine.checks",
+    "IncompatibleStateError": "embedmetrics._engine.checks",
+    "set_compile": "embedmetrics._engine.fused",
+}
+
+_BY_NAME = {spec.name: spec for spec in REGISTRY if spec.name is not None}
+
+
+def spec_of(class_name: str) -> Optional[MetricSpec]:
+    """The entry of a module class, or ``None`` for a class that is not a public metric."""
+    return _BY_NAME.get(class_name)
+
+
+def class_names(family: Optional[str] = None) -> tuple[str, ...]:
+    """The module classes (of one family), in registry order."""
+    return tuple(s.name for s in REGISTRY if s.name is not None and family in (None, s.family))
+
+
+def functional_names(family: Optional[str] = None) -> tuple[str, ...]:
+    """The functional twins (of one family), in registry order."""
+    return tuple(s.functional for s in REGISTRY if s.functional is not None and family in (None, s.family))
