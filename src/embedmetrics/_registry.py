@@ -29,9 +29,9 @@ FAMILIES = (
 )
 
 #: Settings of every retrieval metric (see :class:`embedmetrics.retrieval.RetrievalMetric`).
-_RETRIEVAL_SETTINGS = ("k", "ties", "empty_target_action", "ignore_index", "aggregation")
+_RETRIEVAL_SETTINGS = ("ties", "empty_target_action", "ignore_index", "aggregation")
 #: Those recorded with the per-query values of 2-D input (the state's meaning depends on them).
-_RETRIEVAL_STATE_SETTINGS = ("k", "ties", "ignore_index")
+_RETRIEVAL_STATE_SETTINGS = ("ties", "ignore_index")
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,9 @@ class MetricSpec:
     the constructor arguments that change the result (every process must agree on them);
     ``state_settings``: those that change the meaning of the stored state (``merge_state`` and
     ``load_state_dict`` refuse a state of other values); ``inputs``: the valid-input factory in
-    :mod:`embedmetrics._metric_inputs` (for tests and examples); ``loss``: outputs keep the graph.
+    :mod:`embedmetrics._metric_inputs` (for tests and examples); ``loss``: a loss (an ``nn.Module``
+    without state); ``differentiable``: the values keep the autograd graph (losses and metrics used as
+    loss terms); every other value is detached.
     """
 
     name: Optional[str]
@@ -54,6 +56,7 @@ class MetricSpec:
     state_settings: tuple[str, ...] = ()
     inputs: str = ""
     loss: bool = False
+    differentiable: bool = False
 
     @property
     def key(self) -> str:
@@ -74,14 +77,15 @@ class MetricSpec:
         return factory(self, **kwargs)
 
 
-def _retrieval(name: str, functional: str, extra: tuple[str, ...] = ()) -> MetricSpec:
+def _retrieval(name: str, functional: str, extra: tuple[str, ...] = (), *, k: bool = True) -> MetricSpec:
+    own = ("k",) if k else ()
     return MetricSpec(
         name,
         "embedmetrics.retrieval",
         functional,
         "retrieval",
-        (*_RETRIEVAL_SETTINGS, *extra),
-        (*_RETRIEVAL_STATE_SETTINGS, *extra),
+        (*own, *_RETRIEVAL_SETTINGS, *extra),
+        (*own, *_RETRIEVAL_STATE_SETTINGS, *extra),
         inputs="retrieval_case",
     )
 
@@ -94,13 +98,16 @@ REGISTRY: tuple[MetricSpec, ...] = (
     _retrieval("RetrievalMRR", "retrieval_reciprocal_rank"),
     _retrieval("RetrievalNormalizedDCG", "retrieval_normalized_dcg"),
     _retrieval("RetrievalPrecision", "retrieval_precision", ("adaptive_k",)),
-    _retrieval("RetrievalPrecisionRecallCurve", "retrieval_precision_recall_curve", ("max_k", "adaptive_k")),
-    _retrieval("RetrievalRPrecision", "retrieval_r_precision"),
+    _retrieval(
+        "RetrievalPrecisionRecallCurve", "retrieval_precision_recall_curve", ("max_k", "adaptive_k"), k=False
+    ),
+    _retrieval("RetrievalRPrecision", "retrieval_r_precision", k=False),
     _retrieval("RetrievalRecall", "retrieval_recall"),
     _retrieval(
         "RetrievalRecallAtFixedPrecision",
         "retrieval_recall_at_fixed_precision",
         ("min_precision", "max_k", "adaptive_k"),
+        k=False,
     ),
     MetricSpec(
         "ContrastiveAccuracy",
@@ -126,6 +133,7 @@ REGISTRY: tuple[MetricSpec, ...] = (
         ("alpha", "normalize", "eps"),
         ("alpha", "normalize", "eps"),
         inputs="paired_case",
+        differentiable=True,
     ),
     MetricSpec(
         "EmbeddingAccuracy",
@@ -188,6 +196,7 @@ REGISTRY: tuple[MetricSpec, ...] = (
         "losses",
         ("margin", "reduction"),
         loss=True,
+        differentiable=True,
     ),
 )
 

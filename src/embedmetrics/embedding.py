@@ -321,7 +321,7 @@ class Alignment(_EmbeddingMetric):
         x, y = self._validate(z1, z2)
         terms = engine.alignment_terms(x, y, **self._options)
         self.accumulate(input_layout_tag=x.new_zeros(0, x.shape[1]))
-        self.sum_terms = self.sum_terms + terms.sum().to(torch.float64)
+        self.sum_terms = self.sum_terms + terms.to(torch.float64).sum()
         self.total = self.total + terms.shape[0]
 
     def input_layout(self) -> Optional[Layout]:

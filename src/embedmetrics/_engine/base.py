@@ -239,14 +239,17 @@ class BaseMetric(SyncSafeMetric):
                     f"ours {ours_layout} (dtype, width): they cannot be merged."
                 )
 
-    def settings_code_all(self) -> Optional[int]:
-        """A checksum of every setting that changes the result (the registry's ``settings``), which
-        every process must share; ``None`` for a metric outside the registry."""
+    def settings_text(self) -> dict[str, str]:
+        """Every setting that changes the result (the registry's ``settings``) as stable text."""
         spec = next((spec_of(k.__name__) for k in type(self).__mro__ if spec_of(k.__name__)), None)
-        if spec is None:
-            return None
-        values = {n: describe_setting(getattr(self, n)) for n in spec.settings if hasattr(self, n)}
-        return zlib.crc32(repr(sorted(values.items())).encode())
+        names = () if spec is None else spec.settings
+        return {n: describe_setting(getattr(self, n)) for n in names if hasattr(self, n)}
+
+    def settings_code_all(self) -> Optional[int]:
+        """A checksum of :meth:`settings_text`, which every process must share; ``None`` for a metric
+        outside the registry."""
+        text = self.settings_text()
+        return zlib.crc32(repr(sorted(text.items())).encode()) if text else None
 
     # ------------------------------------------------------------------ settings
     def add_settings_state(self, **settings: Any) -> None:

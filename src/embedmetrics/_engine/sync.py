@@ -97,8 +97,23 @@ def _settings_row(metric: Metric) -> list[int]:
     return row
 
 
-def _mismatch(metric: Metric, what: str, rows: Tensor) -> IncompatibleStateError:
-    described = sorted({_read(r) for r in rows.tolist() if r[0] == 1})
+def _settings_mismatch(metric: Metric, group: Any) -> IncompatibleStateError:
+    """Every rank gathers every rank's settings (a collective all ranks reach together) and names the
+    settings that differ."""
+    describe = getattr(metric, "settings_text", None)
+    mine = describe() if callable(describe) else {}
+    texts: list[Any] = [None] * dist.get_world_size(group)
+    dist.all_gather_object(texts, mine, group=group)
+    names = sorted({n for t in texts for n in t if len({repr(o.get(n)) for o in texts}) > 1})
+    detail = "; ".join(f"`{n}`: {', '.join(str(t.get(n)) for t in texts)} (by rank)" for n in names)
+    return IncompatibleStateError(
+        f"{type(metric).__name__}: the settings differ across processes ({detail}); every process must "
+        "build the metric with the same settings."
+    )
+
+
+def _mismatch(metric: Metric, what: str, rows: Tensor, *, layout: bool = False) -> IncompatibleStateError:
+    described = sorted({_read(r, layout) for r in rows.tolist() if r[0] == 1})
     return IncompatibleStateError(
         f"{type(metric).__name__}: {what} differ across processes ({'; '.join(described)}); every "
         "process must build the metric with the same settings and update it with inputs of the same "
@@ -106,10 +121,10 @@ def _mismatch(metric: Metric, what: str, rows: Tensor) -> IncompatibleStateError
     )
 
 
-def _read(row: list[int]) -> str:
-    if row[2] == 0:
-        return f"settings code {row[1]}"
+def _read(row: list[int], layout: bool = False) -> str:
     shape = ", ".join(str(d) for d in row[3 : 3 + row[2] - 1])
+    if layout:
+        return f"{_DTYPES[row[1]]} embeddings of {shape} features"
     return f"{_DTYPES[row[1]]} rows of shape (n, {shape})" if shape else f"{_DTYPES[row[1]]} values"
 
 
@@ -137,10 +152,10 @@ def align_empty_cat_states(metric: Metric, process_group: Any | None = None) -> 
     gathered = [torch.zeros_like(local) for _ in range(dist.get_world_size(group))]
     dist.all_gather(gathered, local, group=group)
     table = torch.stack(gathered).cpu()  # (world, 2 + attrs, desc)
-    for j, what in ((0, "the settings"), (1, "the inputs (dtype or width)")):
-        rows = table[:, j]
-        if not _agree(rows, every_rank=j == 0):
-            raise _mismatch(metric, what, rows)
+    if not _agree(table[:, 0], every_rank=True):
+        raise _settings_mismatch(metric, group)
+    if not _agree(table[:, 1], every_rank=False):
+        raise _mismatch(metric, "the inputs (dtype and feature widths)", table[:, 1], layout=True)
     for j, attr in enumerate(attrs, start=2):
         rows = table[:, j]
         if not _agree(rows, every_rank=False):

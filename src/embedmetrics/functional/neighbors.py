@@ -77,8 +77,8 @@ def embedding_accuracy(
         validate_args: reject NaN and infinite embeddings (``ValueError``; reads the data).
 
     Returns:
-        ``{name: value}``: 0-dim tensors (or ``(n_q,)`` with ``per_query``) for torch input, NumPy
-        ``float64`` values (or arrays) for NumPy input.
+        ``{name: value}``: 0-dim tensors (or ``(n_q,)`` with ``per_query``) for torch input, float64 for
+        float64 embeddings, else the default dtype; NumPy ``float64`` values (or arrays) for NumPy input.
 
     Raises:
         TypeError: inputs of the wrong kind (not tensors/arrays, non-floating embeddings, options).
@@ -93,7 +93,7 @@ def embedding_accuracy(
         >>> {name: round(float(value), 4) for name, value in out.items()}
         {'precision_at_1': 0.6, 'r_precision': 0.4}
         >>> embedding_accuracy(x, y, include=("precision_at_1",), per_query=True)["precision_at_1"]
-        tensor([1., 1., 1., 1., 0.], dtype=torch.float64)
+        tensor([1., 1., 1., 1., 0.])
     """
     metrics = check_metric_names("include", include, tuple(KNN_STATS), allow_empty=False)
     same_source = reference is None
@@ -135,14 +135,15 @@ def embedding_accuracy(
         block_bytes=check_block_bytes(block_bytes),
     )
     usable = finite(q, r)
+    dtype = torch.float64 if torch.float64 in (q.dtype, r.dtype) else torch.get_default_dtype()
     out: dict[str, Any] = {}
     for m in metrics:
         values = found.result.stats.get(KNN_STATS[m], torch.zeros(q.shape[0], dtype=torch.float64))
         keep = found.not_lone.to(values.device)
         if per_query:
-            value = torch.where(keep & usable, values, math.nan)
+            value = torch.where(keep & usable, values, math.nan).to(dtype)
         else:
             mean = average(values[keep], ql.to(values.device)[keep], avg_of_avgs) if usable else math.nan
-            value = torch.tensor(mean, dtype=torch.float64, device=values.device)
+            value = torch.tensor(mean, dtype=dtype, device=values.device)
         out[m] = value.cpu().numpy() if numpy and per_query else (np.float64(value) if numpy else value)
     return out

@@ -1,0 +1,66 @@
+"""The registry lists every public metric once, and everything that lists metrics reads it."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from pathlib import Path
+
+import pytest
+from torch import nn
+
+import embedmetrics
+import embedmetrics.functional
+from embedmetrics._engine.base import BaseMetric
+from embedmetrics._registry import FAMILIES, HELPERS, REGISTRY, class_names, functional_names
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+_MODULES = ("retrieval", "embedding", "neighbors", "representation", "dense", "losses")
+
+
+def test_names_are_unique_and_families_known() -> None:
+    keys = [s.key for s in REGISTRY]
+    assert len(keys) == len(set(keys))
+    assert {s.family for s in REGISTRY} <= set(FAMILIES)
+    for spec in REGISTRY:
+        assert set(spec.state_settings) <= set(spec.settings), spec.key
+
+
+def test_every_public_metric_class_is_registered() -> None:
+    found = set()
+    for module in _MODULES:
+        mod = importlib.import_module(f"embedmetrics.{module}")
+        for name in getattr(mod, "__all__", ()):
+            obj = getattr(mod, name)
+            if (
+                inspect.isclass(obj)
+                and issubclass(obj, (BaseMetric, nn.Module))
+                and name != "RetrievalMetric"
+            ):
+                found.add(name)
+    assert found == set(class_names())
+
+
+def test_package_tables_read_the_registry() -> None:
+    assert set(embedmetrics.__all__) == {"__version__", *class_names(), *HELPERS}
+    assert embedmetrics.functional.__all__ == list(functional_names())
+    for name in functional_names():
+        assert callable(getattr(embedmetrics.functional, name))
+    assert importlib.import_module("embedmetrics.retrieval").__all__[1:] == list(class_names("retrieval"))
+
+
+@pytest.mark.parametrize("spec", [s for s in REGISTRY if s.name is not None], ids=lambda s: s.key)
+def test_settings_are_constructor_arguments(spec) -> None:  # type: ignore[no-untyped-def]
+    cls = spec.load_class()
+    params = set(inspect.signature(cls.__init__).parameters)
+    for setting in spec.settings:
+        assert setting in params or setting == "k", (spec.key, setting)
+    assert spec.load_functional() is getattr(embedmetrics.functional, str(spec.functional))
+
+
+def test_the_api_reference_documents_every_metric() -> None:
+    pages = "\n".join(p.read_text(encoding="utf-8") for p in (DOCS / "api").glob("*.md"))
+    for spec in REGISTRY:
+        if spec.name is not None:
+            assert f".{spec.name}\n" in pages, spec.name
+        assert f".{spec.functional}\n" in pages, spec.functional
