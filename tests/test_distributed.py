@@ -490,7 +490,7 @@ def test_sharded_compute_equals_unsharded_and_splits_the_work(world: int) -> Non
 def test_sync_errors_and_shard_selection() -> None:
     for rank, res in enumerate(_results(2, "engine")):
         assert res["mismatch"] is not None, "mismatched dtypes across ranks must raise on every rank"
-        assert "State `emb`" in res["mismatch"]
+        assert "state `emb`" in res["mismatch"]
         assert res["outside"] is None
         assert res["forward"] is None
         assert res["compute"] == (rank, 2)

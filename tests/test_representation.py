@@ -129,14 +129,32 @@ def test_lidar_is_nan_without_two_classes_or_a_class_of_two() -> None:
 
 
 def test_lidar_state_keeps_one_row_per_source_of_each_batch() -> None:
-    """``update`` fills one fixed slot per row (no host sync) and keeps only the used ones (CPU)."""
+    """``update`` fills one fixed slot per row (no host sync) and keeps only the used ones (CPU); the
+    partials of the batches are then merged into one row per source (a source split across batches
+    included)."""
     z, labels = _views(10, 4, 5, seed=4)  # labels 0..9, four views each, in order
     metric = LiDAR()
     metric.update(z[:22], labels[:22])  # sources 0..5 (source 5 split across the batches)
+    assert [t.tolist() for t in metric.class_counts] == [[4] * 5 + [2]]
     metric(z[22:], labels[22:])  # forward: sources 5..9
-    assert [t.shape[0] for t in metric.class_sums] == [6, 5]
-    assert [t.tolist() for t in metric.class_counts] == [[4] * 5 + [2], [2] + [4] * 4]
+    assert [t.tolist() for t in metric.class_labels] == [list(range(10))]
+    assert [t.tolist() for t in metric.class_counts] == [[4] * 10]
     assert float(metric.compute()) == pytest.approx(ref.lidar(z.numpy(), labels.numpy()), rel=1e-6)
+
+
+@pytest.mark.parametrize("path", ["update", "forward"])
+def test_lidar_state_is_bounded_by_the_classes_when_they_recur(path: str) -> None:
+    """Issue: 3 recurring classes grew the state by 3 rows per update (736 elements after 40 updates)."""
+    z, labels = _views(3, 4, 5, seed=6)  # 3 classes, 4 views each
+    metric = LiDAR()
+    for _ in range(40):
+        (metric.update if path == "update" else metric)(z, labels)
+    rows = sum(t.shape[0] for t in metric.class_labels)
+    assert rows <= 2 * 3 + 3  # at most twice the classes plus one batch's
+    many = torch.cat([z] * 40)
+    assert float(metric.compute()) == pytest.approx(
+        ref.lidar(many.numpy(), torch.cat([labels] * 40).numpy()), rel=1e-6
+    )
 
 
 def test_lidar_untrimmed_slots_add_nothing() -> None:

@@ -191,7 +191,6 @@ def test_without_pyarrow_the_numpy_reader_reads(tmp_path: Path, monkeypatch: pyt
         b"q1 Q0 d1 1 0.5 t\rq1 Q0 d2 2 0.4 t\r",  # old Mac line ends
         b"q1\x0cQ0 d1 1 0.5 t\n",  # form feed: whitespace to str.split
         b"q1\x1fQ0 d1 1 0.5 t\n",  # unit separator: whitespace to str.split
-        b"q1 Q0 d1 1 0.5 t\nq1 Q0 d1\x00 2 0.4 t\n",  # NUL: a different id than d1
     ],
 )
 def test_unusual_files_take_the_line_parser_and_read_the_same(tmp_path: Path, raw: bytes) -> None:
@@ -207,6 +206,8 @@ def test_unusual_files_take_the_line_parser_and_read_the_same(tmp_path: Path, ra
         ("run", b"q1 Q0 d1 1 0.5 t\n\nq1 Q0 d2 2 nan t\n", "file.txt:3: score 'nan' is not finite."),
         ("run", b"q1 Q0 d1 1 0.5 t\nq1 Q0 d1 2 0.4 t\n", "file.txt:2: document 'd1' appears twice"),
         ("run", b"# only a comment\n\n", "the run is empty"),
+        ("run", b"q1 Q0 d1 1 0.5 t\nq1 Q0 d1\x00 2 0.4 t\n", "file.txt:2: a NUL byte"),
+        ("qrels", b"q1 0 d1\x00 1\n", "file.txt:1: a NUL byte"),
         ("qrels", b"q1 0 d1 1\nq1 0 d2 1.5\n", "file.txt:2: relevance '1.5' is not an integer."),
         ("qrels", b"q1 0 d1 99999999999999999999\n", "file.txt:1: relevance '99999999999999999999' is out"),
         ("qrels", b"q1 0 d1\n", "file.txt:1: expected 4 fields"),

@@ -95,7 +95,6 @@ class _StoredEmbeddingMetric(_EmbeddingMetric):
         super().__init__(**kwargs)
         self.block_bytes = check_block_bytes(block_bytes)
         self.add_row_store(*self._views)
-        self._embedding_states = self._views
 
     def _store(self, *zs: Any) -> None:
         for name, z in zip(self._views, self._validate(*zs)):
@@ -148,6 +147,7 @@ class ContrastiveAccuracy(_StoredEmbeddingMetric):
     plot_lower_bound: float = 0.0
     plot_upper_bound: float = 1.0
     _views = ("z1", "z2")
+    _embedding_states = _views
 
     z1: list[Tensor]
     z2: list[Tensor]
@@ -226,6 +226,7 @@ class Uniformity(_StoredEmbeddingMetric):
     higher_is_better: bool = False
     plot_upper_bound: float = 0.0
     _views = ("z",)
+    _embedding_states = _views
 
     z: list[Tensor]
 

@@ -300,15 +300,22 @@ class LiDAR(_SummaryMetric):
         self.class_sums.append(sums)
         self._trimmer.submit(used, (classes, counts, sums))
         self._trimmer.trim((self.class_labels, self.class_counts, self.class_sums))
-        self._fold_recurring_classes(t.shape[0])
+        self._fold_recurring_classes()
 
-    def _fold_recurring_classes(self, batch_rows: int) -> None:
-        """Merge the stored class partials into one row per class once they hold twice the rows of the
-        last merge (amortised O(1) per row; no host sync): the state stays within about twice the
-        number of classes plus a batch, however often the classes recur."""
+    def _reduce_states(self, incoming_state: dict[str, Any]) -> None:
+        """Merging (``forward``, ``merge_state``) folds as ``update`` does: the same state either way."""
+        super()._reduce_states(incoming_state)
+        self._fold_recurring_classes()
+
+    def _fold_recurring_classes(self) -> None:
+        """Merge the stored class partials into one row per class once they hold more than twice the rows
+        of the last merge (amortised O(1) per row; no host sync): the state stays within about twice
+        the number of classes plus a batch, however often the classes recur."""
         stores = (self.class_labels, self.class_counts, self.class_sums)
+        if not all(isinstance(store, list) for store in stores):
+            return  # a synced state (one tensor): compute merges it
         rows = sum(t.shape[0] for t in self.class_labels)
-        if len(self.class_labels) < 2 or rows <= 2 * max(self._folded_rows, batch_rows):
+        if len(self.class_labels) < 2 or rows <= 2 * self._folded_rows:
             return
         merged = spectral.merge_partials(*(torch.cat(store) for store in stores))
         for store, t in zip(stores, merged[:3]):

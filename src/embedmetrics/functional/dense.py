@@ -83,7 +83,8 @@ def dense_retrieval(
         metrics: a subset of ``("ndcg", "recall", "precision", "mrr", "map", "hit_rate",
             "r_precision")``; ``None``: all.
         depth: length of the retrieved list (``r_precision`` reads at most this far); default
-            ``max(k)``. BEIR-style evaluation retrieves 1000.
+            ``max(k)``. BEIR-style evaluation retrieves 1000. Clipped to the corpus size (a huge
+            ``depth`` allocates nothing).
         similarity: ``"cosine"``, ``"dot"`` or ``"euclidean"`` (nearer is better).
         exclude_self: drop the document whose id equals the query's id from its ranking (BEIR's
             ``ignore_identical_ids``, for sets whose queries are also in the corpus).
@@ -99,9 +100,10 @@ def dense_retrieval(
 
     Returns:
         A dict with a key ``f"{metric}@{k}"`` for every metric and cut-off (``"r_precision"`` without
-        one), each a 0-dim tensor (per-query tensors with ``aggregation="none"``; NaN when no query is
-        judged); ``"query_ids"`` (ascending) with ``aggregation="none"`` or ``return_run``; ``"run"``
-        when asked. NumPy inputs give NumPy outputs.
+        one), each a 0-dim tensor in the embeddings' dtype (per-query tensors with
+        ``aggregation="none"``; NaN when no query is judged, e.g. no query id is in the qrels); never
+        attached to the autograd graph; ``"query_ids"`` (ascending) with ``aggregation="none"`` or
+        ``return_run``; ``"run"`` when asked. NumPy inputs give NumPy outputs.
 
     Examples:
         >>> import torch

@@ -135,7 +135,8 @@ def embedding_accuracy(
         block_bytes=check_block_bytes(block_bytes),
     )
     usable = finite(q, r)
-    dtype = torch.float64 if torch.float64 in (q.dtype, r.dtype) else torch.get_default_dtype()
+    wide = numpy or torch.float64 in (q.dtype, r.dtype)  # NumPy results are float64 (NumPy's default)
+    dtype = torch.float64 if wide else torch.get_default_dtype()
     out: dict[str, Any] = {}
     for m in metrics:
         values = found.result.stats.get(KNN_STATS[m], torch.zeros(q.shape[0], dtype=torch.float64))

@@ -226,9 +226,12 @@ def knn_accuracy(
     matrix); neighbour ``j`` votes for its label with weight ``exp(s_j / T)``; the query is a hit at
     ``top`` when its label is among the ``top`` classes of largest vote. Neighbours tied at the
     ``k``-th similarity share the remaining places (each votes with its probability of being among
-    the ``k`` under a random order); classes tied in votes follow ``ties`` (``"average"``: the
-    expected hit of a random order among the ``num_classes`` votes, classes without a vote tied at
-    0). On tie-free data the top-1 prediction is the argmax of the votes, as in DINO and solo-learn.
+    the ``k`` under a random order: the query is scored on these expected votes, which is not the
+    expected accuracy over tie orders; see the Ties page); classes tied in votes follow ``ties``
+    (``"average"``: the expected hit of a random order among the ``num_classes`` votes, classes
+    without a vote tied at 0). On tie-free data the top-1 prediction is the argmax of the votes, as in
+    DINO and solo-learn. Non-finite embeddings (with ``validate_args=False``) give NaN. The sum over
+    queries does not depend on their order (bit for bit).
 
     Args:
         bank: ``(n_bank, d)`` labelled reference embeddings, tensor or array.
