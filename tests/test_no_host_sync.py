@@ -3,21 +3,21 @@
 A ``meta`` tensor has a shape and a dtype but no data, so anything in ``update`` that reads values on
 the host (``.item()``, ``bool(t)``, ``.tolist()``, a data-dependent shape) raises. A copy *from* the host
 to the device (``torch.tensor(list, device=...)``, ``cpu_tensor.to(device)``) synchronises a CUDA
-device too, yet works on ``meta``: :class:`NoHostCopies` makes those fail as well.
+device too, yet works on ``meta``: :class:`NoHostCopies` makes those fail as well. Every metric of the
+registry is run on ``meta`` tensors by ``tests/contracts/test_meta.py``; this file holds the guard and
+the retrieval metrics' second (2-D) input layout.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 import torch
 from torch import Tensor
 from torch.overrides import TorchFunctionMode
-from torchmetrics import Metric
 
-import embedmetrics as em
+from embedmetrics._registry import REGISTRY, MetricSpec
 
 META = torch.device("meta")
 
@@ -72,64 +72,17 @@ def _meta(shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> Tensor:
     return torch.empty(shape, dtype=dtype, device=META)
 
 
-_K = {"k": (1, 3)}
-_RETRIEVAL: dict[str, Callable[[], Metric]] = {
-    "RetrievalHitRate": lambda: em.RetrievalHitRate(validate_args=False, **_K),
-    "RetrievalMRR": lambda: em.RetrievalMRR(validate_args=False, **_K),
-    "RetrievalPrecision": lambda: em.RetrievalPrecision(validate_args=False, adaptive_k=True, **_K),
-    "RetrievalRecall": lambda: em.RetrievalRecall(validate_args=False, **_K),
-    "RetrievalNormalizedDCG": lambda: em.RetrievalNormalizedDCG(validate_args=False, **_K),
-    "RetrievalMAP": lambda: em.RetrievalMAP(validate_args=False, ignore_index=-1, **_K),
-    "RetrievalRPrecision": lambda: em.RetrievalRPrecision(validate_args=False),
-    "RetrievalFallOut": lambda: em.RetrievalFallOut(validate_args=False, **_K),
-    "RetrievalAUROC": lambda: em.RetrievalAUROC(validate_args=False, max_fpr=0.5, **_K),
-    "RetrievalPrecisionRecallCurve": lambda: em.RetrievalPrecisionRecallCurve(max_k=3, validate_args=False),
-    "RetrievalRecallAtFixedPrecision": lambda: em.RetrievalRecallAtFixedPrecision(
-        0.5, max_k=3, validate_args=False
-    ),
-}
-_OTHERS: dict[str, tuple[Callable[[], Metric], Callable[[], tuple[Tensor, ...]]]] = {
-    "ContrastiveAccuracy": (
-        lambda: em.ContrastiveAccuracy(validate_args=False),
-        lambda: (_meta((6, 4)),) * 2,
-    ),
-    "Uniformity": (lambda: em.Uniformity(validate_args=False), lambda: (_meta((6, 4)),)),
-    "Alignment": (lambda: em.Alignment(validate_args=False), lambda: (_meta((6, 4)),) * 2),
-    "EmbeddingAccuracy": (
-        lambda: em.EmbeddingAccuracy(validate_args=False),
-        lambda: (_meta((6, 4)), _meta((6,), torch.int64)),
-    ),
-    "RankMe": (lambda: em.RankMe(validate_args=False), lambda: (_meta((6, 4)),)),
-    "AlphaReQ": (lambda: em.AlphaReQ(validate_args=False), lambda: (_meta((6, 4)),)),
-    "LinearCKA": (lambda: em.LinearCKA(validate_args=False), lambda: (_meta((6, 4)), _meta((6, 3)))),
-    "DenseRetrieval": (
-        lambda: em.DenseRetrieval(validate_args=False),
-        lambda: (_meta((6, 4)), _meta((6,), torch.int64)),
-    ),
-    "KNNAccuracy": (
-        lambda: em.KNNAccuracy(validate_args=False),
-        lambda: (_meta((6, 4)), _meta((6,), torch.int64)),
-    ),
-    # LiDAR groups each batch by source id into fixed slots (one per row): no data-dependent shape
-    "LiDAR": (
-        lambda: em.LiDAR(validate_args=False),
-        lambda: (_meta((6, 4)), _meta((6,), torch.int64)),
-    ),
-}
+_RETRIEVAL = [s for s in REGISTRY if s.family == "retrieval"]
 
 
-def test_every_module_metric_is_covered() -> None:
-    exported = {
-        n for n in em.__all__ if isinstance(getattr(em, n), type) and issubclass(getattr(em, n), Metric)
-    }
-    assert exported == set(_RETRIEVAL) | set(_OTHERS)
-
-
-@pytest.mark.parametrize("name", sorted(_RETRIEVAL))
+@pytest.mark.parametrize("spec", _RETRIEVAL, ids=lambda s: s.key)
 @pytest.mark.parametrize("layout", ["2d", "flat"])
 @pytest.mark.parametrize("target_dtype", [torch.bool, torch.int64])
-def test_retrieval_update_never_reads_the_data(name: str, layout: str, target_dtype: torch.dtype) -> None:
-    metric = _RETRIEVAL[name]().to(META)
+def test_retrieval_update_never_reads_the_data(
+    spec: MetricSpec, layout: str, target_dtype: torch.dtype
+) -> None:
+    """Both input layouts of the retrieval metrics (every metric's flat rows: ``tests/contracts``)."""
+    metric = spec.load_class()(**spec.make_case().init, validate_args=False).to(META)
     preds, target = _meta((8, 5)), _meta((8, 5), target_dtype)
     with NoHostCopies():
         if layout == "2d":
@@ -140,15 +93,3 @@ def test_retrieval_update_never_reads_the_data(name: str, layout: str, target_dt
     stored = metric.row_values if layout == "2d" else metric.preds
     assert len(stored) == (2 if layout == "2d" else 1)
     assert all(t.device == META for t in stored)
-
-
-@pytest.mark.parametrize("name", sorted(_OTHERS))
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
-def test_embedding_update_never_reads_the_data(name: str, dtype: torch.dtype) -> None:
-    factory, batch = _OTHERS[name]
-    metric = factory().to(META)
-    inputs = [t.to(dtype) if t.is_floating_point() else t for t in batch()]
-    with NoHostCopies():
-        metric.update(*inputs)
-        metric.update(*inputs)
-    assert metric._update_count == 2

@@ -82,9 +82,9 @@ def retrieval_case(spec: MetricSpec, dtype: torch.dtype = torch.float32, seed: i
     other: dict[str, Any] = {"ties": "pessimistic"}
     if "min_precision" in spec.settings:
         init["min_precision"] = 0.5
-    elif "max_k" in spec.settings:
+    if "max_k" in spec.settings:
         init["max_k"] = 3
-    elif "k" in spec.settings:
+    if "k" in spec.settings:
         init["k"] = 2
         other = {"k": 3}
     fn = spec.load_functional()

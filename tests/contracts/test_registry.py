@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 from pathlib import Path
 
@@ -64,3 +65,19 @@ def test_the_api_reference_documents_every_metric() -> None:
         if spec.name is not None:
             assert f".{spec.name}\n" in pages, spec.name
         assert f".{spec.functional}\n" in pages, spec.functional
+
+
+def test_the_index_table_is_generated_from_the_registry() -> None:
+    spec = importlib.util.spec_from_file_location("registry_tables", DOCS / "hooks" / "registry_tables.py")
+    assert spec is not None
+    assert spec.loader is not None
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    table = hook.registry_table()
+    for entry in REGISTRY:
+        if entry.name is not None:
+            assert f"`{entry.name}`" in table, entry.name
+        assert f"`{entry.functional}`" in table, entry.functional
+    index = (DOCS / "index.md").read_text(encoding="utf-8")
+    assert hook.MARKER in index
+    assert "`RetrievalHitRate`" not in index  # no hand-kept list beside the generated one
