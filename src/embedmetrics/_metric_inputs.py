@@ -201,3 +201,15 @@ def dense_case(spec: MetricSpec, dtype: torch.dtype = torch.float32, seed: int =
         Stream((corpus, corpus_ids), {"role": "corpus"}, unique=1),
     ]
     return Case(init, streams, functional, {"similarity": "dot"})
+
+
+def shape_case(spec: MetricSpec, dtype: torch.dtype = torch.float32, seed: int = 0) -> Case:
+    """Two representations ``X``, ``Y`` of 20 samples (a functional-only metric: no module state)."""
+    x = _tied_rows(20, 5, dtype, seed)
+    y = (x.double() @ torch.randn(5, 4, generator=_gen(seed + 1), dtype=torch.float64)).to(dtype)
+    fn = spec.load_functional()
+
+    def functional(streams: list[Stream]) -> Any:
+        return fn(*streams[0].args)
+
+    return Case({}, [Stream((x, y))], functional, {}, exact=False, order_exact=False)

@@ -186,9 +186,18 @@ REGISTRY: tuple[MetricSpec, ...] = (
         ("k", "metrics", "depth", "similarity", "exclude_self", "ties", "aggregation", "return_run", "qrels"),
         inputs="dense_case",
     ),
-    MetricSpec(None, "embedmetrics.functional", "procrustes_similarity", "shape-similarity", ()),
-    MetricSpec(None, "embedmetrics.functional", "procrustes_r2", "shape-similarity", ()),
-    MetricSpec(None, "embedmetrics.functional", "kruskal_similarity", "shape-similarity", ("spherical",)),
+    MetricSpec(
+        None, "embedmetrics.functional", "procrustes_similarity", "shape-similarity", (), inputs="shape_case"
+    ),
+    MetricSpec(None, "embedmetrics.functional", "procrustes_r2", "shape-similarity", (), inputs="shape_case"),
+    MetricSpec(
+        None,
+        "embedmetrics.functional",
+        "kruskal_similarity",
+        "shape-similarity",
+        ("spherical",),
+        inputs="shape_case",
+    ),
     MetricSpec(
         "ContrastiveLoss",
         "embedmetrics.losses",

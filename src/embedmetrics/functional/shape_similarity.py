@@ -39,8 +39,8 @@ def _inputs(x: Any, y: Any, validate_args: bool) -> tuple[Tensor, Tensor, bool, 
 
 
 def _output(value: Tensor, numpy: bool, dtype: torch.dtype) -> Any:
-    value = value.to(dtype)
-    return value.detach().cpu().numpy() if numpy else value
+    value = value.detach().to(dtype)  # an evaluation metric: never attached to the autograd graph
+    return value.cpu().numpy() if numpy else value
 
 
 def procrustes_similarity(X: Any, Y: Any, *, validate_args: bool = True) -> Any:
