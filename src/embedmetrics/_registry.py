@@ -7,8 +7,9 @@ agree on at a sync (:class:`~embedmetrics._engine.base.BaseMetric`), the docs' t
 the README on every entry. Importing this module costs nothing (no torch): the classes, functions and
 input factories are named by their dotted paths and loaded on use.
 
-A metric added to the registry gets every contract test without writing one; see ``ARCHITECTURE.md``
-(How to add a metric).
+A metric added to the registry gets every contract test without writing one: add its
+:class:`MetricSpec` below and, where no existing factory fits its ``update``, an input factory to
+:mod:`embedmetrics._metric_inputs`.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ class IncompatibleStateError(ValueError, RuntimeError):
     ``ValueError`` (also a ``RuntimeError``, which a sync raised before)."""
 
 
-#: Tie policies of every rank-based metric (see DESIGN.md, "Ties").
+#: Tie policies of every rank-based metric (see docs/ties.md).
 TIES = ("average", "pessimistic", "optimistic")
 
 
@@ -438,16 +438,6 @@ def check_same_settings(owner: str, ours: Mapping[str, str], theirs: Mapping[str
         f"{owner}.{action}: the incoming state was computed with different settings ({detail}); states "
         "of different settings cannot be mixed. Was it saved before a setting such as `k` changed?"
     )
-
-
-def check_like_earlier(
-    name: str, what: str, got: int, expected: Optional[int], shape: tuple[int, ...]
-) -> None:
-    """A batch must match the earlier batches of a metric (``expected``; ``None`` before the first)."""
-    if expected is not None and got != expected:
-        raise ValueError(
-            f"Argument `{name}` must have {expected} {what} like the earlier batches, got shape {shape}."
-        )
 
 
 def check_labelled_batch(embeddings: Any, labels: Any) -> None:

@@ -7,7 +7,7 @@ the block statistics of a sorted top-K neighbour list, whose last block may cont
 
 A query's neighbours, sorted by distance, form *tie blocks*: runs of equal distance occupying
 positions ``[a, a + t)`` (0-based). For the item at position ``p = a + x`` of a block with ``r``
-relevant items and ``c`` relevant items above the block, DESIGN.md's formulas give the expected
+relevant items and ``c`` relevant items above the block, the formulas of docs/ties.md give the expected
 value of each metric when tied items are ordered uniformly at random (``ties="average"``):
 
 - P(relevant at p) = r / t
