@@ -29,6 +29,7 @@ from embedmetrics._engine.checks import (
 from embedmetrics._engine.dense import check_dense_options, dense_values
 from embedmetrics._engine.qrels import check_ids, check_new_ids, check_qrels
 from embedmetrics._engine.scan import metric_shard
+from embedmetrics._engine.seen_ids import SeenIds
 
 __all__ = ["DenseRetrieval"]
 
@@ -119,6 +120,7 @@ class DenseRetrieval(BaseMetric):
         super().__init__(**kwargs)
         self.validate_args = check_bool("validate_args", validate_args)
         self._qrels = None if qrels is None else check_qrels(qrels)
+        self._seen: dict[str, SeenIds] = {}
         self.add_row_store("query", "query_ids", *self._process_local_states)
 
     def set_qrels(self, qrels: Any) -> None:
@@ -142,14 +144,10 @@ class DenseRetrieval(BaseMetric):
             check_finite("embeddings", t)
         i = check_ids("ids", as_tensor("ids", ids).to(t.device), t.shape[0])
         if self.validate_args:  # a host sync, as the value checks
-            check_new_ids("ids", i, self._stored_ids(f"{role}_ids"))
+            stored = getattr(self, f"{role}_ids")
+            seen = self._seen.setdefault(str(role), SeenIds())
+            check_new_ids("ids", i, stored if isinstance(stored, list) else [stored], seen)
         return t, i, str(role)
-
-    def _stored_ids(self, name: str) -> Optional[Tensor]:
-        stored = getattr(self, name)
-        if isinstance(stored, Tensor):
-            return stored
-        return torch.cat(stored) if stored else None
 
     def _check_batch(self, *args: Any, **kwargs: Any) -> None:
         self._batch(*role_update_arguments("ids", args, kwargs, "query"))

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from embedmetrics._engine.checks import ArgumentKindError, as_tensor
+from embedmetrics._engine.seen_ids import SeenIds
 
 
 def check_qrels(qrels: object) -> Tensor:
@@ -54,16 +55,15 @@ def check_ids(name: str, ids: Tensor, n_rows: int) -> Tensor:
     return ids.to(torch.int64)
 
 
-def check_new_ids(name: str, ids: Tensor, earlier: Tensor | None) -> None:
-    """``ids`` must be unique and none of ``earlier`` (the ids of the earlier batches). Host sync."""
+def check_new_ids(name: str, ids: Tensor, stored: list[Tensor], seen: SeenIds) -> None:
+    """``ids`` must be unique and none of ``stored`` (the ids of the earlier batches, looked up through
+    ``seen``). Host sync."""
     check_unique_ids(name, torch.sort(ids).values)
-    if earlier is not None and earlier.numel() and ids.numel():
-        seen = torch.isin(ids, earlier)
-        if bool(seen.any()):
-            value = int(ids[seen][0])
-            raise ValueError(
-                f"Argument `{name}` must hold new ids, got {value}, already given in an earlier batch."
-            )
+    known = seen.first_known(stored, ids)
+    if known is not None:
+        raise ValueError(
+            f"Argument `{name}` must hold new ids, got {known}, already given in an earlier batch."
+        )
 
 
 def check_unique_ids(name: str, sorted_ids: Tensor) -> None:
