@@ -1,16 +1,23 @@
-"""MkDocs hook: the "What is in it" table of the index page, generated from the metric registry.
+"""MkDocs hook: the lists of metrics in the docs, generated from the metric registry.
 
-A page that holds the line ``<!-- registry-table -->`` gets, in its place, one row per family with its
-module metrics and functional twins, read from :mod:`embedmetrics._registry` (the one list of metrics).
+Read from ``embedmetrics._registry`` (the one list of metrics), in place of these lines of a page:
+
+- ``<!-- registry-table -->``: the index page's table, one row per family with its module metrics and
+  functional twins;
+- ``<!-- registry-api: FAMILY -->``: an API page's sections ``## Module metrics`` and ``## Functional``
+  with one mkdocstrings directive per metric of the family (``## Functional`` alone for a family
+  without module metrics).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from embedmetrics._registry import FAMILIES, HELPERS, REGISTRY
 
 MARKER = "<!-- registry-table -->"
+API_MARKER = re.compile(r"<!-- registry-api: ([a-z-]+) -->")
 
 #: family -> (title, user guide page)
 PAGES = {
@@ -40,5 +47,20 @@ def registry_table() -> str:
     return "\n".join(rows)
 
 
+def registry_api(family: str) -> str:
+    """The API sections of one family: its module metrics, then its functional twins."""
+    specs = [s for s in REGISTRY if s.family == family]
+    if not specs:
+        raise ValueError(f"registry-api: unknown family {family!r}; families: {FAMILIES}")
+    parts = []
+    classes = [s.name for s in specs if s.name is not None]
+    if classes:
+        parts.append("## Module metrics\n\n" + "\n\n".join(f"::: embedmetrics.{name}" for name in classes))
+    functions = [s.functional for s in specs if s.functional is not None]
+    parts.append("## Functional\n\n" + "\n\n".join(f"::: embedmetrics.functional.{f}" for f in functions))
+    return "\n\n".join(parts)
+
+
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
-    return markdown.replace(MARKER, registry_table()) if MARKER in markdown else markdown
+    markdown = markdown.replace(MARKER, registry_table()) if MARKER in markdown else markdown
+    return API_MARKER.sub(lambda m: registry_api(m.group(1)), markdown)

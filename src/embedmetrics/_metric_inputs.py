@@ -1,6 +1,6 @@
-"""Small valid inputs for every metric of the registry (:mod:`embedmetrics._registry`).
+"""Small valid inputs for every metric of the registry (``embedmetrics._registry``).
 
-A :class:`Case` holds the constructor arguments, the rows that ``update`` takes (one :class:`Stream` per
+A ``Case`` holds the constructor arguments, the rows that ``update`` takes (one ``Stream`` per
 kind of ``update`` call: queries and corpus, bank and queries, ...), the functional twin on all of them,
 and another value of one setting. The contract suite (``tests/contracts/``) splits the streams into
 batches in every way it likes, permutes their rows, spoils them (NaN, another width or dtype, a repeated

@@ -1,15 +1,15 @@
 """The one list of public metrics: class, functional twin, family, settings and a valid-input factory.
 
 Everything that needs the names of the metrics reads them here: the lazy package table and ``__all__``
-of :mod:`embedmetrics`, ``__all__`` of :mod:`embedmetrics.retrieval`, the settings every process must
-agree on at a sync (:class:`~embedmetrics._engine.base.BaseMetric`), the docs' tables and the
+of ``embedmetrics``, ``__all__`` of ``embedmetrics.retrieval``, the settings every process must
+agree on at a sync (``BaseMetric``), the docs' tables and the
 "Coming from" pages' tests, and the contract suite (``tests/contracts/``), which runs every promise of
 the README on every entry. Importing this module costs nothing (no torch): the classes, functions and
 input factories are named by their dotted paths and loaded on use.
 
 A metric added to the registry gets every contract test without writing one: add its
-:class:`MetricSpec` below and, where no existing factory fits its ``update``, an input factory to
-:mod:`embedmetrics._metric_inputs`.
+``MetricSpec`` below and, where no existing factory fits its ``update``, an input factory to
+``embedmetrics._metric_inputs``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ FAMILIES = (
     "losses",
 )
 
-#: Settings of every retrieval metric (see :class:`embedmetrics.retrieval.RetrievalMetric`).
+#: Settings of every retrieval metric (see ``embedmetrics.retrieval.RetrievalMetric``).
 _RETRIEVAL_SETTINGS = ("ties", "empty_target_action", "ignore_index", "aggregation")
 #: Those recorded with the per-query values of 2-D input (the state's meaning depends on them).
 _RETRIEVAL_STATE_SETTINGS = ("ties", "ignore_index")
@@ -40,11 +40,11 @@ class MetricSpec:
     """One public metric.
 
     ``name``: the module class (``None`` for a functional-only metric); ``module``: where the class lives;
-    ``functional``: its twin in :mod:`embedmetrics.functional` (``None`` if it has none); ``settings``:
+    ``functional``: its twin in ``embedmetrics.functional`` (``None`` if it has none); ``settings``:
     the constructor arguments that change the result (every process must agree on them);
     ``state_settings``: those that change the meaning of the stored state (``merge_state`` and
     ``load_state_dict`` refuse a state of other values); ``inputs``: the valid-input factory in
-    :mod:`embedmetrics._metric_inputs` (for tests and examples); ``loss``: a loss (an ``nn.Module``
+    ``embedmetrics._metric_inputs`` (for tests and examples); ``loss``: a loss (an ``nn.Module``
     without state); ``differentiable``: the values keep the autograd graph (losses and metrics used as
     loss terms); every other value is detached.
     """
@@ -69,11 +69,11 @@ class MetricSpec:
         return getattr(importlib.import_module(self.module), str(self.name))
 
     def load_functional(self) -> Any:
-        """The functional twin (imports :mod:`embedmetrics.functional`)."""
+        """The functional twin (imports ``embedmetrics.functional``)."""
         return getattr(importlib.import_module("embedmetrics.functional"), str(self.functional))
 
     def make_case(self, **kwargs: Any) -> Any:
-        """A small valid input (:class:`embedmetrics._metric_inputs.Case`) for this metric."""
+        """A small valid input (``embedmetrics._metric_inputs.Case``) for this metric."""
         factory = getattr(importlib.import_module("embedmetrics._metric_inputs"), self.inputs)
         return factory(self, **kwargs)
 

@@ -25,7 +25,7 @@ TIES = ("average", "pessimistic", "optimistic", "trec_eval")
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argument parser whose usage errors become one-line :class:`ReportInputError`."""
+    """An argument parser whose usage errors become one-line ``ReportInputError``."""
 
     def error(self, message: str) -> NoReturn:
         raise ReportInputError(f"{message} (see `{self.prog} --help`).")

@@ -3,22 +3,20 @@
 Queries and documents are kept as rows (with their int64 ids) until ``compute``. After a distributed
 sync every process holds all queries but only *its own* corpus rows: each scans its corpus share
 against all queries and the per-process top-``depth`` lists are merged exactly
-(:mod:`embedmetrics._engine.dense_scan`), so the corpus is never gathered and per-process compute is
+(``embedmetrics._engine.dense_scan``), so the corpus is never gathered and per-process compute is
 proportional to its share.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, ClassVar, Optional
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
 
 from embedmetrics._engine.base import BaseMetric
 from embedmetrics._engine.checks import (
-    Aggregation,
-    KArg,
     as_tensor,
     check_bool,
     check_choice,
@@ -42,8 +40,9 @@ class DenseRetrieval(BaseMetric):
     ``update(embeddings, ids, role="query")`` adds query rows, ``role="corpus"`` document rows, any
     number of times, in any order, on any process; ids are integers, unique per role across all
     processes (dataset indices, say). The qrels (``(n, 3)`` ``(query_id, doc_id, relevance)``) are
-    given at construction or through :meth:`set_qrels`, the same on every process. ``compute``
-    returns what :func:`~embedmetrics.functional.dense_retrieval` returns on all the rows: a dict with
+    given at construction or through ``set_qrels``, the same on every process. ``compute``
+    returns what [`dense_retrieval`][embedmetrics.functional.dense_retrieval] returns on all the rows: a dict
+    with
     ``f"{metric}@{k}"`` for every metric and cut-off (``"r_precision"`` alone), and the run when asked.
     In a distributed run each process scans only its own corpus rows against all queries and the
     top-``depth`` lists are merged exactly: every process returns the same, equal to one process
@@ -62,7 +61,7 @@ class DenseRetrieval(BaseMetric):
         return_run: also return ``"run"`` (``(doc_ids, scores)`` per query).
         block_bytes: memory budget of one similarity block, in bytes; ``None`` chooses it per device.
         validate_args: reject NaN and infinite embeddings in ``update`` (``ValueError``; a host sync).
-        kwargs: passed to :class:`torchmetrics.Metric`.
+        kwargs: passed to ``torchmetrics.Metric``.
 
     Examples:
         >>> import torch
@@ -81,7 +80,7 @@ class DenseRetrieval(BaseMetric):
     #: The corpus shards stay on their process at a sync; ``compute`` merges their lists.
     _process_local_states: ClassVar[tuple[str, ...]] = ("corpus", "corpus_ids")
     _embedding_states = ("query", "corpus")
-    _qrels: Optional[Tensor]
+    _qrels: Tensor | None
     plot_lower_bound: float = 0.0
     plot_upper_bound: float = 1.0
 
@@ -93,16 +92,16 @@ class DenseRetrieval(BaseMetric):
     def __init__(
         self,
         qrels: Any = None,
-        k: KArg = 10,
-        metrics: Optional[Sequence[str]] = None,
-        depth: Optional[int] = None,
+        k: int | Sequence[int] = 10,
+        metrics: Sequence[str] | None = None,
+        depth: int | None = None,
         similarity: str = "cosine",
         exclude_self: bool = False,
         ties: str = "average",
-        aggregation: Aggregation = "mean",
+        aggregation: str | Callable[..., Tensor] = "mean",
         return_run: bool = False,
         *,
-        block_bytes: Optional[int] = None,
+        block_bytes: int | None = None,
         validate_args: bool = True,
         **kwargs: Any,
     ) -> None:
@@ -129,7 +128,7 @@ class DenseRetrieval(BaseMetric):
         self._computed = None
 
     @property
-    def qrels(self) -> Optional[Tensor]:
+    def qrels(self) -> Tensor | None:
         """The judgements, ``(n, 3)`` int64, or ``None`` before they are set."""
         return self._qrels
 

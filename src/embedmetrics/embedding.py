@@ -13,7 +13,8 @@ another width or dtype is refused before it is stored, also after ``load_state_d
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -29,7 +30,6 @@ from embedmetrics._engine.checks import (
     check_finite,
     check_same_shape,
 )
-from embedmetrics._engine.embedding import TopK
 from embedmetrics._engine.scan import metric_shard
 from embedmetrics._plotting import plot_metric
 
@@ -39,7 +39,7 @@ __all__ = ["Alignment", "ContrastiveAccuracy", "Uniformity"]
 class _EmbeddingMetric(BaseMetric):
     """Shared input handling: a whole batch is validated before any state changes.
 
-    (``forward`` is protected by :class:`~embedmetrics._engine.base.BaseMetric`.)
+    (``forward`` is protected by ``BaseMetric``.)
     """
 
     full_state_update: bool = False
@@ -100,7 +100,7 @@ class _StoredEmbeddingMetric(_EmbeddingMetric):
         for name, z in zip(self._views, self._validate(*zs)):
             getattr(self, name).append(z)
 
-    def _rows(self) -> Optional[list[Tensor]]:
+    def _rows(self) -> list[Tensor] | None:
         """The stored rows of every view as ``(n, d)`` tensors, or ``None`` when nothing was stored."""
         rows = [self.stored_rows(name) for name in self._views]
         if any(r is None or r.shape[0] == 0 for r in rows):
@@ -117,7 +117,8 @@ class ContrastiveAccuracy(_StoredEmbeddingMetric):
     r"""Top-k contrastive accuracy between two views, both directions averaged.
 
     Accumulates the embeddings of both views and computes
-    :func:`~embedmetrics.functional.contrastive_accuracy_score` on everything seen (on every
+    [`contrastive_accuracy_score`][embedmetrics.functional.contrastive_accuracy_score] on everything seen (on
+    every
     process): for each ``i``, is ``z2[i]`` among the ``topk`` rows of ``z2`` most similar to
     ``z1[i]``, and symmetrically. Ties follow ``ties`` (``"average"``: the expected hit under a
     random order of tied rows).
@@ -130,7 +131,7 @@ class ContrastiveAccuracy(_StoredEmbeddingMetric):
         block_bytes: memory budget of one similarity block, in bytes; ``None`` chooses it for the
             device where ``compute`` runs (32 MiB on the CPU; on CUDA up to 4 GiB).
         validate_args: reject NaN and infinite embeddings in ``update`` (``ValueError``; a host sync).
-        kwargs: passed to :class:`torchmetrics.Metric`.
+        kwargs: passed to ``torchmetrics.Metric``.
 
     Examples:
         >>> import torch
@@ -154,7 +155,7 @@ class ContrastiveAccuracy(_StoredEmbeddingMetric):
 
     def __init__(
         self,
-        topk: TopK = 1,
+        topk: int | Sequence[int] = 1,
         normalize: bool = True,
         ties: str = "average",
         eps: float = 1e-12,
@@ -196,7 +197,7 @@ class ContrastiveAccuracy(_StoredEmbeddingMetric):
 class Uniformity(_StoredEmbeddingMetric):
     r"""Uniformity of the embeddings (Wang & Isola, ICML 2020); lower is more uniform.
 
-    Accumulates embeddings and computes :func:`~embedmetrics.functional.uniformity_score` on
+    Accumulates embeddings and computes [`uniformity_score`][embedmetrics.functional.uniformity_score] on
     everything seen: the log of the mean of ``exp(-t * ||z_i - z_j||^2)`` over pairs ``i != j``,
     as a log-sum-exp (finite where the naive formula underflows).
 
@@ -207,7 +208,7 @@ class Uniformity(_StoredEmbeddingMetric):
         block_bytes: memory budget of one similarity block, in bytes; ``None`` chooses it for the
             device where ``compute`` runs (32 MiB on the CPU; on CUDA up to 4 GiB).
         validate_args: reject NaN and infinite embeddings in ``update`` (``ValueError``; a host sync).
-        kwargs: passed to :class:`torchmetrics.Metric`.
+        kwargs: passed to ``torchmetrics.Metric``.
 
     ``compute`` with fewer than two rows (no pair) returns NaN, so that ``forward`` on a batch of a
     single row still accumulates it; the functional raises ``ValueError`` instead.
@@ -273,7 +274,7 @@ class Alignment(_EmbeddingMetric):
         normalize: L2-normalise rows first.
         eps: lower bound of the norm in the normalisation.
         validate_args: reject NaN and infinite embeddings in ``update`` (``ValueError``; a host sync).
-        kwargs: passed to :class:`torchmetrics.Metric`.
+        kwargs: passed to ``torchmetrics.Metric``.
 
     Examples:
         >>> import torch
@@ -325,7 +326,7 @@ class Alignment(_EmbeddingMetric):
         self.sum_terms = self.sum_terms + terms.to(torch.float64).sum()
         self.total = self.total + terms.shape[0]
 
-    def input_layout(self) -> Optional[Layout]:
+    def input_layout(self) -> Layout | None:
         """The embeddings' dtype and width, from the zero-row running sum that records them."""
         tag = first_rows(self.input_layout_tag)
         return None if tag is None else (tag.dtype, (int(tag.shape[-1]),))

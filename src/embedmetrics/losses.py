@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from embedmetrics._engine.losses import LabelLike, check_options
+from embedmetrics._engine.losses import check_options
 from embedmetrics.functional.losses import contrastive_loss
 
 __all__ = ["ContrastiveLoss"]
@@ -51,7 +51,7 @@ class ContrastiveLoss(nn.Module):
         self.reduction = reduction
         self.validate_args = bool(validate_args)
 
-    def forward(self, output1: Tensor, output2: Tensor, similarity_label: LabelLike) -> Tensor:
+    def forward(self, output1: Tensor, output2: Tensor, similarity_label: Tensor | float) -> Tensor:
         """Loss of the pairs ``(output1[i], output2[i])`` with labels ``similarity_label[i]``.
 
         Args:

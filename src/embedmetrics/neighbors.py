@@ -1,12 +1,12 @@
-"""Metric-learning accuracy: :class:`AccuracyCalculator` (the seed's API) and :class:`EmbeddingAccuracy`.
+"""Metric-learning accuracy: ``AccuracyCalculator`` (the seed's API) and ``EmbeddingAccuracy``.
 
-Both run the same private code path, :meth:`AccuracyCalculator._compute`: an exact blocked
+Both run the same private code path, ``AccuracyCalculator._compute``: an exact blocked
 k-nearest-neighbour scan (no faiss, no ``n × n`` matrix, ties handled exactly) reduced to per-query
 statistics, plus deterministic torch k-means for NMI / AMI.
 
-The module also offers pytorch-metric-learning 2.x's module-level helpers (:func:`precision_at_k`,
-:func:`r_precision`, :func:`mean_average_precision`, :func:`mean_reciprocal_rank`,
-:func:`get_label_match_counts`, :func:`get_lone_query_labels`, ``EQUALITY``, ...), so that code and
+The module also offers pytorch-metric-learning 2.x's module-level helpers (``precision_at_k``,
+``r_precision``, ``mean_average_precision``, ``mean_reciprocal_rank``,
+``get_label_match_counts``, ``get_lone_query_labels``, ``EQUALITY``, ...), so that code and
 calculators written for ``pytorch_metric_learning.utils.accuracy_calculator`` run unchanged with
 ``from embedmetrics import neighbors as accuracy_calculator``.
 """
@@ -17,7 +17,7 @@ import logging
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any, Optional
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -145,7 +145,7 @@ class AccuracyCalculator:
             (256 MiB on the CPU: few large blocks keep the fixed per-block overhead low; on CUDA a
             quarter of the free memory, at most 4 GiB). The candidate filter adds typically half a
             block of temporaries.
-        validate_args: reject NaN and infinite embeddings in :meth:`get_accuracy` (``ValueError``;
+        validate_args: reject NaN and infinite embeddings in ``get_accuracy`` (``ValueError``;
             reads the data). With ``False`` they are not checked and the values are meaningless.
 
     Raises:
@@ -172,11 +172,11 @@ class AccuracyCalculator:
         exclude: Sequence[str] = (),
         avg_of_avgs: bool = False,
         return_per_class: Any = False,
-        k: Optional[int | str] = None,
-        label_comparison_fn: Optional[LabelComparison] = None,
-        device: Optional[torch.device | str] = None,
-        knn_func: Optional[Callable[..., tuple[Tensor, Tensor]]] = None,
-        kmeans_func: Optional[Callable[[Tensor, int], Any]] = None,
+        k: int | str | None = None,
+        label_comparison_fn: LabelComparison | None = None,
+        device: torch.device | str | None = None,
+        knn_func: Callable[..., tuple[Tensor, Tensor]] | None = None,
+        kmeans_func: Callable[[Tensor, int], Any] | None = None,
         *,
         distance: str = "euclidean",
         ties: str = "average",
@@ -235,7 +235,7 @@ class AccuracyCalculator:
         check_no_clustering_with_custom_labels(self.label_comparison_fn, clustering)
 
     def get_curr_metrics(self) -> list[str]:
-        """Names of the metrics :meth:`get_accuracy` computes by default."""
+        """Names of the metrics ``get_accuracy`` computes by default."""
         return list(self.original_metrics)
 
     def get_function_dict(self, include: Sequence[str] = (), exclude: Sequence[str] = ()) -> dict[str, Any]:
@@ -353,17 +353,17 @@ class AccuracyCalculator:
         query_labels: Tensor,
         reference_labels: Tensor,
         *,
-        self_index: Optional[Tensor] = None,
-        metrics: Optional[Sequence[str]] = None,
-        same_source: Optional[bool] = None,
-        shard: Optional[tuple[int, int]] = None,
+        self_index: Tensor | None = None,
+        metrics: Sequence[str] | None = None,
+        same_source: bool | None = None,
+        shard: tuple[int, int] | None = None,
         version: int = 1,
     ) -> dict[str, Any]:
         """The calculator's metrics on validated tensors, with the query rows' own reference rows given.
 
-        The one code path of :meth:`get_accuracy` and :class:`EmbeddingAccuracy`: ``self_index[i]`` is
+        The one code path of ``get_accuracy`` and ``EmbeddingAccuracy``: ``self_index[i]`` is
         the reference row of query ``i`` (``-1``: none), never its own neighbour; ``metrics`` defaults to
-        :meth:`get_curr_metrics`; ``shard`` scans only this rank's share of the queries; ``version``
+        ``get_curr_metrics``; ``shard`` scans only this rank's share of the queries; ``version``
         is the call form (custom metrics get ``label_counts`` as a dict for 1.x, a pair for 2.x).
         """
         q, r, ql, rl = query, reference, query_labels, reference_labels
@@ -396,9 +396,9 @@ class AccuracyCalculator:
         r: Tensor,
         ql: Tensor,
         rl: Tensor,
-        self_index: Optional[Tensor],
+        self_index: Tensor | None,
         metrics: Sequence[str],
-        shard: Optional[tuple[int, int]],
+        shard: tuple[int, int] | None,
         version: int,
     ) -> dict[str, Any]:
         need_lists = self._needs_neighbor_lists(metrics)
@@ -492,7 +492,7 @@ class AccuracyCalculator:
         """A built-in kNN metric from the scan's statistics, or from neighbour lists when there are
         no statistics (a ``knn_func``, or ``_get_accuracy`` called with ``knn_labels``)."""
         ql, mask = kwargs["query_labels"], kwargs["not_lone_query_mask"]
-        stats: Optional[KnnResult] = kwargs.get("knn_stats")
+        stats: KnnResult | None = kwargs.get("knn_stats")
         if stats is None:
             return self._listed_metric(name, kwargs)
         if not kwargs.get("embeddings_are_finite", True) or not bool(mask.any()):
@@ -585,7 +585,7 @@ _ROLES = ("both", "query", "reference")
 
 
 class EmbeddingAccuracy(BaseMetric):
-    """Stateful :class:`AccuracyCalculator`: accumulate embeddings batch by batch, compute once.
+    """Stateful ``AccuracyCalculator``: accumulate embeddings batch by batch, compute once.
 
     ``update(embeddings, labels)`` adds rows that are queries and references at once (the
     same-source case: each query's own row is never its neighbour). To evaluate queries against a
@@ -599,14 +599,14 @@ class EmbeddingAccuracy(BaseMetric):
     stored in the metric's dtype (float32 unless converted with e.g. ``.double()``).
 
     Args:
-        include: metric names, as for :class:`AccuracyCalculator` (e.g. add ``"NMI"``, ``"AMI"``).
-        exclude: as for :class:`AccuracyCalculator`.
-        avg_of_avgs: as for :class:`AccuracyCalculator`.
-        k: as for :class:`AccuracyCalculator`.
-        label_comparison_fn: as for :class:`AccuracyCalculator`.
-        distance: as for :class:`AccuracyCalculator`.
-        ties: as for :class:`AccuracyCalculator`.
-        calculator: use this (e.g. subclassed) :class:`AccuracyCalculator` instead of building one
+        include: metric names, as for ``AccuracyCalculator`` (e.g. add ``"NMI"``, ``"AMI"``).
+        exclude: as for ``AccuracyCalculator``.
+        avg_of_avgs: as for ``AccuracyCalculator``.
+        k: as for ``AccuracyCalculator``.
+        label_comparison_fn: as for ``AccuracyCalculator``.
+        distance: as for ``AccuracyCalculator``.
+        ties: as for ``AccuracyCalculator``.
+        calculator: use this (e.g. subclassed) ``AccuracyCalculator`` instead of building one
             from the arguments above.
         validate_args: reject NaN and infinite embeddings in ``update`` (``ValueError``; a host sync).
         kwargs: torchmetrics ``Metric`` keyword arguments.
@@ -633,12 +633,12 @@ class EmbeddingAccuracy(BaseMetric):
         include: Sequence[str] = (),
         exclude: Sequence[str] = (),
         avg_of_avgs: bool = False,
-        k: Optional[int | str] = None,
-        label_comparison_fn: Optional[LabelComparison] = None,
+        k: int | str | None = None,
+        label_comparison_fn: LabelComparison | None = None,
         *,
         distance: str = "euclidean",
         ties: str = "average",
-        calculator: Optional[AccuracyCalculator] = None,
+        calculator: AccuracyCalculator | None = None,
         validate_args: bool = True,
         **kwargs: Any,
     ) -> None:
@@ -688,7 +688,7 @@ class EmbeddingAccuracy(BaseMetric):
         getattr(self, f"{role}_embeddings").append(embeddings)
         getattr(self, f"{role}_labels").append(labels.to(torch.int64))
 
-    def _role_tensors(self) -> Optional[dict[str, tuple[Tensor, Tensor]]]:
+    def _role_tensors(self) -> dict[str, tuple[Tensor, Tensor]] | None:
         """The rows and labels of every role (an empty role as ``(0, d)`` rows), or ``None`` when no
         row was stored at all."""
         stored = {

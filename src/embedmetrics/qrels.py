@@ -1,9 +1,10 @@
-"""String ids to int64 ids and back, for :class:`~embedmetrics.DenseRetrieval` and its functional twin.
+"""String ids to int64 ids and back, for [`DenseRetrieval`][embedmetrics.DenseRetrieval] and its functional
+twin.
 
 BEIR and TREC name queries and documents with strings; the metrics take int64 tensors. An
-:class:`IdMap` gives each name a code (0, 1, 2, ... in order of first appearance) and turns codes
-back into names; :func:`encode_qrels` turns BEIR's ``{query_id: {doc_id: relevance}}`` dict into the
-``(n, 3)`` qrels tensor with one map per role, and :func:`read_qrels` does the same for a TREC qrels
+``IdMap`` gives each name a code (0, 1, 2, ... in order of first appearance) and turns codes
+back into names; ``encode_qrels`` turns BEIR's ``{query_id: {doc_id: relevance}}`` dict into the
+``(n, 3)`` qrels tensor with one map per role, and ``read_qrels`` does the same for a TREC qrels
 file (``qid iter docno rel``) or a BEIR qrels ``.tsv`` (header ``query-id corpus-id score``).
 """
 

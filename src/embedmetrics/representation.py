@@ -1,7 +1,7 @@
 """Module metrics of representation health: ``RankMe``, ``AlphaReQ``, ``LiDAR``, ``LinearCKA``,
 ``KNNAccuracy``.
 
-The spectral metrics and CKA keep sufficient statistics, not samples (:mod:`embedmetrics._engine.spectral`):
+The spectral metrics and CKA keep sufficient statistics, not samples (``embedmetrics._engine.spectral``):
 ``n``, ``Σz`` and ``Σzzᵀ`` in float64 (``Σxyᵀ`` for CKA, per-class sums for LiDAR). Memory is
 O(d²) for any number of samples, and the value is the same for any batch split and any number of
 processes: no queue of recent samples, no rank-0-only estimate. ``KNNAccuracy`` keeps the bank and
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -80,7 +80,7 @@ class _RepresentationMetric(BaseMetric):
             torch.float64 if layout is not None and layout[0] == torch.float64 else torch.get_default_dtype()
         )
 
-    def _finish(self, value: Optional[Tensor]) -> Tensor:
+    def _finish(self, value: Tensor | None) -> Tensor:
         if value is None:
             return torch.tensor(math.nan, dtype=self._out_dtype(), device=self.device)
         return value.to(self._out_dtype())
@@ -101,7 +101,7 @@ class _SummaryMetric(_RepresentationMetric):
         super().__init__(**kwargs)
         self.add_running_sum("input_dtype")
 
-    def input_layout(self) -> Optional[Layout]:
+    def input_layout(self) -> Layout | None:
         """The embeddings' dtype and widths (one per argument), from the state."""
         tag = first_rows(getattr(self, "input_dtype"))  # noqa: B009 (a state)
         sums = [first_rows(getattr(self, name)) for name in self._width_sums]
@@ -145,7 +145,7 @@ class _MomentMetric(_SummaryMetric):
         self.accumulate(total=total, gram=gram, input_dtype=self._tag(t.dtype))
         self.n = self.n + t.shape[0]
 
-    def _moments(self) -> Optional[spectral.Moments]:
+    def _moments(self) -> spectral.Moments | None:
         total, gram = self.running_sum("total"), self.running_sum("gram")
         if total is None or gram is None or int(self.n) == 0:
             return None
@@ -156,14 +156,14 @@ class RankMe(_MomentMetric):
     r"""RankMe (Garrido et al., ICML 2023), the effective rank of the embeddings; higher is better.
 
     Keeps ``n``, ``Σz`` and ``Σzzᵀ`` (float64, O(d²) memory) and computes
-    :func:`~embedmetrics.functional.rankme` of every row seen: exactly the value on the stacked
+    [`rankme`][embedmetrics.functional.rankme] of every row seen: exactly the value on the stacked
     rows, for any batch split and world size.
 
     Args:
         center: subtract the mean row first (the paper uses the uncentred embeddings).
         eps: added to each normalised singular value (the paper's ``1e-7``).
         validate_args: reject NaN and infinite embeddings in ``update`` (``ValueError``; a host sync).
-        kwargs: passed to :class:`torchmetrics.Metric`.
+        kwargs: passed to ``torchmetrics.Metric``.
 
     Examples:
         >>> import torch
@@ -200,13 +200,13 @@ class AlphaReQ(_MomentMetric):
     r"""α-ReQ (Agrawal et al., NeurIPS 2022), the power-law decay of the covariance eigenspectrum.
 
     Keeps ``n``, ``Σz`` and ``Σzzᵀ`` (float64, O(d²) memory) and computes
-    :func:`~embedmetrics.functional.alpha_req` of every row seen. The paper relates ``α`` near 1 to
+    [`alpha_req`][embedmetrics.functional.alpha_req] of every row seen. The paper relates ``α`` near 1 to
     good downstream accuracy; it is not "higher is better".
 
     Args:
         fit_range: first and last rank (1-based, inclusive) of the eigenvalues the power law is fitted to.
         validate_args: reject NaN and infinite embeddings in ``update`` (``ValueError``; a host sync).
-        kwargs: passed to :class:`torchmetrics.Metric`.
+        kwargs: passed to ``torchmetrics.Metric``.
 
     Examples:
         >>> import torch
@@ -219,7 +219,7 @@ class AlphaReQ(_MomentMetric):
         1.0
     """
 
-    higher_is_better: Optional[bool] = None
+    higher_is_better: bool | None = None
 
     def __init__(
         self,
@@ -243,13 +243,13 @@ class LiDAR(_SummaryMetric):
     ``update(z, labels)`` takes embeddings and the id of the source sample each row was augmented
     from (the surrogate class; ids globally unique, a class may span batches and processes). Keeps
     ``Σzzᵀ`` and the count and sum of every class (float64) and computes
-    :func:`~embedmetrics.functional.lidar` of every row seen.
+    [`lidar`][embedmetrics.functional.lidar] of every row seen.
 
     Args:
         delta: ridge added to the within-class covariance (the paper's ``δ``).
         eps: added to each normalised eigenvalue (the paper's ``ε``).
         validate_args: reject NaN and infinite embeddings in ``update`` (``ValueError``; a host sync).
-        kwargs: passed to :class:`torchmetrics.Metric`.
+        kwargs: passed to ``torchmetrics.Metric``.
 
     Examples:
         >>> import torch
@@ -346,11 +346,11 @@ class LinearCKA(_SummaryMetric):
 
     ``update(x, y)``: row ``i`` of ``x`` and of ``y`` represent the same sample (any widths). Keeps
     ``n``, ``Σx``, ``Σy``, ``ΣxxT``, ``ΣyyT`` and ``ΣxyT`` (float64) and computes
-    :func:`~embedmetrics.functional.linear_cka` of every pair seen.
+    [`linear_cka`][embedmetrics.functional.linear_cka] of every pair seen.
 
     Args:
         validate_args: reject NaN and infinite embeddings in ``update`` (``ValueError``; a host sync).
-        kwargs: passed to :class:`torchmetrics.Metric`.
+        kwargs: passed to ``torchmetrics.Metric``.
 
     Examples:
         >>> import torch
@@ -405,7 +405,7 @@ class KNNAccuracy(_RepresentationMetric):
 
     ``update(embeddings, labels, role="bank")`` adds labelled bank rows (the training features),
     ``role="query"`` the rows to classify (validation features); in any order, on any process.
-    ``compute`` runs :func:`~embedmetrics.functional.knn_accuracy` of every query against the whole
+    ``compute`` runs [`knn_accuracy`][embedmetrics.functional.knn_accuracy] of every query against the whole
     bank: one accuracy per entry of ``top``. Distributed, the bank stays sharded: a sync gathers the
     queries only, each process scans its own bank rows against all queries, and the per-process
     neighbour lists are merged exactly (ties across processes included), so every process returns the
@@ -420,7 +420,7 @@ class KNNAccuracy(_RepresentationMetric):
         ties: ``"average"``, ``"pessimistic"`` or ``"optimistic"`` for classes tied in votes.
         block_bytes: memory budget of one similarity block, in bytes; ``None`` chooses it per device.
         validate_args: reject NaN and infinite embeddings in ``update`` (``ValueError``; a host sync).
-        kwargs: passed to :class:`torchmetrics.Metric`.
+        kwargs: passed to ``torchmetrics.Metric``.
 
     Examples:
         >>> import torch
@@ -450,7 +450,7 @@ class KNNAccuracy(_RepresentationMetric):
         k: int = 20,
         temperature: float = 0.07,
         top: int | tuple[int, ...] = (1, 5),
-        num_classes: Optional[int] = None,
+        num_classes: int | None = None,
         ties: str = "average",
         *,
         block_bytes: int | None = None,

@@ -9,7 +9,7 @@
   is a complete query, ranked at once in ``update``; only its per-query value is stored, so the
   state is ``O(queries)``.
 
-Each metric is declared once in :mod:`embedmetrics._engine.retrieval` (closed form, options,
+Each metric is declared once in ``embedmetrics._engine.retrieval`` (closed form, options,
 docstring); the classes here only name it. ``update`` and ``compute`` run the engine functions the
 functional twins run.
 """
@@ -56,7 +56,7 @@ __all__ = ["RetrievalMetric", *class_names("retrieval")]
 class RetrievalMetric(BaseMetric):
     """Base of the retrieval metrics: option checks, the two kinds of state, ``compute`` by the engine.
 
-    Subclasses name their declaration (``declaration``); see :class:`RetrievalHitRate` for the arguments.
+    Subclasses name their declaration (``declaration``); see ``RetrievalHitRate`` for the arguments.
     """
 
     is_differentiable: bool = False
@@ -374,7 +374,7 @@ class RetrievalPrecisionRecallCurve(RetrievalMetric):
         self.max_k = max_k
 
     def update(self, preds: Tensor, target: Tensor, indexes: Tensor | None = None) -> None:
-        """Validate a batch and store it (see :class:`RetrievalMetric`); 2-D input needs ``max_k``."""
+        """Validate a batch and store it (see ``RetrievalMetric``); 2-D input needs ``max_k``."""
         if indexes is None and self.max_k is None:
             raise ValueError(
                 f"{type(self).__name__} needs `max_k` for input without `indexes` (its per-query state "

@@ -1,11 +1,11 @@
 """The base class of every module metric: nothing lost, settings kept apart, deadlock-free sync.
 
-:class:`BaseMetric` adds to :class:`~embedmetrics._engine.sync.SyncSafeMetric` (safe ``"cat"`` sync):
+``BaseMetric`` adds to ``SyncSafeMetric`` (safe ``"cat"`` sync):
 
 - **A rejected batch costs nothing.** torchmetrics' ``forward`` resets the accumulated state before it
   calls ``update`` on the batch and merges the two afterwards, so a batch that raises (bad input, or a
   batch value that cannot be computed) used to drop the whole epoch. ``forward`` here validates the
-  batch against the accumulated state (:meth:`BaseMetric._check_batch`), then takes a shallow
+  batch against the accumulated state (``BaseMetric._check_batch``), then takes a shallow
   snapshot of the metric (references to the state tensors and copies of the state lists: no data is
   copied) and puts it back if anything raises. ``update`` validates a batch before it touches
   the state (every metric's own contract, tested for every class); a rejected ``update`` also leaves
@@ -14,7 +14,7 @@
   embeddings that require grad neither crash the scans nor keep the autograd graph alive in the state.
 - **Settings that shape the state are checked.** A metric whose ``update`` already reduces with a
   setting (per-query values at ``k``, a sum of ``||z1 - z2||^alpha``) records those settings with
-  :meth:`BaseMetric.add_settings_state`. ``merge_state`` and ``load_state_dict`` then refuse a state
+  ``BaseMetric.add_settings_state``. ``merge_state`` and ``load_state_dict`` then refuse a state
   computed with other settings (``ValueError`` naming the setting) instead of mixing them, and
   ``MetricCollection`` compute groups never merge such metrics. Metrics that store raw rows (whose
   settings only matter in ``compute``) stay compatible across settings, as they should.
@@ -84,7 +84,7 @@ class BaseMetric(SyncSafeMetric):
 
     _settings: dict[str, str]
     __jit_ignored_attributes__: ClassVar[list[str]] = [*Metric.__jit_ignored_attributes__, "_settings"]
-    #: Row stores that hold the embeddings (one dtype and width for all of them; see :meth:`input_layout`).
+    #: Row stores that hold the embeddings (one dtype and width for all of them; see ``input_layout``).
     _embedding_states: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -145,7 +145,7 @@ class BaseMetric(SyncSafeMetric):
     # ------------------------------------------------------------------ row store
     def add_row_store(self, *names: str) -> None:
         """List states that batches are appended to (``dist_reduce_fx="cat"``), concatenated once by
-        :meth:`stored_rows`: appending costs nothing, unlike a state rebuilt by ``torch.cat`` on every
+        ``stored_rows``: appending costs nothing, unlike a state rebuilt by ``torch.cat`` on every
         update. The rows may have any trailing shape (``SyncSafeMetric`` syncs them when ranks idle)."""
         for name in names:
             self.add_state(name, default=[], dist_reduce_fx="cat")
@@ -163,8 +163,8 @@ class BaseMetric(SyncSafeMetric):
         """Sums whose shape is known only at the first ``update`` (``Σzzᵀ`` of ``d`` features).
 
         Kept as a ``"cat"`` list holding one running partial (``(1, *shape)``) per process: ranks that
-        made no ``update`` still sync (``SyncSafeMetric``), and :meth:`running_sum` adds the partials
-        in rank order. :meth:`accumulate` folds every new term (and the batch partial ``forward``
+        made no ``update`` still sync (``SyncSafeMetric``), and ``running_sum`` adds the partials
+        in rank order. ``accumulate`` folds every new term (and the batch partial ``forward``
         merges in) into one, so memory stays one partial per process.
         """
         for name in names:
@@ -207,7 +207,7 @@ class BaseMetric(SyncSafeMetric):
 
     def check_like_earlier_rows(self, name: str, t: Tensor, layout: Optional[Layout] = None) -> None:
         """A batch ``t`` of argument ``name`` must have the dtype and width of the rows accumulated before
-        (:class:`IncompatibleStateError` naming both; metadata only, no host read). ``layout``: the
+        (``IncompatibleStateError`` naming both; metadata only, no host read). ``layout``: the
         batch's layout where it is not ``t``'s own dtype and trailing shape."""
         earlier, got = self.input_layout(), layout or (t.dtype, tuple(t.shape[1:]))
         if earlier is None or got == earlier:
@@ -219,7 +219,7 @@ class BaseMetric(SyncSafeMetric):
 
     def _refuse_other_rows(self, incoming: dict[str, Any] | Metric, action: str) -> None:
         """Every ``"cat"`` state of ``incoming`` must hold rows of our dtype and trailing shape, and its
-        input layout must be ours (:class:`IncompatibleStateError` naming the state; nothing merged)."""
+        input layout must be ours (``IncompatibleStateError`` naming the state; nothing merged)."""
         for name in self._reductions:
             theirs_state = incoming.get(name) if isinstance(incoming, dict) else getattr(incoming, name, None)
             ours, theirs = first_rows(getattr(self, name)), first_rows(theirs_state)
@@ -246,7 +246,7 @@ class BaseMetric(SyncSafeMetric):
         return {n: describe_setting(getattr(self, n)) for n in names if hasattr(self, n)}
 
     def settings_code_all(self) -> Optional[int]:
-        """A checksum of :meth:`settings_text`, which every process must share; ``None`` for a metric
+        """A checksum of ``settings_text``, which every process must share; ``None`` for a metric
         outside the registry."""
         text = self.settings_text()
         return zlib.crc32(repr(sorted(text.items())).encode()) if text else None

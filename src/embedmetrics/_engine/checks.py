@@ -2,9 +2,9 @@
 
 Every error names the argument and the value received. One exception type per kind of mistake:
 
-- :class:`TypeError`: the argument is of the wrong kind (a float where an int is needed, a string array
+- ``TypeError``: the argument is of the wrong kind (a float where an int is needed, a string array
   where numbers are needed, an integer tensor where embeddings must be floating point);
-- :class:`ValueError`: the kind is right but the value is not (``k=0``, a NaN embedding, a shape that
+- ``ValueError``: the kind is right but the value is not (``k=0``, a NaN embedding, a shape that
   does not match).
 
 Checks of tensor *values* (NaN, ranges) read the data on the host; callers run them only when
@@ -151,7 +151,7 @@ def to_tensors(names: Sequence[str], *arrays: Any) -> tuple[list[Tensor], bool]:
 
 def as_output(value: Tensor, numpy: bool, single: bool = True) -> Any:
     """A functional's result: a 0-dim (``single``) or 1-D tensor, or NumPy float64 scalar / array when
-    the inputs were NumPy (see :func:`to_tensors`)."""
+    the inputs were NumPy (see ``to_tensors``)."""
     if single:
         value = value.reshape(())
     if numpy:

@@ -1,9 +1,10 @@
 """Precision and recall at every cut-off ``k = 1..max_k``, and the best recall at a fixed precision.
 
-Both faces of :class:`~embedmetrics.retrieval.RetrievalPrecisionRecallCurve` /
-:func:`~embedmetrics.functional.retrieval_precision_recall_curve` and of
-:class:`~embedmetrics.retrieval.RetrievalRecallAtFixedPrecision` /
-:func:`~embedmetrics.functional.retrieval_recall_at_fixed_precision` compute here. A curve is the
+Both faces of [`RetrievalPrecisionRecallCurve`][embedmetrics.RetrievalPrecisionRecallCurve] /
+[`retrieval_precision_recall_curve`][embedmetrics.functional.retrieval_precision_recall_curve] and of
+[`RetrievalRecallAtFixedPrecision`][embedmetrics.RetrievalRecallAtFixedPrecision] /
+[`retrieval_recall_at_fixed_precision`][embedmetrics.functional.retrieval_recall_at_fixed_precision] compute
+here. A curve is the
 precision and recall closed forms of the ranking engine read at the cut-offs ``1..max_k`` of one
 ranking per query (one row sort, ``(queries, max_k)`` work), so it inherits their exact tie
 handling; torchmetrics 1.9's curve is the same numbers on tie-free data.
@@ -163,7 +164,7 @@ def evaluate_curve(
 def evaluate_recall_at_precision(
     preds: Tensor, target: Tensor, min_precision: float, max_k: int | None, adaptive_k: bool, **rest: Any
 ) -> tuple[Tensor, Tensor]:
-    """The functional recall at a fixed precision: the curve, then :func:`recall_at_precision`."""
+    """The functional recall at a fixed precision: the curve, then ``recall_at_precision``."""
     floor = check_min_precision(min_precision)
     precision, recall, top_k = evaluate_curve(preds, target, max_k, adaptive_k, **rest)
     return recall_at_precision(precision, recall, top_k, floor)

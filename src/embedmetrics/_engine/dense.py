@@ -1,6 +1,6 @@
 """Dense retrieval, part 2: trec_eval's measures on the exact top-``depth`` lists, ties included.
 
-The lists come from :mod:`embedmetrics._engine.dense_scan`. Every measure is a prefix sum of four
+The lists come from ``embedmetrics._engine.dense_scan``. Every measure is a prefix sum of four
 per-position terms (expected relevance, expected gain, the AP summand, the probability that the first
 relevant document is at the position), read at the cut-off:
 
@@ -18,7 +18,7 @@ key             value                                                           
 
 ``R`` counts the relevant lines of the qrels (``relevance >= 1``), retrieved or not, in the corpus or
 not; the ideal DCG orders every judged document of the query. Under ``ties="average"`` each term is
-its expectation over a uniformly random order of tied documents (:mod:`~embedmetrics._engine.tie_stats`),
+its expectation over a uniformly random order of tied documents (``tie_stats``),
 the tie block at the end of the list counted whole; ``"pessimistic"`` / ``"optimistic"`` order every
 tie block by increasing / decreasing gain. Queries without a qrels line are skipped (NaN per query).
 """
@@ -53,14 +53,14 @@ from embedmetrics._engine.ranking import aggregate
 from embedmetrics._engine.row_owners import gather_rows, route_identical_rows
 from embedmetrics._engine.scan import compute_dtype
 
-#: The measures of :func:`dense_values`, in the order results list them.
+#: The measures of ``dense_values``, in the order results list them.
 DENSE_METRICS = ("ndcg", "recall", "precision", "mrr", "map", "hit_rate", "r_precision")
 SIMILARITIES = ("cosine", "dot", "euclidean")
 
 
 @dataclass(frozen=True)
 class DenseOptions:
-    """Checked options of dense retrieval (see :func:`check_dense_options`)."""
+    """Checked options of dense retrieval (see ``check_dense_options``)."""
 
     ks: tuple[int, ...]
     metrics: tuple[str, ...]
@@ -276,7 +276,7 @@ def dense_values(
     *,
     distributed: bool = False,
 ) -> dict[str, Any]:
-    """The result dict of :func:`~embedmetrics.functional.dense_retrieval`.
+    """The result dict of [`dense_retrieval`][embedmetrics.functional.dense_retrieval].
 
     ``distributed``: the queries are the same on every process and each holds its own corpus part;
     the lists are merged across processes (a collective) and every process returns the same result.
@@ -359,7 +359,7 @@ def _run(
     lists: TopLists, queries: Tensor, corpus: Tensor, corpus_ids: Tensor, similarity: str, distributed: bool
 ) -> tuple[Tensor, Tensor]:
     """``(doc_ids, scores)`` ``(Q, min(depth, corpus))``: similarity (``-distance`` for euclidean),
-    recomputed pair by pair (:mod:`~embedmetrics._engine.pair_scores`: the same bits whatever the block
+    recomputed pair by pair (``pair_scores``: the same bits whatever the block
     size, corpus order, world size or kernel), ordered by score, then document id."""
     width = min(lists.keys.shape[1], _corpus_size(corpus, distributed))
     keys, ids = lists.keys[:, :width], lists.ids[:, :width]

@@ -2,26 +2,26 @@
 
 Each process scans *its own* corpus rows against all queries, one block of corpus columns at a time:
 one matrix product of all queries by the block (a tall product, near the bare GEMM's speed), the
-``depth + 1`` smallest keys of every row of the block (:func:`~embedmetrics._engine.knn.smallest_keys`),
-and an exact merge into the running top-``depth`` lists (:func:`merge_lists`). After the first block,
+``depth + 1`` smallest keys of every row of the block (``smallest_keys``),
+and an exact merge into the running top-``depth`` lists (``merge_lists``). After the first block,
 a block's candidates are only its keys up to the running lists' last key (equal keys included): no
 larger key can enter the lists, so most blocks add a few columns to merge. Memory: the queries,
-one key block (``block_bytes``, default :data:`DENSE_BLOCK_BYTES`) and ``O(queries × depth)``; the
+one key block (``block_bytes``, default ``DENSE_BLOCK_BYTES``) and ``O(queries × depth)``; the
 corpus is never copied whole and no ``queries × corpus`` matrix exists.
 
 Identical rows, identical keys: the corpus columns are grouped by distinct row
-(:class:`CorpusLayout`) and blocks never split a group, so each distinct row is multiplied once and its
+(``CorpusLayout``) and blocks never split a group, so each distinct row is multiplied once and its
 key copied to all its columns. Where the tie block at a block's cut-off continues past ``depth``
 ("spill"), that query's row of the block is read again: the block's full size is counted (``tail``) and
 the listed members become its lowest document ids, so the lists do not depend on the kernel, the block
 size or the corpus order. ``exclude_self`` masks the column whose id is the query's.
 
-:func:`merge_lists` merges lists of disjoint corpus parts exactly (blocks of one process, or processes):
+``merge_lists`` merges lists of disjoint corpus parts exactly (blocks of one process, or processes):
 the ``depth`` smallest keys of the union, the lowest ids where the boundary block does not fit, and the
 global boundary block's size as the sum of each part's count at that key (a part whose own list ends
 at that key counted its whole block, every other part holds its members of the block in its list).
 The keys of the judged (query, document) pairs are read from the same products
-(:attr:`TopLists.judged_keys`): they tell which relevant documents share the boundary block, all that
+(``TopLists.judged_keys``): they tell which relevant documents share the boundary block, all that
 the tie statistics need beyond the lists.
 """
 
@@ -54,7 +54,7 @@ class TopLists:
     ``keys`` ``(Q, depth)`` float64 ascending (nearer first; ``+inf`` pads rows with fewer documents),
     ``ids`` their document ids (``-1`` padding), ``tail`` ``(Q,)`` the number of documents of the part
     whose key equals the row's last key (the whole tie block, also past ``depth``), ``judged_keys``
-    ``(E,)`` the key of every judged pair of :class:`~embedmetrics._engine.qrels.Judgements` whose
+    ``(E,)`` the key of every judged pair of ``Judgements`` whose
     document the part holds (``+inf`` otherwise, and for a query's own document with ``exclude_self``).
     """
 
@@ -321,7 +321,7 @@ def merge_lists(parts: Sequence[TopLists]) -> TopLists:
     """Merge the lists of disjoint corpus parts exactly (each ``(Q, w)``, any widths, at least one as
     wide as the result): the ``depth`` (widest) smallest keys of the union; where the union has more
     documents at the last key than places, the lowest ids among them. Its order within equal keys is
-    unspecified until :meth:`TopLists.canonical`.
+    unspecified until ``TopLists.canonical``.
     """
     depth = max(part.keys.shape[1] for part in parts)
     all_keys = torch.cat([part.keys for part in parts], dim=1)

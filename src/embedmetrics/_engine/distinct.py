@@ -6,7 +6,7 @@ differently at different output positions (collapsed float64 embeddings scored 0
 0.02 on an AMD EPYC). Ties between identical rows must be decided by the data, not by the kernel,
 so the scans compute every *distinct* pair of rows once and weight it by how often it occurs.
 
-:func:`distinct_rows` groups rows that are bitwise identical (after turning ``-0.0`` into ``0.0``):
+``distinct_rows`` groups rows that are bitwise identical (after turning ``-0.0`` into ``0.0``):
 a 64-bit hash of each row's bit pattern, one sort of the hashes, then a bitwise check of every row
 against its group's first row; a hash collision (distinct rows, equal hash) falls back to an exact
 ``torch.unique(dim=0)`` on the bit patterns. The distinct rows come out sorted by hash, which depends
@@ -90,7 +90,7 @@ def _first_of_group(inverse: Tensor, groups: int) -> Tensor:
 
 
 def distinct_rows(z: Tensor) -> DistinctRows:
-    """Group the rows of ``z`` (a 2-D floating tensor) that are bitwise identical after :func:`canonical`.
+    """Group the rows of ``z`` (a 2-D floating tensor) that are bitwise identical after ``canonical``.
 
     Host sync (data-dependent sizes): for ``compute`` and functional code. When every row is distinct,
     ``z`` itself comes back (nothing is copied); otherwise the distinct rows are canonical.

@@ -2,8 +2,8 @@
 
 Each metric is split into a *partial* (what one rank computes from its share of the query blocks:
 a tensor whose entries add up across ranks) and a *finalize* step (the closed form applied to the
-summed partials). :func:`contrastive_accuracy` and :func:`uniformity` glue them together with
-:func:`~embedmetrics._engine.scan.all_reduce_sum`, so a sharded scan gives the same value as an
+summed partials). ``contrastive_accuracy`` and ``uniformity`` glue them together with
+``all_reduce_sum``, so a sharded scan gives the same value as an
 unsharded one, bit for bit: the partials are integer counts or disjoint per-row values.
 
 Contrastive accuracy
@@ -75,7 +75,7 @@ def check_contrastive_options(topk: Any, ties: Any, eps: Any, normalize: Any) ->
 
 
 def check_uniformity_options(t: Any, normalize: Any, eps: Any) -> dict[str, Any]:
-    """Validated options of uniformity, as keyword arguments of :func:`uniformity`."""
+    """Validated options of uniformity, as keyword arguments of ``uniformity``."""
     return {
         "t": check_number("t", t),
         "normalize": check_bool("normalize", normalize),
@@ -84,7 +84,7 @@ def check_uniformity_options(t: Any, normalize: Any, eps: Any) -> dict[str, Any]
 
 
 def check_alignment_options(alpha: Any, normalize: Any, eps: Any) -> dict[str, Any]:
-    """Validated options of alignment, as keyword arguments of :func:`alignment_terms`."""
+    """Validated options of alignment, as keyword arguments of ``alignment_terms``."""
     return {
         "alpha": check_number("alpha", alpha, positive=True),
         "normalize": check_bool("normalize", normalize),
@@ -105,7 +105,7 @@ def _diagonal(z1: Tensor, z2: Tensor, rows: int, shard: tuple[int, int] | None =
     """``s_ii`` from the ``B x B`` diagonal tile of each block (same GEMM shapes).
 
     With ``shard``, only the tiles of that rank's blocks (the other entries are exact zeros):
-    summing the results of all ranks (:func:`contrastive_diagonal`) gives the whole diagonal.
+    summing the results of all ranks (``contrastive_diagonal``) gives the whole diagonal.
     """
     out = torch.zeros(z1.shape[0], dtype=z1.dtype, device=z1.device)
     for start, stop in shard_blocks(block_ranges(z1.shape[0], rows), shard):
@@ -132,12 +132,12 @@ def contrastive_partial(
 ) -> Tensor:
     """Sign sums of this shard's blocks: rows ``[a_row, b_row, a_col, b_col]``, shape ``(4, n)``.
 
-    ``diag`` is the whole diagonal ``s_ii`` (:func:`contrastive_diagonal`); without it every
+    ``diag`` is the whole diagonal ``s_ii`` (``contrastive_diagonal``); without it every
     call computes all diagonal tiles itself (no collective).
 
     ``a = g - l`` and ``b = g + l`` for each query in the z1→z2 (row) and z2→z1 (column)
     direction. Rows outside this shard are zero, so partials of all shards add up to the whole.
-    ``z1`` and ``z2`` are prepared (:func:`prepare`) ``(n, d)`` tensors of the same dtype.
+    ``z1`` and ``z2`` are prepared (``prepare``) ``(n, d)`` tensors of the same dtype.
     """
     n = z1.shape[0]
     rows, ranges = plan_blocks(n, n * z1.element_size(), block_bytes, shard)
@@ -226,10 +226,10 @@ def contrastive_accuracy(
 ) -> Tensor:
     """Contrastive top-k accuracy for every ``k`` in ``ks``, shape ``(len(ks),)``, accumulation dtype.
 
-    Identical rows get identical similarities (see :mod:`embedmetrics._engine.distinct`): with no
+    Identical rows get identical similarities (see ``embedmetrics._engine.distinct``): with no
     repeated row in either view the plain blocked scan runs; otherwise every distinct pair of rows is
-    computed once (:func:`weighted_contrastive_partial`). ``block_bytes=None``: chosen for the
-    device (:func:`~embedmetrics._engine.scan.block_budget`).
+    computed once (``weighted_contrastive_partial``). ``block_bytes=None``: chosen for the
+    device (``block_budget``).
     """
     dtype = compute_dtype(z1, z2)
     block_bytes = block_budget(block_bytes, z1.device, EMBEDDING_BLOCK_BYTES)
@@ -311,7 +311,7 @@ def weighted_contrastive_partial(
 
     ``q`` (``u1`` distinct z1 rows, multiplicities ``c1``) and ``r`` (``u2``, ``c2``) are prepared. Each
     block of distinct z1 rows is multiplied by ``r`` once; the entry of every positive pair is set to
-    the pair's own similarity (computed once, :func:`_pair_similarities`), so every occurrence of a
+    the pair's own similarity (computed once, ``_pair_similarities``), so every occurrence of a
     pair of rows, in either direction, compares the same number. The z1→z2 direction of pair ``p``
     compares row ``u_p`` with the pair's value, weighted by ``c2``; the z2→z1 direction compares
     column ``v_p`` with it, weighted by ``c1``. Sharded, ranks take disjoint blocks of distinct z1
@@ -352,7 +352,7 @@ def uniformity_partial(
 ) -> Tensor:
     """Per-row ``logsumexp_{j > i}(-t * ||z_i - z_j||^2)`` for this shard's rows (others 0), shape ``(n,)``.
 
-    ``z`` is prepared (:func:`prepare`) and should be centred: ``-t * ||z_i - z_j||^2`` comes from
+    ``z`` is prepared (``prepare``) and should be centred: ``-t * ||z_i - z_j||^2`` comes from
     ``min(2t z_i . z_j - t ||z_i||^2 - t ||z_j||^2, 0)``, whose rounding error grows with the norms.
     With ``log_counts`` (distinct rows standing for ``c_i`` input rows each), row ``i`` gives
     ``log c_i + logsumexp_{j > i}(-t * ||z_i - z_j||^2 + log c_j)``: the pairs between two groups.
@@ -412,7 +412,7 @@ def uniformity(
 ) -> Tensor:
     """Uniformity (0-dim, accumulation dtype) of ``n >= 2`` rows; not differentiable (in-place scan).
 
-    Repeated rows are grouped first (:mod:`embedmetrics._engine.distinct`): each distinct pair is
+    Repeated rows are grouped first (``embedmetrics._engine.distinct``): each distinct pair is
     computed once and weighted, and pairs of identical rows count at distance exactly 0.
     """
     dtype = compute_dtype(z)

@@ -1,7 +1,7 @@
 """Sums over queries that do not depend on the order of the queries.
 
 Floating-point addition is not associative: the mean of the same per-query values in another order can
-differ in the last bits. :func:`order_free_sum` adds the values in ascending order of value, so any
+differ in the last bits. ``order_free_sum`` adds the values in ascending order of value, so any
 permutation of the queries (and any split across batches or processes, once the values are gathered)
 gives the same bits.
 """

@@ -9,7 +9,7 @@ difference is the same number however it is computed, so both paths give the sam
 
 Compiling costs seconds the first time a block shape is seen in a process (4 to 17 s measured on a
 2-core CPU), which pays off only when the same metric runs many times (every epoch of a training
-run), so it is off unless asked for: :func:`set_compile` or ``EMBEDMETRICS_COMPILE=1``. Only full
+run), so it is off unless asked for: ``set_compile`` or ``EMBEDMETRICS_COMPILE=1``. Only full
 blocks take the compiled kernel (the last, smaller block of a scan runs eagerly: no recompile per
 block), only on CPU and CUDA tensors, and a compiler error switches it off for the process with one
 warning.
@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable
-from typing import Optional
 
 import torch
 from torch import Tensor
@@ -75,8 +74,8 @@ def _kernel() -> Callable[[Tensor, Tensor, Tensor], SignCounts]:
     return kernel  # type: ignore[return-value]
 
 
-def fused_sign_counts(sim: Tensor, d_rows: Tensor, d_cols: Tensor) -> Optional[SignCounts]:
-    """The counts of :func:`sign_counts_eager` from the compiled kernel, or ``None`` where the caller
+def fused_sign_counts(sim: Tensor, d_rows: Tensor, d_cols: Tensor) -> SignCounts | None:
+    """The counts of ``sign_counts_eager`` from the compiled kernel, or ``None`` where the caller
     runs its eager passes (compiling off or failed, a device other than CPU and CUDA)."""
     if not compile_enabled() or sim.device.type not in ("cpu", "cuda"):
         return None

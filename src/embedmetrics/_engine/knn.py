@@ -2,13 +2,13 @@
 
 For each block of query rows: one matrix product against all references (Euclidean ranking key
 ``||r||² − 2 q·r``, or ``−cos`` for cosine) into a reused buffer, the query's own reference column
-masked by index, and the exact ``K + 1`` smallest keys of each row (:func:`smallest_keys`: a
+masked by index, and the exact ``K + 1`` smallest keys of each row (``smallest_keys``: a
 threshold from group minima leaves a few candidates per row to rank, instead of a ``topk`` over
 every reference). The extra neighbour tells whether the tie block at the cut-off continues past
 position ``K`` ("spill"); only for those rows the full row is scanned again to count the whole
 boundary block and its relevant items. From the list the per-query
 metric values (precision@1, R-precision, AP@R, AP, reciprocal rank) are reduced at once with the
-closed forms of :mod:`embedmetrics._engine.tie_stats`, so per-query state is O(1), never O(K),
+closed forms of ``embedmetrics._engine.tie_stats``, so per-query state is O(1), never O(K),
 unless the caller asks for the neighbour lists themselves.
 
 Nothing allocates an ``n_query × n_reference`` matrix: peak extra memory is one block
@@ -132,7 +132,7 @@ class KeyBlocks:
     ``−q·r``. Identical
     reference rows get bit-identical keys in every row (each distinct row is multiplied once and its
     key copied to every column that holds it). Columns past ``n_r`` (padding for
-    :func:`smallest_keys`' groups) and each query's own column (``self_index``) are ``+inf``.
+    ``smallest_keys``' groups) and each query's own column (``self_index``) are ``+inf``.
     """
 
     q: Tensor
@@ -158,7 +158,7 @@ class KeyBlocks:
     def prepare(
         cls, query: Tensor, reference: Tensor, distance: str, kk: int, self_index: Optional[Tensor] = None
     ) -> KeyBlocks:
-        """Normalise or extend the rows once; ``kk`` keys per row will be asked of :func:`smallest_keys`."""
+        """Normalise or extend the rows once; ``kk`` keys per row will be asked of ``smallest_keys``."""
         dtype = compute_dtype(query, reference)
         q = query.detach().to(dtype)
         # identical reference rows must get identical keys in every row: compute each distinct one once
@@ -235,19 +235,19 @@ def knn_scan(
         query_labels: ``(n_q,)`` or ``(n_q, w)`` labels.
         reference_labels: ``(n_r,)`` or ``(n_r, w)`` labels.
         k: neighbours to keep, ``1 <= k <=`` number of references a query can see.
-        counts: ``(n_q,)`` relevant references of each query (see :func:`relevant_counts`);
+        counts: ``(n_q,)`` relevant references of each query (see ``relevant_counts``);
             R-precision and AP@R use ``min(count, k)`` positions and divide AP by ``count``.
         self_index: ``(n_q,)`` reference index of each query itself (``-1``: none), masked out.
         distance: ``"euclidean"`` or ``"cosine"`` (cosine distance ``1 − cos``).
-        ties: tie policy, see :mod:`embedmetrics._engine.tie_stats`.
+        ties: tie policy, see ``embedmetrics._engine.tie_stats``.
         label_comparison_fn: relevance of a (query label, reference label) pair; ``None``: equality.
         return_neighbors: also return the neighbour indices and distances (``(n_q, k)``).
-        stats: which per-query statistics to compute (a subset of :data:`STAT_NAMES`).
+        stats: which per-query statistics to compute (a subset of ``STAT_NAMES``).
         block_bytes: memory budget of one similarity block (``None``: chosen for the device).
         shard: ``(rank, world)``: scan only this rank's share of the query blocks.
 
     Returns:
-        Per-query statistics (see :data:`STAT_NAMES`), zero outside the scanned share.
+        Per-query statistics (see ``STAT_NAMES``), zero outside the scanned share.
     """
     keys = KeyBlocks.prepare(query, reference, distance, min(k + 1, reference.shape[0]), self_index)
     n_q, kk, groups, dev, dtype = query.shape[0], keys.kk, keys.groups, keys.device, keys.dtype
@@ -310,14 +310,14 @@ def knn_scan(
     return KnnResult(out, indices, distances, k)
 
 
-#: Columns per group of :func:`smallest_keys`' candidate filter.
+#: Columns per group of ``smallest_keys``' candidate filter.
 GROUP_SIZE = 8
 
 
 def column_groups(n_cols: int, kk: int) -> Optional[tuple[int, int]]:
-    """``(n_groups, n_coarse)`` for :func:`smallest_keys` on rows of ``n_cols`` keys, or ``None``.
+    """``(n_groups, n_coarse)`` for ``smallest_keys`` on rows of ``n_cols`` keys, or ``None``.
 
-    ``n_groups`` strided groups of :data:`GROUP_SIZE` columns (the columns are padded up to a
+    ``n_groups`` strided groups of ``GROUP_SIZE`` columns (the columns are padded up to a
     multiple), merged into ``n_coarse >= 2 kk`` coarse groups of a power-of-two number of groups.
     ``None`` where the rows are too short for the filter to pay off: a plain ``topk`` then.
     """
@@ -354,7 +354,7 @@ def smallest_keys(
     key: no larger key can enter it); the row's places past its keys ``<= bound`` may then hold
     ``+inf`` instead of larger keys, and the result has fewer than ``kk`` columns when no row has that
     many keys ``<= bound``.
-    With ``groups = (n_groups, n_coarse)`` (see :func:`column_groups`; ``s`` has
+    With ``groups = (n_groups, n_coarse)`` (see ``column_groups``; ``s`` has
     ``n_groups * GROUP_SIZE`` columns), column ``c`` belongs to group ``c % n_groups`` and group
     ``g`` to coarse group ``g % n_coarse``. The minima of ``kk`` coarse groups are ``kk`` distinct
     keys, so the largest of the ``kk`` smallest coarse minima, ``tau``, is at least the ``kk``-th
@@ -416,7 +416,7 @@ def _position_terms(
 
     Rows without any tie among their neighbours (the common case with real-valued embeddings) use
     the plain definitions; only ``tied_rows`` (with ``last_t`` / ``last_r`` of their last block)
-    go through :mod:`tie_stats`.
+    go through ``tie_stats``.
     """
     k = vals.shape[1]
     f64 = torch.float64

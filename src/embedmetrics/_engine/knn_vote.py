@@ -3,7 +3,7 @@
 Each query takes the ``k`` bank rows most cosine-similar to it; neighbour ``j`` votes for its label
 with weight ``exp(s_j / T)``; a query is a hit at ``top`` when its true class is among the ``top``
 classes with the largest vote. Computed on the exact blocked kNN scan
-(:class:`~embedmetrics._engine.knn.KeyBlocks`, :func:`~embedmetrics._engine.knn.smallest_keys`): no
+(``KeyBlocks``, ``smallest_keys``): no
 ``queries x bank`` matrix, one block at a time.
 
 Ties, decided by the data and never by the kernel or the row order:
@@ -19,10 +19,10 @@ Ties, decided by the data and never by the kernel or the row order:
   under a random order of tied classes; ``"pessimistic"``: hit iff ``g + t <= top``;
   ``"optimistic"``: hit iff ``g < top``.
 
-The scan of a bank part gives per query a :class:`VoteLists`: its ``k`` nearest keys with their classes,
+The scan of a bank part gives per query a ``VoteLists``: its ``k`` nearest keys with their classes,
 the size of the tie block at the last key and the classes of that block's members the list does not
-hold. Lists of disjoint bank parts merge exactly (:func:`merge_votes`), so a bank sharded across
-processes gives the value of one process (:func:`knn_vote_hits` with ``sharded=True``: each process
+hold. Lists of disjoint bank parts merge exactly (``merge_votes``), so a bank sharded across
+processes gives the value of one process (``knn_vote_hits`` with ``sharded=True``: each process
 scans only its own bank rows against all queries). Votes are accumulated in float64 one neighbour
 position at a time, in ascending (key, class) order, without atomics: the same data gives the same bits
 on every device.
@@ -132,7 +132,7 @@ def scan_votes(
     exclude_self: bool = False,
     block_bytes: int | None = None,
 ) -> VoteLists:
-    """The :class:`VoteLists` of every query against this bank part (``k``: the lists' width; a part
+    """The ``VoteLists`` of every query against this bank part (``k``: the lists' width; a part
     with fewer rows pads its lists). ``exclude_self``: the queries are the bank rows, each skips its own."""
     n_q, n_r = queries.shape[0], bank.shape[0]
     out = VoteLists.empty(n_q, k, queries.device)
@@ -258,7 +258,7 @@ def knn_vote_hits(
     sharded: bool = False,
 ) -> Tensor:
     """Sum of the hits of every query at each ``top`` (float64 ``(len(tops),)``), added in an order that
-    does not depend on the order of the queries (:func:`~embedmetrics._engine.exact_sum.order_free_sum`).
+    does not depend on the order of the queries (``order_free_sum``).
 
     ``k`` is clipped to the bank rows a query sees (all of them, or all but its own row with
     ``exclude_self``, where ``queries`` are the bank rows themselves).
@@ -268,7 +268,7 @@ def knn_vote_hits(
     processes (a collective; every process returns the same sum). ``queries`` are the same on every
     process and ``bank`` is this process's share: each process scans its own bank rows against all
     queries (identical rows held by several processes are all scanned by one,
-    :func:`~embedmetrics._engine.row_owners.route_identical_rows`), the lists are merged exactly, and
+    ``route_identical_rows``), the lists are merged exactly, and
     each process votes for a contiguous share of the queries.
     """
     nan = torch.full((len(tops),), math.nan, dtype=torch.float64, device=queries.device)

@@ -1,7 +1,7 @@
-"""Pair losses (the engine of :mod:`embedmetrics.losses` and :mod:`embedmetrics.functional.losses`).
+"""Pair losses (the engine of ``embedmetrics.losses`` and ``embedmetrics.functional.losses``).
 
-:func:`check_options` validates the options of both faces, :func:`check_outputs` and
-:func:`label_tensor` the inputs, and :func:`contrastive_loss_value` computes the loss.
+``check_options`` validates the options of both faces, ``check_outputs`` and
+``label_tensor`` the inputs, and ``contrastive_loss_value`` computes the loss.
 """
 
 from __future__ import annotations

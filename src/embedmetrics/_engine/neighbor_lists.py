@@ -1,6 +1,6 @@
 """kNN label metrics from given neighbour lists: the module-level helpers of pytorch-metric-learning 2.x.
 
-:class:`~embedmetrics.neighbors.AccuracyCalculator` normally computes its kNN metrics inside the exact
+[`AccuracyCalculator`][embedmetrics.AccuracyCalculator] normally computes its kNN metrics inside the exact
 scan (ties handled exactly, no lists kept). These functions compute them from neighbour label lists
 someone else produced (a user's ``knn_func``, or code that calls ``_get_accuracy`` with
 ``knn_labels``), with the semantics and call signatures of ``pytorch_metric_learning.utils.

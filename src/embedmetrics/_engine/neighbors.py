@@ -1,10 +1,10 @@
-"""The kNN label metrics of metric learning (the engine behind :mod:`embedmetrics.neighbors` and
-:mod:`embedmetrics.functional.neighbors`).
+"""The kNN label metrics of metric learning (the engine behind ``embedmetrics.neighbors`` and
+``embedmetrics.functional.neighbors``).
 
-:func:`neighbor_statistics` is the one pipeline: the relevant references of every query (the query
+``neighbor_statistics`` is the one pipeline: the relevant references of every query (the query
 itself excluded), ``k`` (the largest relevant count unless given; no 1023 cap), the exact blocked
-scan (:func:`~embedmetrics._engine.knn.knn_scan`) and the per-query statistics, combined across ranks
-when the scan was sharded. :func:`average` reduces per-query values (optionally per class first).
+scan (``knn_scan``) and the per-query statistics, combined across ranks
+when the scan was sharded. ``average`` reduces per-query values (optionally per class first).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def check_k(k: Any) -> Optional[int | str]:
 
 
 def scan_k(k: Optional[int | str], metrics: Sequence[str], n_references: int) -> Optional[int]:
-    """Neighbours to list for ``metrics`` (``None``: the largest relevant count, see :func:`resolve_k`).
+    """Neighbours to list for ``metrics`` (``None``: the largest relevant count, see ``resolve_k``).
 
     An int as given; ``"max_bin_count"`` the largest relevant count; ``"all"`` every reference;
     ``None`` every reference when a whole-ranking metric is asked for, else the largest relevant count
@@ -159,7 +159,7 @@ def neighbor_statistics(
     block_bytes: int | None = None,
     shard: Optional[tuple[int, int]] = None,
 ) -> NeighborStatistics:
-    """Relevant counts, ``k``, the exact scan and its per-query ``stats`` (see :data:`KNN_STATS`)."""
+    """Relevant counts, ``k``, the exact scan and its per-query ``stats`` (see ``KNN_STATS``)."""
     counts, uq, matches = relevant_counts(ql, rl, self_index, label_comparison_fn)
     n_visible = r.shape[0] - (1 if self_index is not None and bool((self_index >= 0).any()) else 0)
     kk = resolve_k(k, counts, n_visible)

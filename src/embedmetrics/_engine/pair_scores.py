@@ -4,7 +4,7 @@ A matrix product may round the same dot product differently at different output 
 products of different shapes (CPU edge kernels, GPU tile choices), so the keys of the blocked scan
 depend, in the last bits, on the block size and the corpus order. The scores a user receives (the
 dense-retrieval run) are therefore recomputed pair by pair: in float64, the products summed by one
-reduction of a fixed shape (:data:`CHUNK_ROWS` rows, zero-padded), so every pair is computed by the same
+reduction of a fixed shape (``CHUNK_ROWS`` rows, zero-padded), so every pair is computed by the same
 instructions in the same order wherever it sits, then rounded once to the output dtype.
 """
 

@@ -155,7 +155,7 @@ def rank_rows(
     Args:
         score: ``(G, m)`` scores, one query per row.
         gain: relevance (``>= 0``, any real dtype) of each item; 0 for ignored and padding items.
-        columns: how many leading columns the metrics look at (:func:`columns_needed`).
+        columns: how many leading columns the metrics look at (``columns_needed``).
         inactive: items that are not ranked (ignored, padding, or judged but not retrieved).
         judged: items that exist for the query (not ignored, not padding); ``None`` means all.
         num_relevant: per row, the total number of relevant documents (``>=`` those in ``gain``).
@@ -429,7 +429,7 @@ def reciprocal_rank(st: RankedRows, ks: Ks) -> Tensor:
     """Over the first block with ``r > 0``: ``Σ_{x ≤ t−r, a+x<k} C(t−x−1, r−1)/C(t, r) / (a+x+1)``.
 
     That block holds the first relevant item ``f`` (a binary search in the running count of relevant
-    items); the probabilities come from :func:`~embedmetrics._engine.tie_stats.first_relevant`.
+    items); the probabilities come from ``first_relevant``.
     """
     fdt, G, m = st.fdt, st.gain.shape[0], st.gain.shape[1]
     f = torch.searchsorted(st.crel, torch.ones(G, 1, dtype=fdt, device=st.gain.device)) - 1
@@ -472,7 +472,7 @@ def r_precision(st: RankedRows) -> Tensor:
 def average_precision(st: RankedRows, ks: Ks) -> Tensor:
     """``Σ_{p<k} (r/t)·(c + 1 + x·(r−1)/(t−1)) / (p+1)``, divided by ``R``.
 
-    The summands are :func:`~embedmetrics._engine.tie_stats.precision_terms`, shared with the kNN scan.
+    The summands are ``precision_terms``, shared with the kNN scan.
     """
     p, ranked, t, r, c, x = _items(st)
     term = torch.where(ranked & (r > 0), tie_stats.precision_terms(t, r, c, x, p), 0.0)

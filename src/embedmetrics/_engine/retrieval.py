@@ -1,13 +1,13 @@
 """The retrieval family: one declaration per metric, and everything both faces share.
 
-A retrieval metric is declared once, in :data:`METRICS`: its name, its per-query closed form (a
-function of :class:`~embedmetrics._engine.ranking.RankedRows`), whether its target is binary, whether
+A retrieval metric is declared once, in ``METRICS``: its name, its per-query closed form (a
+function of ``RankedRows``), whether its target is binary, whether
 it takes a cut-off, and its docstring fragments. The functional twin
-(:mod:`embedmetrics.functional.retrieval`) and the module metric (:mod:`embedmetrics.retrieval`) are
+(``embedmetrics.functional.retrieval``) and the module metric (``embedmetrics.retrieval``) are
 thin faces over it: they keep explicit signatures (for IDEs and the API reference), and their
-docstrings are generated from the declaration by :func:`documented` (one template, no copies).
+docstrings are generated from the declaration by ``documented`` (one template, no copies).
 
-Adding a metric: its closed form in :mod:`~embedmetrics._engine.ranking` and its declaration here;
+Adding a metric: its closed form in ``ranking`` and its declaration here;
 then a one-line face in each of the two public modules.
 """
 
@@ -285,7 +285,7 @@ METRICS: dict[str, RetrievalDeclaration] = {
 
 
 #: Precision and recall at every cut-off of ``ks`` (one ranking): the curve metrics'
-#: (:mod:`embedmetrics._engine.curves`) per-query values, ``(Q, 2·len(ks))``. Not in :data:`METRICS`:
+#: (``embedmetrics._engine.curves``) per-query values, ``(Q, 2·len(ks))``. Not in ``METRICS``:
 #: their faces return several tensors and document themselves.
 CURVE = RetrievalDeclaration(
     "precision_recall_curve",

@@ -1,9 +1,9 @@
 """Identical rows on different processes: one owner multiplies them all (dense retrieval's corpus).
 
 Within one process, identical corpus rows get bit-identical keys because each distinct row is
-multiplied once (:mod:`embedmetrics._engine.distinct`). Rows on *different* processes are multiplied in
+multiplied once (``embedmetrics._engine.distinct``). Rows on *different* processes are multiplied in
 different products, whose kernels may round the same pair differently (edge tiles): a tie would then be
-decided by the rank that holds a row. :func:`route_identical_rows` prevents it: every process hashes
+decided by the rank that holds a row. ``route_identical_rows`` prevents it: every process hashes
 its rows (two independent 64-bit hashes of the canonical bits), the hashes are gathered, and each row
 whose hash a lower rank also holds is handed, as its id only, to the lowest such rank, which scans it
 as one more copy of its own identical row. The second hash verifies each hand-over (a mismatch, i.e. a

@@ -3,11 +3,11 @@
 Every pairwise scan (contrastive accuracy, uniformity, the kNN scan, k-means assignment) processes
 query rows in blocks of ``B`` rows against all reference rows: one matrix product per block, from
 which each metric keeps only the reductions it needs. Nothing allocates an ``n x n`` matrix: peak
-extra memory is ``O(B * n_ref)``, with ``B`` from :func:`plan_blocks` and the byte budget from
-:func:`block_budget` (per device, unless ``block_bytes`` is given).
+extra memory is ``O(B * n_ref)``, with ``B`` from ``plan_blocks`` and the byte budget from
+``block_budget`` (per device, unless ``block_bytes`` is given).
 
-Distributed: :func:`shard_blocks` gives each rank of an initialised process group a contiguous
-share of the blocks, and :func:`all_reduce_sum` combines the partial results, so the O(n^2) work
+Distributed: ``shard_blocks`` gives each rank of an initialised process group a contiguous
+share of the blocks, and ``all_reduce_sum`` combines the partial results, so the O(n^2) work
 is split across ranks instead of repeated on each.
 """
 
@@ -35,7 +35,7 @@ def block_budget(block_bytes: int | None, device: torch.device, cpu_default: int
     """The byte budget of one block: ``block_bytes`` when given, else chosen for ``device``.
 
     CUDA: a quarter of the free memory (``torch.cuda.mem_get_info``), at most
-    :data:`CUDA_BLOCK_CAP` and at least ``cpu_default``: large blocks keep the GPU busy with few large
+    ``CUDA_BLOCK_CAP`` and at least ``cpu_default``: large blocks keep the GPU busy with few large
     kernels. Other devices: ``cpu_default``, the family's measured cache-friendly size.
     """
     if block_bytes is not None:
@@ -58,7 +58,7 @@ def plan_blocks(
 
     A block of ``rows`` rows takes about ``rows * row_bytes <= budget`` bytes. Contiguous sharding
     (the default) caps blocks at ``ceil(n_rows / world)`` rows so every rank gets work, and gives each
-    rank a contiguous run of blocks (:func:`shard_blocks`). ``strided`` deals blocks round-robin
+    rank a contiguous run of blocks (``shard_blocks``). ``strided`` deals blocks round-robin
     instead, without the cap: for a triangle, whose blocks shrink towards the end.
     """
     rows = block_rows_for(row_bytes, budget)
@@ -132,7 +132,7 @@ def iter_similarity_blocks(
 ) -> Iterator[tuple[int, int, Tensor]]:
     """Yield ``(start, stop, queries[start:stop] @ references.T)`` block by block.
 
-    Inputs are expected in the accumulation dtype already (see :func:`compute_dtype`).
+    Inputs are expected in the accumulation dtype already (see ``compute_dtype``).
     """
     row_bytes = references.shape[0] * queries.element_size()
     for start, stop in plan_blocks(queries.shape[0], row_bytes, block_bytes, shard)[1]:
@@ -151,7 +151,7 @@ def metric_shard(metric: object) -> tuple[int, int] | None:
 
     Only when the metric's states were really gathered from every rank (torchmetrics sets
     ``_is_synced`` inside ``compute`` then) does every rank hold all rows, so that each can scan
-    its share of the blocks and :func:`all_reduce_sum` can combine them. ``forward``'s batch
+    its share of the blocks and ``all_reduce_sum`` can combine them. ``forward``'s batch
     value and unsynced computes are never sharded, so no collective runs on local-only data.
     """
     if not getattr(metric, "_is_synced", False):

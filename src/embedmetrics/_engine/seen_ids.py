@@ -1,7 +1,7 @@
 """Which ids a list state already holds, answered in ``O(batch · log n)`` per batch.
 
 ``DenseRetrieval.update`` refuses an id given in an earlier batch. Comparing each batch with every
-stored id would cost ``O(n)`` per batch (``O(n²/b)`` over an epoch). :class:`SeenIds` keeps the stored
+stored id would cost ``O(n)`` per batch (``O(n²/b)`` over an epoch). ``SeenIds`` keeps the stored
 ids as a few sorted runs, merged when a run grows as large as the one before it (sizes halve along
 the list, so there are ``O(log n)`` runs and each id is re-sorted ``O(log n)`` times), and answers by
 binary search in each run. It follows the state by identity: the runs cover a prefix of the state's

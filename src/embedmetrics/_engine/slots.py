@@ -3,7 +3,7 @@
 A batch grouped by label (LiDAR's class sums) has a data-dependent number of groups; allocating that
 many rows would read the count on the host, a sync of a GPU stream in every ``update``. Instead the
 batch fills ``n`` fixed slots (``n`` rows) of which the first ``used`` are real, and
-:class:`SlotTrimmer` cuts the stored tensors down to ``used`` rows once that count has reached the
+``SlotTrimmer`` cuts the stored tensors down to ``used`` rows once that count has reached the
 host by itself: at once on the CPU, after a non-blocking copy and an event on CUDA (checked, never
 waited for, at the next ``update``), never on other devices (``meta``). Untrimmed slots are correct,
 only larger: their empty rows add nothing wherever they are merged.

@@ -2,11 +2,11 @@
 
 None of these metrics needs the samples themselves, only a few sums over them, kept in float64:
 
-- ``n``, ``Σz`` and ``Σzzᵀ`` (:class:`Moments`) give the uncentred and the centred scatter matrices;
+- ``n``, ``Σz`` and ``Σzzᵀ`` (``Moments``) give the uncentred and the centred scatter matrices;
   the singular values of ``Z`` are the square roots of the eigenvalues of ``ZᵀZ`` (RankMe), the
   covariance spectrum is that of ``(ZᵀZ − n·μμᵀ) / (n − 1)`` (α-ReQ).
 - per class ``n_c`` and ``Σ_c z`` on top of ``Σzzᵀ`` give the between-class and within-class
-  covariances of LiDAR (:func:`grouped_sums` merges the per-batch class sums).
+  covariances of LiDAR (``grouped_sums`` merges the per-batch class sums).
 - ``Σx``, ``Σy``, ``ΣxxT``, ``ΣyyT`` and ``ΣxyT`` give linear CKA.
 
 Sums add across batches and processes, so the value is the same for any batch split and world size
@@ -178,7 +178,7 @@ def grouped_sums(labels: Tensor, counts: Tensor, sums: Tensor) -> tuple[Tensor, 
     Deterministic on every device: the partials of a label are added in their given order, one
     occurrence at a time (no atomics), so the result does not depend on the kernel schedule.
     """
-    used = (counts > 0).nonzero().flatten()  # drop the empty slots of :func:`class_partials`
+    used = (counts > 0).nonzero().flatten()  # drop the empty slots of ``class_partials``
     order = used[torch.sort(labels[used], stable=True).indices]
     labels, counts, sums = labels[order], counts[order], sums[order]
     unique, inverse, per_label = torch.unique_consecutive(labels, return_inverse=True, return_counts=True)
@@ -215,7 +215,7 @@ def class_partials(z: Tensor, labels: Tensor) -> tuple[Tensor, Tensor, Tensor, T
 
 def merge_partials(labels: Tensor, counts: Tensor, sums: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Class partials ``(label, count, sum)`` (several batches' slots, concatenated) merged into one row
-    per label, in ``n`` fixed slots as :func:`class_partials` gives them (no host sync); ``used``
+    per label, in ``n`` fixed slots as ``class_partials`` gives them (no host sync); ``used``
     counts the real ones. The partials of a label are added in their given order (deterministic)."""
     n = labels.shape[0]
     sorted_labels, order = torch.sort(labels, stable=True)

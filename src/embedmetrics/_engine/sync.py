@@ -7,17 +7,17 @@ other ranks hold two-dimensional embeddings (``(n, d)``) or integer / boolean te
 the process ("Received data size doesn't match expected size") and NCCL can hang
 (torchmetrics issues 2463 and 3336).
 
-:class:`SyncSafeMetric` fixes this before torchmetrics' own sync runs: all ranks exchange, in one
+``SyncSafeMetric`` fixes this before torchmetrics' own sync runs: all ranks exchange, in one
 fixed-size ``all_gather`` (the same collective on every rank, whatever it holds), the dtype and the
 trailing shape of every ``"cat"`` state; a rank without rows for a state then contributes an empty
 tensor ``(0, *trailing_shape)`` of the right dtype, which torchmetrics pads and gathers like any other.
 Ranks whose settings, inputs or states disagree (dtype or trailing shape, process-local states
-included) raise the same :class:`~embedmetrics._engine.checks.IncompatibleStateError` on every rank,
+included) raise the same ``IncompatibleStateError`` on every rank,
 never a hang.
 
 A second torchmetrics limitation is handled too: a ``"cat"`` state that is a *tensor* (not a list)
 is gathered and then ``torch.stack``-ed, which fails as soon as ranks hold different numbers of rows.
-:class:`SyncSafeMetric` gathers such states as one-element lists, so they are concatenated instead.
+``SyncSafeMetric`` gathers such states as one-element lists, so they are concatenated instead.
 """
 
 from __future__ import annotations
@@ -133,10 +133,10 @@ def align_empty_cat_states(metric: Metric, process_group: Any | None = None) -> 
     trailing shape the other ranks use.
 
     Must be called on every rank of the group (it runs one fixed-size ``all_gather``). Ranks must
-    agree on the settings (:func:`settings_fingerprint`), on the input layout (the dtype and width of
+    agree on the settings (``settings_fingerprint``), on the input layout (the dtype and width of
     the embeddings, ``metric.input_layout()`` where defined) and on the dtype and trailing shape of
     every ``"cat"`` state, process-local ones included; where they do not, every rank raises the same
-    :class:`~embedmetrics._engine.checks.IncompatibleStateError` (no hang, no mixed result). States are
+    ``IncompatibleStateError`` (no hang, no mixed result). States are
     replaced in place on ranks without rows; torchmetrics' ``sync`` has cached the originals already
     and restores them on ``unsync``.
     """
@@ -187,8 +187,8 @@ def settings_fingerprint(**settings: Any) -> Tensor:
 class SyncSafeMetric(Metric):
     """``torchmetrics.Metric`` whose ``"cat"`` states sync safely when some ranks made no ``update``.
 
-    Subclass it instead of ``Metric``; nothing else changes (see :func:`align_empty_cat_states`).
-    The module metrics subclass :class:`~embedmetrics._engine.base.BaseMetric`, which builds on it.
+    Subclass it instead of ``Metric``; nothing else changes (see ``align_empty_cat_states``).
+    The module metrics subclass ``BaseMetric``, which builds on it.
     """
 
     #: States each process keeps to itself in a sync (rows that ``compute`` scans where they are).

@@ -1,8 +1,8 @@
 """The tie statistics: expected per-position terms under a random order of tied items (one place).
 
-:func:`relevance`, :func:`precision_terms` and :func:`first_relevant` are the closed forms every
-rank-based metric is built from; the grouped-ranking engine (:mod:`embedmetrics._engine.ranking`)
-and the kNN scan (:mod:`embedmetrics._engine.knn`) both call them. :func:`position_stats` derives
+``relevance``, ``precision_terms`` and ``first_relevant`` are the closed forms every
+rank-based metric is built from; the grouped-ranking engine (``embedmetrics._engine.ranking``)
+and the kNN scan (``embedmetrics._engine.knn``) both call them. ``position_stats`` derives
 the block statistics of a sorted top-K neighbour list, whose last block may continue past K.
 
 A query's neighbours, sorted by distance, form *tie blocks*: runs of equal distance occupying
@@ -117,7 +117,7 @@ def expected_relevance(s: PositionStats) -> Tensor:
 
 
 def position_precision_terms(s: PositionStats) -> Tensor:
-    """``(rows, K)``: the summands of average precision at every position (:func:`precision_terms`)."""
+    """``(rows, K)``: the summands of average precision at every position (``precision_terms``)."""
     return precision_terms(s.t, s.r, s.c, s.x, _positions(s))
 
 

@@ -1,6 +1,6 @@
 """Loading embeddings and labels from ``.npy``, ``.npz`` and ``.pt`` / ``.pth`` files.
 
-Every failure is a :class:`ReportInputError` whose message names the file and what is wrong.
+Every failure is a ``ReportInputError`` whose message names the file and what is wrong.
 """
 
 from __future__ import annotations

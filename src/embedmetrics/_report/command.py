@@ -261,7 +261,7 @@ def run_report(args: argparse.Namespace, ks: list[int], trec: JoinedRun | None =
     """Evaluate, print the table, and write the JSON file and plots when asked.
 
     ``trec``: the run already read and joined with its qrels
-    (:func:`~embedmetrics._report.preflight.read_trec_while_importing`).
+    (``read_trec_while_importing``).
     """
     with warnings.catch_warnings():
         # torchmetrics' NMI/AMI build a sparse tensor and torch warns about it once per process:

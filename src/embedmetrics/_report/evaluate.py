@@ -52,7 +52,7 @@ class TrecResult:
 def _query_rows(data: TrecTensors) -> tuple[Tensor, Tensor, dict[str, Any]]:
     """``preds``, ``target`` and the common arguments of the seven functionals: one row per query
     (2-D input, grouped once here instead of once per call) where the query sizes allow
-    (:func:`~embedmetrics._engine.ranking.query_rows`), the flat rows with ``indexes`` otherwise.
+    (``query_rows``), the flat rows with ``indexes`` otherwise.
     Padding cells are ``retrieved=False`` with gain 0, which count nowhere (not ranked, not relevant)."""
     layout = query_rows(data.indexes)
     if layout is None:
@@ -122,7 +122,7 @@ def alpha_fit_range(n_features: int) -> tuple[int, int]:
 def representation_health(
     query: Tensor, query_labels: Tensor, reference: Tensor, reference_labels: Tensor, same_source: bool
 ) -> dict[str, float]:
-    """RankMe and α-ReQ (:func:`alpha_fit_range`) of the query embeddings, and the weighted k-NN
+    """RankMe and α-ReQ (``alpha_fit_range``) of the query embeddings, and the weighted k-NN
     accuracy (k=20, T=0.07, top 1 and 5) of the queries against the references (leave-one-out when
     they are the same rows)."""
     from embedmetrics._engine.knn_vote import knn_vote_hits
@@ -156,7 +156,8 @@ def evaluate_embeddings(
 
     Two scans keep memory bounded: the calculator's default metrics (``k`` = the largest class, no
     neighbour lists kept), then a ``k = max(ks)`` scan whose neighbour lists give precision@k
-    (:func:`embedmetrics.neighbors.precision_at_k`) and whose per-query precision_at_1 statistic gives
+    ([`embedmetrics.neighbors.precision_at_k`][embedmetrics.neighbors.precision_at_k]) and whose per-query
+    precision_at_1 statistic gives
     the per-class bars.
     """
     from embedmetrics import AccuracyCalculator

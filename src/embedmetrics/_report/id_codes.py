@@ -4,8 +4,8 @@ Ids of one to eight ASCII bytes (what retrieval toolkits write: ``q12``, ``d4711
 packed big-endian into one ``uint64``, zero-padded on the right. The integers then compare as the ids
 compare byte by byte (``strcmp``, and NumPy's order of ``str`` arrays): at the first differing byte,
 and a proper prefix first, since its padding byte 0 is below every character. So one integer sort
-codes them, in order of first appearance (:func:`first_appearance_codes`, the readers' numbering) or in
-sorted order (:func:`sorted_codes`, the joint vocabulary of a run and its qrels). Anything else (a
+codes them, in order of first appearance (``first_appearance_codes``, the readers' numbering) or in
+sorted order (``sorted_codes``, the joint vocabulary of a run and its qrels). Anything else (a
 longer id, a non-ASCII character) returns ``None``, and the caller codes the strings themselves.
 """
 
@@ -21,7 +21,7 @@ WIDTH = 8
 
 def pack_bytes(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> Optional[np.ndarray]:
     """``uint64`` keys of the ids ``data[starts[i] : starts[i] + lengths[i]]`` (``data``: ``uint8``), or
-    ``None`` where an id is empty, longer than :data:`WIDTH` bytes or holds a byte outside 1..127.
+    ``None`` where an id is empty, longer than ``WIDTH`` bytes or holds a byte outside 1..127.
 
     Every id is read as the eight bytes from its start (one big-endian load, the data padded with
     zeros), and the bytes past its end are shifted out."""
@@ -43,7 +43,7 @@ def pack_bytes(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> Opt
 
 
 def pack_names(names: np.ndarray) -> Optional[np.ndarray]:
-    """``uint64`` keys of a NumPy ``bytes`` or ``str`` array (see :func:`pack_bytes`), or ``None``."""
+    """``uint64`` keys of a NumPy ``bytes`` or ``str`` array (see ``pack_bytes``), or ``None``."""
     if names.dtype.kind not in "SU" or names.size == 0:
         return None
     unit = np.dtype(np.uint8 if names.dtype.kind == "S" else np.uint32)

@@ -1,7 +1,7 @@
 """What ``embedmetrics report`` checks before any work, without importing torch.
 
-:func:`preflight` rejects options that do not go together and outputs that could not be written, so
-that a bad command fails at once. :func:`read_trec_while_importing` reads a TREC run and its qrels and
+``preflight`` rejects options that do not go together and outputs that could not be written, so
+that a bad command fails at once. ``read_trec_while_importing`` reads a TREC run and its qrels and
 joins them while another thread imports the evaluation code (torch above all, about a second and a
 half): reading and joining are mostly Arrow's and NumPy's native code, which runs beside the import
 instead of after it.
@@ -74,7 +74,7 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 
 def read_trec_while_importing(args: argparse.Namespace) -> JoinedRun:
-    """The run and qrels of ``args``, read and joined while a thread imports :data:`EVALUATION_MODULES`.
+    """The run and qrels of ``args``, read and joined while a thread imports ``EVALUATION_MODULES``.
 
     The thread only warms the import: an import error is left for the caller's own import to raise,
     and a reading error is raised here once the thread is done, as without it.

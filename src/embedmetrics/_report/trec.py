@@ -57,7 +57,7 @@ class Run:
 
 @dataclass
 class Qrels:
-    """Parsed relevance judgements: one entry per judged (query, document), ids coded as in :class:`Run`."""
+    """Parsed relevance judgements: one entry per judged (query, document), ids coded as in ``Run``."""
 
     qid: np.ndarray
     docno: np.ndarray
@@ -86,7 +86,7 @@ class TrecTensors:
 
 @dataclass
 class JoinedRun:
-    """:class:`TrecTensors` as NumPy arrays: what reading and joining give without torch."""
+    """``TrecTensors`` as NumPy arrays: what reading and joining give without torch."""
 
     preds: np.ndarray
     target: np.ndarray
@@ -231,7 +231,7 @@ def _names(vocabulary: dict[str, int]) -> np.ndarray:
     return np.array(list(vocabulary), dtype=str)  # insertion order = code order
 
 
-#: ``(qid, docno, value, line, query names, doc names)``: the fields of :class:`Run` and :class:`Qrels`.
+#: ``(qid, docno, value, line, query names, doc names)``: the fields of ``Run`` and ``Qrels``.
 _Table = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
@@ -275,7 +275,7 @@ QRELS = TableFormat(QRELS_FORMAT, "the qrels are empty", 3, np.int64, _relevance
 
 
 def fast_table(cols: Columns, fmt: TableFormat) -> Optional[_Table]:
-    """The table from :func:`fast_columns`' ``(qid, docno, value)`` columns, or ``None`` where a value
+    """The table from ``fast_columns``' ``(qid, docno, value)`` columns, or ``None`` where a value
     needs the line parser's check (not a number, not finite, out of range)."""
     try:
         value: np.ndarray = cols.fields[2].astype(fmt.dtype)
@@ -331,8 +331,8 @@ def _refuse_nul(path: str, data: bytes) -> None:
 
 
 def _read_table(path: str, fmt: TableFormat) -> _Table:
-    """Plain files are read by Arrow's CSV reader (:mod:`~embedmetrics._report.trec_arrow`), other
-    well-formed ASCII files without a loop over lines (:func:`fast_columns`); anything else goes through
+    """Plain files are read by Arrow's CSV reader (``trec_arrow``), other
+    well-formed ASCII files without a loop over lines (``fast_columns``); anything else goes through
     the line parser, which gives the same result or names the offending line."""
     data = _read_bytes(path)
     _refuse_nul(path, data)
@@ -362,8 +362,8 @@ def _joint_codes(
     names_a: np.ndarray, codes_a: np.ndarray, names_b: np.ndarray, codes_b: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Re-code two coded columns into one vocabulary, sorted by name (so code order = name order):
-    one integer sort where every name packs into 64 bits (:mod:`~embedmetrics._report.id_codes`).
-    Returns the vocabulary (packed names, or the names; :func:`_vocabulary_names`) and the codes."""
+    one integer sort where every name packs into 64 bits (``id_codes``).
+    Returns the vocabulary (packed names, or the names; ``_vocabulary_names``) and the codes."""
     keys_a, keys_b = pack_names(names_a), pack_names(names_b)
     packed = keys_a is not None and keys_b is not None
     vocabulary, inverse = sorted_codes(np.concatenate([keys_a, keys_b] if packed else [names_a, names_b]))
@@ -371,7 +371,7 @@ def _joint_codes(
 
 
 def _vocabulary_names(vocabulary: np.ndarray) -> list[str]:
-    """The names of (part of) a :func:`_joint_codes` vocabulary."""
+    """The names of (part of) a ``_joint_codes`` vocabulary."""
     names = unpack(vocabulary) if vocabulary.dtype == np.uint64 else vocabulary
     return [str(name) for name in names.tolist()]
 
@@ -413,7 +413,7 @@ def join_run(run: Run, qrels: Qrels, *, trec_eval_ties: bool = False) -> JoinedR
     Vectorised: ids are integer codes in one joint vocabulary, and the ``(query, document)`` pairs of
     the run are looked up among the qrels' by binary search; there is no loop over queries.
     With ``trec_eval_ties`` the scores are replaced by trec_eval's strict order (score descending,
-    then docno descending), so no ties remain. Needs no torch (:meth:`JoinedRun.tensors` converts).
+    then docno descending), so no ties remain. Needs no torch (``JoinedRun.tensors`` converts).
     """
     queries, run_q, qr_q = _joint_codes(run.queries, run.qid, qrels.queries, qrels.qid)
     docs, run_d, qr_d = _joint_codes(run.docs, run.docno, qrels.docs, qrels.docno)

@@ -47,7 +47,7 @@ def _arrow() -> Optional[tuple[Any, Any, Any]]:
 
 def _coded(column: Any, pa: Any, pc: Any) -> tuple[np.ndarray, np.ndarray]:
     """Codes (order of first appearance) and names of a string column: ids of at most eight bytes
-    packed into integers (:mod:`~embedmetrics._report.id_codes`), longer ones by Arrow's dictionary."""
+    packed into integers (``id_codes``), longer ones by Arrow's dictionary."""
     array = column.combine_chunks()
     keys = _packed(array, pa)
     if keys is not None:

@@ -33,5 +33,5 @@ from embedmetrics.functional.shape_similarity import kruskal_similarity as krusk
 from embedmetrics.functional.shape_similarity import procrustes_r2 as procrustes_r2
 from embedmetrics.functional.shape_similarity import procrustes_similarity as procrustes_similarity
 
-#: Every functional twin of the registry (:mod:`embedmetrics._registry`), in its order.
+#: Every functional twin of the registry (``embedmetrics._registry``), in its order.
 __all__: list[str] = list(functional_names())

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Optional
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.checks import Aggregation, KArg, as_tensor, check_bool, to_tensors
+from embedmetrics._engine.checks import as_tensor, check_bool, to_tensors
 from embedmetrics._engine.dense import check_dense_options, check_dense_rows, dense_values
 from embedmetrics._engine.qrels import check_qrels
 
@@ -44,15 +44,15 @@ def dense_retrieval(
     *,
     query_ids: Any = None,
     corpus_ids: Any = None,
-    k: KArg = 10,
-    metrics: Optional[Sequence[str]] = None,
-    depth: Optional[int] = None,
+    k: int | Sequence[int] = 10,
+    metrics: Sequence[str] | None = None,
+    depth: int | None = None,
     similarity: str = "cosine",
     exclude_self: bool = False,
     ties: str = "average",
-    aggregation: Aggregation = "mean",
+    aggregation: str | Callable[..., Tensor] = "mean",
     return_run: bool = False,
-    block_bytes: Optional[int] = None,
+    block_bytes: int | None = None,
     validate_args: bool = True,
 ) -> dict[str, Any]:
     r"""Dense retrieval: every query against the whole corpus, scored on the qrels as trec_eval does.

@@ -9,6 +9,7 @@ memory is about ``block_bytes`` (a few blocks of it), never an ``n x n`` matrix.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from embedmetrics._engine import embedding as engine
@@ -21,7 +22,7 @@ from embedmetrics._engine.checks import (
     check_paired_embeddings,
     to_tensors,
 )
-from embedmetrics._engine.embedding import TopK, check_contrastive_options
+from embedmetrics._engine.embedding import check_contrastive_options
 
 __all__ = ["alignment_score", "contrastive_accuracy_score", "uniformity_score"]
 
@@ -30,7 +31,7 @@ def contrastive_accuracy_score(
     z1: Any,
     z2: Any,
     normalize: bool = True,
-    topk: TopK = 1,
+    topk: int | Sequence[int] = 1,
     eps: float = 1e-12,
     ties: str = "average",
     *,

@@ -6,7 +6,6 @@ import torch
 from torch import Tensor
 
 from embedmetrics._engine import losses as engine
-from embedmetrics._engine.losses import LabelLike
 from embedmetrics._engine.scan import compute_dtype
 
 __all__ = ["contrastive_loss"]
@@ -15,7 +14,7 @@ __all__ = ["contrastive_loss"]
 def contrastive_loss(
     output1: Tensor,
     output2: Tensor,
-    similarity_label: LabelLike,
+    similarity_label: Tensor | float,
     margin: float = 1.0,
     reduction: str = "mean",
     validate_args: bool = True,

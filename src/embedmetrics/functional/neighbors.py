@@ -1,7 +1,8 @@
-"""Functional kNN metrics of metric learning: the twin of :class:`~embedmetrics.EmbeddingAccuracy`.
+"""Functional kNN metrics of metric learning: the twin of
+[`EmbeddingAccuracy`][embedmetrics.EmbeddingAccuracy].
 
-One call on the whole data, on the same engine as :class:`~embedmetrics.AccuracyCalculator`
-(:mod:`embedmetrics._engine.neighbors`): an exact blocked kNN scan with exact ties, no faiss, no
+One call on the whole data, on the same engine as [`AccuracyCalculator`][embedmetrics.AccuracyCalculator]
+(``embedmetrics._engine.neighbors``): an exact blocked kNN scan with exact ties, no faiss, no
 1023 cap. ``per_query=True`` returns the value of every query instead of the average.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import torch
@@ -40,13 +41,13 @@ def embedding_accuracy(
     reference_labels: Any = None,
     *,
     include: Sequence[str] = DEFAULT_METRICS,
-    k: Optional[int | str] = None,
+    k: int | str | None = None,
     distance: str = "euclidean",
     ties: str = "average",
-    label_comparison_fn: Optional[Callable[[Tensor, Tensor], Tensor]] = None,
+    label_comparison_fn: Callable[[Tensor, Tensor], Tensor] | None = None,
     avg_of_avgs: bool = False,
     per_query: bool = False,
-    block_bytes: Optional[int] = None,
+    block_bytes: int | None = None,
     validate_args: bool = True,
 ) -> dict[str, Any]:
     """kNN label metrics of embeddings: precision@1, R-precision, MAP@R (and MAP, MRR on request).
@@ -63,7 +64,7 @@ def embedding_accuracy(
         reference_labels: their labels (required with ``reference``).
         include: metric names among ``"precision_at_1"``, ``"r_precision"``,
             ``"mean_average_precision_at_r"``, ``"mean_average_precision"``, ``"mean_reciprocal_rank"``.
-        k: neighbours to retrieve, as for :class:`~embedmetrics.AccuracyCalculator`: an int,
+        k: neighbours to retrieve, as for [`AccuracyCalculator`][embedmetrics.AccuracyCalculator]: an int,
             ``"max_bin_count"`` (the largest number of relevant references of a query: exact
             R-precision and MAP@R), ``"all"``, or ``None`` (the largest relevant count, but every
             reference for mean_average_precision and mean_reciprocal_rank).

@@ -4,7 +4,7 @@ Every function takes torch tensors or NumPy arrays (all arguments of the same ki
 same kind: a 0-dim tensor on the input's device (float64 for float64 input, float32 otherwise), or a
 ``numpy.float64``; ``knn_accuracy`` with a sequence ``top`` returns one value per entry. The
 spectral metrics and CKA are computed from the same float64 sufficient statistics the module
-metrics accumulate (:mod:`embedmetrics._engine.spectral`), so a module fed in batches and the
+metrics accumulate (``embedmetrics._engine.spectral``), so a module fed in batches and the
 function on the stacked rows agree.
 
 Undefined values are NaN, not errors: RankMe of an all-zero matrix is 0 (rank 0), α-ReQ needs two

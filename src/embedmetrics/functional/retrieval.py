@@ -1,4 +1,4 @@
-"""Functional retrieval metrics: thin faces over the retrieval engine (:mod:`embedmetrics._engine.retrieval`).
+"""Functional retrieval metrics: thin faces over the retrieval engine (``embedmetrics._engine.retrieval``).
 
 Every function accepts
 
@@ -7,7 +7,7 @@ Every function accepts
 - any shape with ``indexes`` (flattened): the query id of every document.
 
 Each metric is declared once in the engine (its closed form, options and docstring); this module
-gives it an explicit signature. The module metrics in :mod:`embedmetrics.retrieval` compute through
+gives it an explicit signature. The module metrics in ``embedmetrics.retrieval`` compute through
 the same engine functions.
 """
 

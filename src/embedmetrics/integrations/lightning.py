@@ -1,6 +1,6 @@
 """Lightning integration: evaluate embedding and retrieval metrics without touching the module.
 
-:class:`EmbeddingMetricsCallback` feeds metrics from what ``validation_step`` / ``test_step``
+``EmbeddingMetricsCallback`` feeds metrics from what ``validation_step`` / ``test_step``
 return, logs their epoch values as ``val/<name>`` / ``test/<name>``, resets them, and keeps them on
 the module's device. Under DDP the metrics sync through torchmetrics (every rank computes the same
 value on all ranks' data), so nothing else is needed.
@@ -106,7 +106,7 @@ class EmbeddingMetricsCallback(Callback):
             ``update`` accepts, as ``MetricCollection.update`` does), or ``{name: spec}`` for every
             metric, where ``spec`` is ``{argument: key}``, a sequence of keys passed positionally, or a
             callable ``outputs -> {argument: value}`` (or a list of such dicts: one ``update`` each, e.g.
-            the queries and the documents of a batch for :class:`~embedmetrics.DenseRetrieval`).
+            the queries and the documents of a batch for [`DenseRetrieval`][embedmetrics.DenseRetrieval]).
         stages: which of ``"validate"`` and ``"test"`` to evaluate.
         name_format: logged name of each value; ``{stage}`` is ``val`` or ``test``, ``{name}`` the
             metric name (dict results add ``/key``, per-``k`` results ``@k``).
@@ -129,7 +129,8 @@ class EmbeddingMetricsCallback(Callback):
     def __init__(
         self,
         metrics: Mapping[str, Metric] | MetricCollection,
-        inputs: Mapping[str, str] | Mapping[str, InputSpec],
+        inputs: Mapping[str, str]
+        | Mapping[str, Mapping[str, str] | Sequence[str] | Callable[[Mapping[str, Any]], Any]],
         *,
         stages: Sequence[str] = ("validate", "test"),
         name_format: str = "{stage}/{name}",
