@@ -18,6 +18,7 @@ from typing import NoReturn
 
 from embedmetrics import __version__
 from embedmetrics._report.errors import ReportInputError
+from embedmetrics._report.output import PLOT_FORMATS
 
 #: Cut-offs reported when ``--k`` is not given.
 DEFAULT_K = (1, 5, 10)
@@ -57,10 +58,13 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     report = commands.add_parser(
         "report",
-        help="evaluate embeddings, two views and/or a TREC run; print one table",
+        help="evaluate labelled embeddings, two views, a TREC run and/or dense retrieval; print one table",
         description=(
-            "Evaluate what you have on disk and print one table. Without input arguments, evaluates a "
-            "built-in example (scikit-learn's digits) so that every family shows."
+            "Evaluate what you have on disk and print one table. Four modes, combinable: labelled "
+            "embeddings (--embeddings --labels), two views (--view1 --view2), a TREC run (--run --qrels) "
+            "and dense retrieval of query embeddings against a corpus (--queries --corpus --qrels). "
+            "Without input arguments, evaluates a built-in example (scikit-learn's digits: embeddings, "
+            "views and a TREC run)."
         ),
         epilog="Exit status: 0 success, 2 bad input or arguments (one line on stderr).",
     )
@@ -107,7 +111,13 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument(
         "--json", metavar="PATH", help="also write the numbers as JSON ('-': JSON on stdout instead)"
     )
-    group.add_argument("--plot", metavar="DIR", help="write PNG figures into DIR (created if needed)")
+    group.add_argument("--plot", metavar="DIR", help="write figures into DIR (created if needed)")
+    group.add_argument(
+        "--plot-format", choices=PLOT_FORMATS, default="png", help="format of the figures (default: png)"
+    )
+    group.add_argument(
+        "--dpi", metavar="N", type=int, default=100, help="resolution of the figures (default: 100)"
+    )
     return parser
 
 

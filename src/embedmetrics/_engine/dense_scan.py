@@ -36,6 +36,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from embedmetrics._engine.block_progress import block_done
 from embedmetrics._engine.distinct import distinct_rows
 from embedmetrics._engine.knn import GROUP_SIZE, column_groups, smallest_keys
 from embedmetrics._engine.qrels import Judgements, find_sorted
@@ -238,7 +239,7 @@ def scan_corpus(
     distinct = None if layout.order is None else q.new_empty(n_q * (max(b[1] - b[0] for b in blocks) + 1))
     buffers = KeyBuffers(q.new_empty(n_q * widest), distinct)
     running: Optional[TopLists] = None
-    for block in blocks:
+    for done, block in enumerate(blocks, start=1):
         c0, c1 = block[2], block[3]
         bound = None if running is None else running.keys[:, -1]
         part, keys = _scan_block(
@@ -249,6 +250,7 @@ def scan_corpus(
         out.judged_keys[inside] = keys[rows, cols].to(torch.float64)
         part.judged_keys = out.judged_keys
         running = part if running is None else merge_lists([running, part])
+        block_done(done, len(blocks))
     assert running is not None
     running.judged_keys = out.judged_keys
     return running

@@ -13,12 +13,13 @@ from typing import Any
 
 import torch
 
+from embedmetrics._engine.block_progress import on_blocks
 from embedmetrics._report import evaluate, output, plots
 from embedmetrics._report.arrays import as_embeddings, check_labels, encode_labels, load_array
 from embedmetrics._report.dense import DenseInputs, load_dense, write_run
 from embedmetrics._report.errors import ReportInputError
 from embedmetrics._report.preflight import preflight, read_and_join
-from embedmetrics._report.progress import progress_bar
+from embedmetrics._report.progress import follow_blocks, progress_bar
 from embedmetrics._report.trec import JoinedRun, join_run
 
 #: The cut-offs of the TREC curve plot go at least this far.
@@ -135,7 +136,7 @@ class Report:
     written: list[str] = field(default_factory=list)
 
 
-def _embeddings_family(inputs: Inputs, ks: list[int], plot_dir: str | None, report: Report) -> None:
+def _embeddings_family(inputs: Inputs, ks: list[int], figures: plots.Figures | None, report: Report) -> None:
     assert inputs.embeddings is not None
     query, ql, reference, rl, same, names = inputs.embeddings
     n_available = reference.shape[0] - (1 if same else 0)
@@ -163,10 +164,10 @@ def _embeddings_family(inputs: Inputs, ks: list[int], plot_dir: str | None, repo
     inputs.info["embeddings"]["precision_at_1_per_class"] = {
         name: float(v) for name, v, keep in zip(names, emb.per_class_precision_at_1, shown) if keep
     }
-    if plot_dir is not None:
+    if figures is not None:
         report.written.append(
             plots.plot_per_class(
-                plot_dir,
+                figures,
                 names,
                 emb.per_class_precision_at_1,
                 emb.per_class_count,
@@ -175,39 +176,46 @@ def _embeddings_family(inputs: Inputs, ks: list[int], plot_dir: str | None, repo
         )
         pos, neg = plots.label_pair_similarities(query, ql, reference, rl, same_source=same)
         title = "Embeddings: same-class vs different-class pairs"
-        report.written.append(
-            plots.plot_similarities(plot_dir, "embeddings_pair_similarity.png", title, pos, neg)
-        )
+        report.written.append(plots.plot_similarities(figures, "embeddings_pair_similarity", title, pos, neg))
 
 
-def _views_family(inputs: Inputs, ks: list[int], plot_dir: str | None, report: Report) -> None:
+def _views_family(inputs: Inputs, ks: list[int], figures: plots.Figures | None, report: Report) -> None:
     assert inputs.views is not None
     z1, z2 = inputs.views
     try:
         report.results["views"] = evaluate.evaluate_views(z1, z2, ks)
     except (ValueError, TypeError) as err:
         raise _library_error("views", err) from None
-    if plot_dir is not None:
+    if figures is not None:
         pos, neg = plots.view_pair_similarities(z1, z2)
         title = "Two views: matched vs other pairs"
-        report.written.append(plots.plot_similarities(plot_dir, "views_pair_similarity.png", title, pos, neg))
+        report.written.append(plots.plot_similarities(figures, "views_pair_similarity", title, pos, neg))
 
 
-def _trec_family(inputs: Inputs, ks: list[int], ties: str, plot_dir: str | None, report: Report) -> None:
+def _trec_family(
+    inputs: Inputs, ks: list[int], ties: str, figures: plots.Figures | None, report: Report
+) -> None:
     assert inputs.trec is not None
     data = inputs.trec.tensors()
     # the curve goes to the largest k, but never past the deepest ranking of the run (k beyond it
     # repeats the last value): --k 100000000 must not evaluate 1e8 cut-offs
     depth = int(torch.bincount(data.indexes[data.retrieved]).max()) if bool(data.retrieved.any()) else 1
-    curve_k = min(max(CURVE_MIN_K, *ks), depth) if plot_dir is not None else 0
+    curve_k = min(max(CURVE_MIN_K, *ks), depth) if figures is not None else 0
     try:
         trec = evaluate.evaluate_trec(data, ks, "average" if ties == "trec_eval" else ties, curve_k)
     except (ValueError, TypeError) as err:
         raise _library_error("trec", err) from None
     report.results["trec"] = trec.metrics
-    if plot_dir is not None:
+    if figures is not None:
         report.written.append(
-            plots.plot_curves(plot_dir, trec.curve_ks, trec.curve_hit_rate, trec.curve_recall)
+            plots.plot_curves(
+                figures,
+                "trec_hit_rate_recall_at_k",
+                "Run: hit rate and recall at k",
+                trec.curve_ks,
+                trec.curve_hit_rate,
+                trec.curve_recall,
+            )
         )
     n_eval = len(data.query_ids)
     skipped_run, skipped_qrels = data.n_run_queries - n_eval, data.n_qrels_queries - n_eval
@@ -236,25 +244,40 @@ def _dense_family(inputs: Inputs, args: argparse.Namespace, ks: list[int], repor
     depth = max(ks) if args.depth is None else args.depth
     curve_k = min(max(CURVE_MIN_K, *ks), depth) if args.plot is not None else 0
     try:
-        result = evaluate.evaluate_dense(
-            data, ks, depth=depth, similarity=args.similarity, ties=args.ties, curve_k=curve_k,
-            return_run=args.save_run is not None,
-        )  # fmt: skip
+        bar = progress_bar(total=1, desc="dense: corpus blocks", unit="block")
+        with bar, on_blocks(follow_blocks(bar)):  # the bar moves with every block of the scan
+            result = evaluate.evaluate_dense(
+                data, ks, depth=depth, similarity=args.similarity, ties=args.ties, curve_k=curve_k,
+                return_run=args.save_run is not None,
+            )  # fmt: skip
     except (ValueError, TypeError) as err:
         raise _library_error("dense", err) from None
     report.results["dense"] = result.metrics
     if args.save_run is not None:
         write_run(args.save_run, result.query_ids, result.run, data.qrels.queries, data.qrels.docs)
         report.notes.append(f"run: {args.save_run}")
-    if args.plot is not None:
+    figures = _figures(args)
+    if figures is not None:
         report.written.append(
-            plots.plot_curves(args.plot, result.curve_ks, result.curve_hit_rate, result.curve_recall)
+            plots.plot_curves(
+                figures,
+                "dense_hit_rate_recall_at_k",
+                "Dense retrieval: hit rate and recall at k",
+                result.curve_ks,
+                result.curve_hit_rate,
+                result.curve_recall,
+            )
         )
     inputs.info["dense"].update({"depth": depth, "similarity": args.similarity, "ties": args.ties})
     report.notes.append(
         f"dense: {result.n_judged} judged queries evaluated (queries without qrels are skipped, as "
         f"trec_eval does); depth {depth}, {args.similarity} similarity, ties: {args.ties}"
     )
+
+
+def _figures(args: argparse.Namespace) -> plots.Figures | None:
+    """Where and how to write the figures (``--plot``, ``--plot-format``, ``--dpi``), or ``None``."""
+    return None if args.plot is None else plots.Figures(args.plot, args.plot_format, args.dpi)
 
 
 def run_report(args: argparse.Namespace, ks: list[int], trec: JoinedRun | None = None) -> int:
@@ -279,10 +302,10 @@ def _run_report(args: argparse.Namespace, ks: list[int], trec: JoinedRun | None)
         (
             "embeddings: kNN scans, k-means",
             inputs.embeddings,
-            partial(_embeddings_family, inputs, ks, args.plot, report),
+            partial(_embeddings_family, inputs, ks, _figures(args), report),
         ),
-        ("views: similarity scan", inputs.views, partial(_views_family, inputs, ks, args.plot, report)),
-        ("trec: ranking", inputs.trec, partial(_trec_family, inputs, ks, args.ties, args.plot, report)),
+        ("views: similarity scan", inputs.views, partial(_views_family, inputs, ks, _figures(args), report)),
+        ("trec: ranking", inputs.trec, partial(_trec_family, inputs, ks, args.ties, _figures(args), report)),
         ("dense: corpus scan", inputs.dense, partial(_dense_family, inputs, args, ks, report)),
     ]
     todo = [(label, step) for label, given, step in steps if given is not None]

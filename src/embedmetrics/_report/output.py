@@ -1,4 +1,5 @@
-"""The report's table (stdout) and its JSON file: the same numbers, the same keys."""
+"""The report's outputs: its table (stdout) and JSON file (the same numbers, the same keys), and the
+formats of its figures."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import os
 from typing import Any
 
 from embedmetrics._report.errors import ReportInputError
+
+#: Formats of the figures (``--plot-format``).
+PLOT_FORMATS = ("png", "svg", "pdf")
 
 #: Families in the order the table lists them (also the top-level JSON keys).
 FAMILIES = ("embeddings", "views", "trec", "dense")

@@ -1,13 +1,16 @@
-"""PNG figures of ``embedmetrics report --plot DIR`` (matplotlib, non-interactive Agg backend).
+"""Figures of ``embedmetrics report --plot DIR`` (matplotlib, non-interactive Agg backend).
 
-Similarity distributions never build an ``n x n`` matrix: positive pairs are the ``n`` matched rows
-(views) or one sampled same-class partner per query (labels), negative pairs a fixed-seed sample.
+PNG, SVG or PDF (``--plot-format``) at ``--dpi``; every legend sits outside the axes, so it never
+covers the data. Similarity distributions never build an ``n x n`` matrix: positive pairs are the
+``n`` matched rows (views) or one sampled same-class partner per query (labels), negative pairs a
+fixed-seed sample.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,16 +35,32 @@ def _pyplot() -> Any:
     return plt
 
 
-def _save(fig: Any, directory: str, name: str) -> str:
-    path = os.path.join(directory, name)
-    fig.tight_layout()
-    try:
-        fig.savefig(path, dpi=100)
-    except OSError as err:
-        raise ReportInputError(f"{path}: cannot write the figure: {err.strerror or err}.") from None
-    finally:
-        _pyplot().close(fig)
-    return path
+DEFAULT_DPI = 100
+
+
+@dataclass(frozen=True)
+class Figures:
+    """Where and how the figures are written: a directory, a format (``png``, ``svg``, ``pdf``), a dpi."""
+
+    directory: str
+    format: str = "png"
+    dpi: int = DEFAULT_DPI
+
+    def save(self, fig: Any, stem: str) -> str:
+        """Write ``fig`` as ``directory/stem.format`` (legends outside the axes kept in the picture)."""
+        path = os.path.join(self.directory, f"{stem}.{self.format}")
+        try:
+            fig.savefig(path, dpi=self.dpi, format=self.format, bbox_inches="tight")
+        except OSError as err:
+            raise ReportInputError(f"{path}: cannot write the figure: {err.strerror or err}.") from None
+        finally:
+            _pyplot().close(fig)
+        return path
+
+
+def _legend_outside(ax: Any) -> None:
+    """The legend to the right of the axes: it can never cover a point, a bar or a line."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False)
 
 
 def _rowwise_cosine(a: torch.Tensor, b: torch.Tensor) -> np.ndarray:
@@ -100,8 +119,10 @@ def label_pair_similarities(
     return positives, negatives
 
 
-def plot_curves(directory: str, ks: Sequence[int], hit_rate: Sequence[float], recall: Sequence[float]) -> str:
-    """Hit-rate@k and recall@k against k (TREC run)."""
+def plot_curves(
+    out: Figures, stem: str, title: str, ks: Sequence[int], hit_rate: Sequence[float], recall: Sequence[float]
+) -> str:
+    """Hit-rate@k and recall@k against k (a TREC run, or dense retrieval's lists)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot(ks, hit_rate, marker="o", markersize=3, label="hit_rate@k")
@@ -109,15 +130,15 @@ def plot_curves(directory: str, ks: Sequence[int], hit_rate: Sequence[float], re
     ax.set_xlabel("k")
     ax.set_ylabel("value (mean over queries)")
     ax.set_ylim(0, 1.02)
-    ax.set_title("Run: hit rate and recall at k")
+    ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.xaxis.get_major_locator().set_params(integer=True)
-    ax.legend(loc="center right")
-    return _save(fig, directory, "trec_hit_rate_recall_at_k.png")
+    _legend_outside(ax)
+    return out.save(fig, stem)
 
 
 def plot_similarities(
-    directory: str, name: str, title: str, positives: np.ndarray, negatives: np.ndarray
+    out: Figures, stem: str, title: str, positives: np.ndarray, negatives: np.ndarray
 ) -> str:
     """Histograms of positive-pair and negative-pair cosine similarities."""
     plt = _pyplot()
@@ -130,12 +151,12 @@ def plot_similarities(
     ax.set_xlabel("cosine similarity")
     ax.set_ylabel("density")
     ax.set_title(title)
-    ax.legend()
-    return _save(fig, directory, name)
+    _legend_outside(ax)
+    return out.save(fig, stem)
 
 
 def plot_per_class(
-    directory: str, names: Sequence[str], values: np.ndarray, counts: np.ndarray, overall: float
+    out: Figures, names: Sequence[str], values: np.ndarray, counts: np.ndarray, overall: float
 ) -> str:
     """precision_at_1 of each class (query labels) as a bar chart, with the overall value as a line."""
     plt = _pyplot()
@@ -150,6 +171,6 @@ def plot_per_class(
     ax.set_ylim(0, 1.02)
     if np.isfinite(overall):
         ax.axhline(overall, color="black", linestyle="--", linewidth=1, label=f"all queries: {overall:.3f}")
-        ax.legend(loc="lower right")
+        _legend_outside(ax)
     ax.set_title("precision_at_1 per class")
-    return _save(fig, directory, "precision_at_1_per_class.png")
+    return out.save(fig, "precision_at_1_per_class")

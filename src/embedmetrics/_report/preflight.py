@@ -58,6 +58,8 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise ReportInputError(f"{given} needs {missing} too.")
     if args.queries is not None and args.qrels is None:
         raise ReportInputError("--queries and --corpus need --qrels too.")
+    if args.dpi < 1:
+        raise ReportInputError(f"--dpi must be a positive number of dots per inch, got {args.dpi}.")
     if args.queries is not None and args.run is not None:
         raise ReportInputError(
             "--run evaluates a run file, --queries/--corpus retrieve one: give one of them."

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 
@@ -21,6 +22,12 @@ class _Silent:
     def set_postfix_str(self, text: str) -> None:
         return None
 
+    def refresh(self) -> None:
+        return None
+
+    total: float = 0
+    n: float = 0
+
 
 def show_progress() -> bool:
     """Whether to draw progress bars: only on an interactive stderr."""
@@ -37,3 +44,15 @@ def progress_bar(*, total: float, desc: str, **kwargs: Any) -> Any:
     except ImportError:  # tqdm is in the `report` extra; without it, no bar
         return _Silent()
     return tqdm(total=total, desc=desc, file=sys.stderr, leave=False, dynamic_ncols=True, **kwargs)
+
+
+def follow_blocks(bar: Any) -> Callable[[int, int], None]:
+    """A block callback (``embedmetrics._engine.block_progress.on_blocks``) that moves ``bar``: its total
+    becomes the scan's number of blocks, its count the blocks done."""
+
+    def moved(done: int, total: int) -> None:
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    return moved
