@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 import torchmetrics.functional.retrieval as tm_functional
 import torchmetrics.retrieval as tm_modules
 
@@ -62,3 +63,66 @@ def test_nidl_page_lists_every_metric() -> None:
         assert hasattr(embedmetrics.functional, name), name
     for name in NIDL_OTHER:
         assert name in page, name
+
+
+# ------------------------------------------------------------ the lines that give torchmetrics' number
+
+
+def _tied_free(seed: int, n: int = 40) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, generator=g), torch.rand(n, generator=g) < 0.5, torch.arange(n) // 8
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_page_lines_give_torchmetrics_numbers(seed: int) -> None:
+    """Every value the torchmetrics page lists as different, with its line, equals torchmetrics 1.9."""
+    import torchmetrics.retrieval as tm
+
+    from embedmetrics import RetrievalHitRate
+    from embedmetrics.functional import (
+        retrieval_average_precision,
+        retrieval_hit_rate,
+        retrieval_precision,
+        retrieval_recall,
+        retrieval_reciprocal_rank,
+    )
+
+    scores, relevant, query = _tied_free(seed)
+    positive = scores > 0
+    # scores <= 0: retrieved=scores > 0 (MAP: relevant & positive too)
+    cases = [
+        (
+            tm.RetrievalMAP(),
+            retrieval_average_precision(scores, relevant & positive, indexes=query, retrieved=positive),
+        ),
+        (tm.RetrievalMRR(), retrieval_reciprocal_rank(scores, relevant, indexes=query, retrieved=positive)),
+        (
+            tm.RetrievalPrecision(top_k=3),
+            retrieval_precision(scores, relevant, k=3, indexes=query, retrieved=positive),
+        ),
+        (
+            tm.RetrievalRecall(top_k=3),
+            retrieval_recall(scores, relevant, k=3, indexes=query, retrieved=positive),
+        ),
+    ]
+    for metric, ours in cases:
+        metric.update(scores, relevant, query)
+        assert float(ours) == pytest.approx(float(metric.compute()), abs=1e-6), type(metric).__name__
+    # AP@k over the found relevant documents, one query of positive scores
+    p, t = scores[:8].abs() + 0.01, relevant[:8]
+    if bool(t.any()):
+        found = t[p.topk(3).indices].sum()
+        if int(found) > 0:
+            ours_ap = retrieval_average_precision(p, t, k=3) * t.sum() / found
+            assert float(ours_ap) == pytest.approx(
+                float(tm_functional.retrieval_average_precision(p, t, top_k=3)), abs=1e-6
+            )
+    # 2-D functional input: flattened, as torchmetrics reads it
+    grid_p, grid_t = scores.abs().reshape(5, 8) + 0.01, relevant.reshape(5, 8)
+    flat = retrieval_hit_rate(grid_p.reshape(-1), grid_t.reshape(-1), k=2)
+    assert float(flat) == float(tm_functional.retrieval_hit_rate(grid_p, grid_t, top_k=2))
+    # the module without indexes equals torchmetrics given one query id per row
+    ours_module, theirs = RetrievalHitRate(k=2), tm.RetrievalHitRate(top_k=2)
+    ours_module.update(grid_p, grid_t)
+    theirs.update(grid_p.reshape(-1), grid_t.reshape(-1), indexes=torch.arange(5).repeat_interleave(8))
+    assert float(ours_module.compute()) == pytest.approx(float(theirs.compute()), abs=1e-6)

@@ -66,8 +66,9 @@ def expected_output(comment: str) -> str | None:
             depth += 1
         elif ch in ")]}":
             depth -= 1
-            if depth == 0:
-                return text[: i + 1]
+            rest = text[i + 1 :]
+            if depth == 0 and not (rest.startswith(" ") and _OUTPUT_START.match(rest[1:])):
+                return text[: i + 1]  # the end, unless another value follows (print(a, b))
         elif depth == 0 and (ch == ":" or text[i : i + 2] == "  "):
             return text[:i]
     return text
@@ -103,6 +104,7 @@ def test_outputs_are_compared_not_only_run() -> None:
         run_block("len([1, 2])  # 3\n", "wrong", {})
     assert expected_output("# tensor([...]): one value per k") == "tensor([...])"
     assert expected_output("# validation batches: two views") is None
+    assert expected_output("# tensor(1.) tensor(2.): both") == "tensor(1.) tensor(2.)"
 
 
 def test_docs_have_examples() -> None:

@@ -101,7 +101,7 @@ def test_the_index_lists_every_family(site: Path) -> None:
         "Shape similarity",
     ):
         assert family in text, family
-    assert "embedmetrics report" in text
+    assert "The report command" in text
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium (Debian package chromium) is not installed")

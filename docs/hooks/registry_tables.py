@@ -44,6 +44,10 @@ def registry_table() -> str:
         functions = [f"`{s.functional}`" for s in specs if s.functional is not None]
         title, page = PAGES[family]
         rows.append(f"| [{title}]({page}) | {', '.join(classes) or '—'} | {', '.join(functions) or '—'} |")
+    rows.append(
+        "| [The report command](report.md) | `embedmetrics report`: labelled embeddings, two views, "
+        "a TREC run, dense retrieval | `embedmetrics.cli.main(argv)` |"
+    )
     return "\n".join(rows)
 
 
