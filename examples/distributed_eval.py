@@ -86,7 +86,8 @@ def main() -> None:
         update(metrics, data, mine[start : start + BATCH])
 
     values = as_floats({name: m.compute() for name, m in metrics.items()})  # synced: every rank
-    print(f"rank {rank}/{world} ({mine.numel()} items, {device}): {values}", flush=True)
+    shown = {name: [round(v, 4) for v in vals] for name, vals in values.items()}
+    print(f"rank {rank}/{world} ({mine.numel()} items, {device}): {shown}", flush=True)
 
     # every rank got the same values; rank 0 checks them against one process on all the data
     gathered: list[object] = [None] * world
