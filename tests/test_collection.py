@@ -14,7 +14,7 @@ from torch import Tensor
 from torchmetrics import Metric, MetricCollection
 
 import embedmetrics as em
-from embedmetrics._engine.base import BaseMetric
+from embedmetrics._metric.base import BaseMetric
 
 N, DIM, DOCS = 30, 6, 7
 

@@ -217,7 +217,7 @@ def test_large_blocks_equal_small_blocks_on_cuda() -> None:
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch's own, from inside inductor
 def test_compiled_passes_equal_eager_on_cuda() -> None:
     """``set_compile(True)`` on the GPU (a Triton kernel): the same counts as the eager passes."""
-    from embedmetrics._engine import fused
+    from embedmetrics._engine.core import fused
 
     x, y = _pairs(n=2000, d=32)
     kw: dict[str, Any] = {"topk": (1, 5), "block_bytes": 2000 * 4 * 300}

@@ -256,7 +256,7 @@ def test_wide_blocks_keep_the_tie_block_that_spans_them(ties: str, dtype: type) 
 def test_run_scores_do_not_depend_on_the_kernel_or_the_block_size(
     monkeypatch: pytest.MonkeyPatch, similarity: str, dtype: torch.dtype
 ) -> None:
-    from embedmetrics._engine import dense_scan
+    from embedmetrics._engine.dense import scan as dense_scan
 
     data = _data(5, n_q=7, n_c=50, d=5)
     q, c = torch.from_numpy(data["q"]).to(dtype), torch.from_numpy(data["c"]).to(dtype)
@@ -488,7 +488,7 @@ def test_sharded_corpus_equals_one_process(world: int) -> None:
 def _rank_skewed_worker(rank: int, world: int) -> dict[str, Any]:
     """A corpus of identical documents spread over the ranks, on a "kernel" that rounds differently on
     every rank (each product's result shifted by ``rank`` ulps-worth): ties must still be ties."""
-    import embedmetrics._engine.dense_scan as scan_module
+    import embedmetrics._engine.dense.scan as scan_module
 
     real_mm = torch.mm
 

@@ -22,8 +22,8 @@ from torchmetrics import Metric
 from torchmetrics.aggregation import CatMetric, SumMetric
 
 import embedmetrics
-from embedmetrics._engine import scan
-from embedmetrics._engine.sync import SyncSafeMetric
+from embedmetrics._engine.core import scan
+from embedmetrics._metric.sync import SyncSafeMetric
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _dist import DistributedRunError, run_distributed

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from embedmetrics._engine import embedding as engine
+from embedmetrics._engine.embedding import pairs as engine
 from embedmetrics.functional import contrastive_accuracy_score, uniformity_score
 
 
@@ -52,7 +52,7 @@ def test_sharded_uniformity_equals_unsharded(world, block_bytes):
 
 
 def test_upper_block_ranges_cover_each_row_once():
-    from embedmetrics._engine.scan import plan_blocks
+    from embedmetrics._engine.core.scan import plan_blocks
 
     whole = plan_blocks(50, 1, 4, strided=True)[1]  # 4 rows per block, dealt round-robin when sharded
     for world in (1, 2, 3, 7):

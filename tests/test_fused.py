@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 import embedmetrics
-from embedmetrics._engine import fused
+from embedmetrics._engine.core import fused
 from embedmetrics.functional import contrastive_accuracy_score
 
 

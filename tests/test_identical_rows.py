@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from embedmetrics import AccuracyCalculator, ContrastiveAccuracy, EmbeddingAccuracy, Uniformity
-from embedmetrics._engine.distinct import canonical, distinct_rows
+from embedmetrics._engine.core.distinct import canonical, distinct_rows
 from embedmetrics.functional import contrastive_accuracy_score, uniformity_score
 
 from . import _embedding_oracle as ref
@@ -62,7 +62,7 @@ def test_negative_zero_is_zero_and_nan_rows_group_by_bits() -> None:
 
 
 def test_a_hash_collision_falls_back_to_exact_grouping(monkeypatch: pytest.MonkeyPatch) -> None:
-    from embedmetrics._engine import distinct
+    from embedmetrics._engine.core import distinct
 
     monkeypatch.setattr(distinct, "row_hash", lambda bits: torch.zeros(bits.shape[0], dtype=torch.int64))
     z = torch.tensor([[1.0, 2.0], [3.0, 4.0], [1.0, 2.0]])

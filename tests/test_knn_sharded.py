@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import embedmetrics as em
-from embedmetrics._engine import knn_vote
-from embedmetrics._engine.exact_sum import order_free_sum
+from embedmetrics._engine.core.exact_sum import order_free_sum
+from embedmetrics._engine.neighbors import vote as knn_vote
 from embedmetrics.functional import knn_accuracy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -443,7 +443,7 @@ def test_nmi_ami_on_separated_blobs_and_deterministic():
 
 def test_ami_matches_scikit_learn():
     sklearn_metrics = pytest.importorskip("sklearn.metrics")
-    from embedmetrics._engine.clustering import adjusted_mutual_info
+    from embedmetrics._engine.neighbors.clustering import adjusted_mutual_info
 
     g = torch.Generator().manual_seed(0)
     for n, ca, cb in [(50, 3, 4), (300, 10, 7), (40, 40, 2)]:
@@ -456,7 +456,7 @@ def test_ami_matches_scikit_learn():
 def test_kmeans_draws_come_from_a_cpu_generator(monkeypatch: pytest.MonkeyPatch) -> None:
     """The k-means++ draws must not depend on the device: a device's own generator draws another
     stream (CPU 0.971 vs CUDA 0.976 NMI on the same data). Only a CPU generator may be created."""
-    from embedmetrics._engine import clustering
+    from embedmetrics._engine.neighbors import clustering
 
     real = torch.Generator
 

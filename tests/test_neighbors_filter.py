@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from _cases import KNN_METRICS
 from embedmetrics import AccuracyCalculator
-from embedmetrics._engine import knn
-from embedmetrics._engine.knn import GROUP_SIZE, column_groups, smallest_keys
+from embedmetrics._engine.core import knn
+from embedmetrics._engine.core.knn import GROUP_SIZE, column_groups, smallest_keys
 
 KNN = KNN_METRICS
 
@@ -189,7 +189,7 @@ def test_filtered_and_plain_scan_agree_on_heavy_ties(ties, monkeypatch):
 
 
 def test_rows_for_shard_gives_every_rank_a_share_of_one_block_scans():
-    from embedmetrics._engine.scan import block_ranges, rows_for_shard, shard_blocks
+    from embedmetrics._engine.core.scan import block_ranges, rows_for_shard, shard_blocks
 
     for n, world in [(8192, 2), (8192, 4), (5, 3), (3, 4)]:
         rows = rows_for_shard(n, 10**9, (0, world))  # a budget that fits everything in one block

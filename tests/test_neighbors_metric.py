@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from _cases import KNN_METRICS
 from embedmetrics import AccuracyCalculator, EmbeddingAccuracy
-from embedmetrics._engine.knn import STAT_NAMES, knn_scan, relevant_counts
+from embedmetrics._engine.core.knn import STAT_NAMES, knn_scan, relevant_counts
 
 KNN = KNN_METRICS
 
@@ -186,7 +186,7 @@ def test_sharded_scan_partials_sum_to_unsharded(world, same_source):
 
 
 def test_calculator_compute_with_combined_shards_equals_unsharded(monkeypatch: pytest.MonkeyPatch):
-    from embedmetrics._engine import neighbors as engine
+    from embedmetrics._engine.neighbors import statistics as engine
 
     x, y = _data(n=45, seed=8, ties=True)
     calc = AccuracyCalculator(include=KNN, block_bytes=4 * 45 * 4)

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 from torch.overrides import TorchFunctionMode
 
-from embedmetrics._registry import REGISTRY, MetricSpec
+from embedmetrics._metric.registry import REGISTRY, MetricSpec
 
 META = torch.device("meta")
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from embedmetrics._engine.block_progress import on_blocks
+from embedmetrics._engine.core.block_progress import on_blocks
 from embedmetrics._report import plots
 from embedmetrics.cli import build_parser, main
 from embedmetrics.functional import dense_retrieval

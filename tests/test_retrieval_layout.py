@@ -7,7 +7,7 @@ import torch
 
 from _cases import RETRIEVAL_FUNCTIONS, TIE_POLICIES
 from _retrieval_oracle import METRICS, brute_force, plain
-from embedmetrics._engine import ranking
+from embedmetrics._engine.ranking import measures as ranking
 from embedmetrics.functional import retrieval as F
 
 FUNCS = RETRIEVAL_FUNCTIONS

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import embedmetrics as em
-from embedmetrics._engine.seen_ids import SeenIds
+from embedmetrics._metric.seen_ids import SeenIds
 
 _STEP = st.tuples(
     st.sampled_from(["append", "append", "append", "reset", "replace"]),

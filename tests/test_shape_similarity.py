@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from embedmetrics._engine import shape_similarity as engine
+from embedmetrics._engine.embedding import shape_similarity as engine
 from embedmetrics.functional import kruskal_similarity, procrustes_r2, procrustes_similarity
 
 

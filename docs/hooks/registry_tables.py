@@ -1,6 +1,6 @@
 """MkDocs hook: the lists of metrics in the docs, generated from the metric registry.
 
-Read from ``embedmetrics._registry`` (the one list of metrics), in place of these lines of a page:
+Read from ``embedmetrics._metric.registry`` (the one list of metrics), in place of these lines of a page:
 
 - ``<!-- registry-table -->``: the index page's table, one row per family with its module metrics and
   functional twins;
@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from embedmetrics._registry import FAMILIES, HELPERS, REGISTRY
+from embedmetrics._metric.registry import FAMILIES, HELPERS, REGISTRY
 
 MARKER = "<!-- registry-table -->"
 API_MARKER = re.compile(r"<!-- registry-api: ([a-z-]+) -->")

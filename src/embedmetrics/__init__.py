@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from embedmetrics._registry import HELPERS, REGISTRY
+from embedmetrics._metric.registry import HELPERS, REGISTRY
 
 __version__ = "0.1.0"
 
@@ -56,9 +56,9 @@ def __dir__() -> list[str]:
 
 # For type checkers and the API docs: the same names imported eagerly (``X as X``: re-exported).
 if TYPE_CHECKING:
-    from embedmetrics._engine.checks import ArgumentKindError as ArgumentKindError
-    from embedmetrics._engine.checks import IncompatibleStateError as IncompatibleStateError
-    from embedmetrics._engine.fused import set_compile as set_compile
+    from embedmetrics._engine.core.checks import ArgumentKindError as ArgumentKindError
+    from embedmetrics._engine.core.checks import IncompatibleStateError as IncompatibleStateError
+    from embedmetrics._engine.core.fused import set_compile as set_compile
     from embedmetrics.dense import DenseRetrieval as DenseRetrieval
     from embedmetrics.embedding import Alignment as Alignment
     from embedmetrics.embedding import ContrastiveAccuracy as ContrastiveAccuracy

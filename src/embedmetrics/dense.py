@@ -3,7 +3,7 @@
 Queries and documents are kept as rows (with their int64 ids) until ``compute``. After a distributed
 sync every process holds all queries but only *its own* corpus rows: each scans its corpus share
 against all queries and the per-process top-``depth`` lists are merged exactly
-(``embedmetrics._engine.dense_scan``), so the corpus is never gathered and per-process compute is
+(``embedmetrics._engine.dense.scan``), so the corpus is never gathered and per-process compute is
 proportional to its share.
 """
 
@@ -15,8 +15,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.base import BaseMetric
-from embedmetrics._engine.checks import (
+from embedmetrics._engine.core.checks import (
     as_tensor,
     check_bool,
     check_choice,
@@ -24,10 +23,11 @@ from embedmetrics._engine.checks import (
     check_finite,
     role_update_arguments,
 )
-from embedmetrics._engine.dense import check_dense_options, dense_values
-from embedmetrics._engine.qrels import check_ids, check_new_ids, check_qrels
-from embedmetrics._engine.scan import metric_shard
-from embedmetrics._engine.seen_ids import SeenIds
+from embedmetrics._engine.core.scan import metric_shard
+from embedmetrics._engine.dense.measures import check_dense_options, dense_values
+from embedmetrics._engine.dense.qrels import check_ids, check_new_ids, check_qrels
+from embedmetrics._metric.base import BaseMetric
+from embedmetrics._metric.seen_ids import SeenIds
 
 __all__ = ["DenseRetrieval"]
 

@@ -19,9 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from embedmetrics._engine import embedding as engine
-from embedmetrics._engine.base import BaseMetric, Layout, first_rows
-from embedmetrics._engine.checks import (
+from embedmetrics._engine.core.checks import (
     ArgumentKindError,
     as_tensor,
     check_block_bytes,
@@ -30,7 +28,9 @@ from embedmetrics._engine.checks import (
     check_finite,
     check_same_shape,
 )
-from embedmetrics._engine.scan import metric_shard
+from embedmetrics._engine.core.scan import metric_shard
+from embedmetrics._engine.embedding import pairs as engine
+from embedmetrics._metric.base import BaseMetric, Layout, first_rows
 from embedmetrics._plotting import plot_metric
 
 __all__ = ["Alignment", "ContrastiveAccuracy", "Uniformity"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from embedmetrics._engine.losses import check_options
+from embedmetrics._engine.embedding.losses import check_options
 from embedmetrics.functional.losses import contrastive_loss
 
 __all__ = ["ContrastiveLoss"]

@@ -23,9 +23,7 @@ import torch
 from torch import Tensor
 from torchmetrics.functional.clustering import normalized_mutual_info_score
 
-from embedmetrics._engine.accuracy_call import parse_accuracy_call
-from embedmetrics._engine.base import BaseMetric, first_rows
-from embedmetrics._engine.checks import (
+from embedmetrics._engine.core.checks import (
     TIES,
     ArgumentKindError,
     as_float,
@@ -40,9 +38,11 @@ from embedmetrics._engine.checks import (
     check_no_clustering_with_custom_labels,
     check_query_rows_first,
 )
-from embedmetrics._engine.clustering import adjusted_mutual_info, kmeans
-from embedmetrics._engine.knn import KnnResult, LabelComparison
-from embedmetrics._engine.neighbor_lists import (
+from embedmetrics._engine.core.knn import KnnResult, LabelComparison
+from embedmetrics._engine.core.scan import metric_shard
+from embedmetrics._engine.neighbors.accuracy_call import parse_accuracy_call
+from embedmetrics._engine.neighbors.clustering import adjusted_mutual_info, kmeans
+from embedmetrics._engine.neighbors.lists import (
     EQUALITY,
     get_label_match_counts,
     get_lone_query_labels,
@@ -56,7 +56,7 @@ from embedmetrics._engine.neighbor_lists import (
     r_precision,
     try_getting_not_lone_labels,
 )
-from embedmetrics._engine.neighbors import (
+from embedmetrics._engine.neighbors.statistics import (
     KNN_STATS,
     check_k,
     finite,
@@ -65,7 +65,7 @@ from embedmetrics._engine.neighbors import (
     self_index_of,
     unique_ids,
 )
-from embedmetrics._engine.scan import metric_shard
+from embedmetrics._metric.base import BaseMetric, first_rows
 
 __all__ = [
     "EQUALITY",

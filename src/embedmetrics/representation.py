@@ -1,7 +1,8 @@
 """Module metrics of representation health: ``RankMe``, ``AlphaReQ``, ``LiDAR``, ``LinearCKA``,
 ``KNNAccuracy``.
 
-The spectral metrics and CKA keep sufficient statistics, not samples (``embedmetrics._engine.spectral``):
+The spectral metrics and CKA keep sufficient statistics, not samples
+(``embedmetrics._engine.spectral.moments``):
 ``n``, ``Σz`` and ``Σzzᵀ`` in float64 (``Σxyᵀ`` for CKA, per-class sums for LiDAR). Memory is
 O(d²) for any number of samples, and the value is the same for any batch split and any number of
 processes: no queue of recent samples, no rank-0-only estimate. ``KNNAccuracy`` keeps the bank and
@@ -18,9 +19,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from embedmetrics._engine import spectral
-from embedmetrics._engine.base import BaseMetric, Layout, first_rows
-from embedmetrics._engine.checks import (
+from embedmetrics._engine.core.checks import (
     ArgumentKindError,
     as_tensor,
     check_bool,
@@ -30,14 +29,16 @@ from embedmetrics._engine.checks import (
     check_number,
     role_update_arguments,
 )
-from embedmetrics._engine.knn_vote import knn_vote_hits
-from embedmetrics._engine.representation import (
+from embedmetrics._engine.core.scan import metric_shard
+from embedmetrics._engine.neighbors.vote import knn_vote_hits
+from embedmetrics._engine.spectral import moments as spectral
+from embedmetrics._engine.spectral.options import (
     check_class_labels,
     check_knn_options,
     check_row_pair,
 )
-from embedmetrics._engine.scan import metric_shard
-from embedmetrics._engine.slots import SlotTrimmer
+from embedmetrics._metric.base import BaseMetric, Layout, first_rows
+from embedmetrics._metric.slots import SlotTrimmer
 from embedmetrics._plotting import plot_metric
 
 __all__ = ["AlphaReQ", "KNNAccuracy", "LiDAR", "LinearCKA", "RankMe"]

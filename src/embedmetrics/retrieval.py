@@ -9,7 +9,7 @@
   is a complete query, ranked at once in ``update``; only its per-query value is stored, so the
   state is ``O(queries)``.
 
-Each metric is declared once in ``embedmetrics._engine.retrieval`` (closed form, options,
+Each metric is declared once in ``embedmetrics._engine.ranking.retrieval`` (closed form, options,
 docstring); the classes here only name it. ``update`` and ``compute`` run the engine functions the
 functional twins run.
 """
@@ -22,14 +22,13 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.base import BaseMetric
-from embedmetrics._engine.checks import (
+from embedmetrics._engine.core.checks import (
     ArgumentKindError,
     check_bool,
     check_retrieval_inputs,
     check_retrieval_options,
 )
-from embedmetrics._engine.curves import (
+from embedmetrics._engine.ranking.curves import (
     check_curve_options,
     check_min_precision,
     cutoffs,
@@ -39,7 +38,7 @@ from embedmetrics._engine.curves import (
     recall_at_precision,
     top_k_column,
 )
-from embedmetrics._engine.retrieval import (
+from embedmetrics._engine.ranking.retrieval import (
     RetrievalDeclaration,
     check_options,
     documented,
@@ -47,8 +46,9 @@ from embedmetrics._engine.retrieval import (
     out_dtype,
     query_values,
 )
+from embedmetrics._metric.base import BaseMetric
+from embedmetrics._metric.registry import class_names
 from embedmetrics._plotting import plot_curve, plot_metric
-from embedmetrics._registry import class_names
 
 __all__ = ["RetrievalMetric", *class_names("retrieval")]
 

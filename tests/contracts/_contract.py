@@ -11,8 +11,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from embedmetrics._metric_inputs import Case, Stream
-from embedmetrics._registry import REGISTRY, MetricSpec
+from embedmetrics._metric.inputs import Case, Stream
+from embedmetrics._metric.registry import REGISTRY, MetricSpec
 
 #: Every module metric that accumulates a state (a ``torchmetrics.Metric``).
 STATEFUL = [s for s in REGISTRY if s.name is not None and not s.loss]

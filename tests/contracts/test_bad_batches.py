@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from contracts._contract import BAD_KINDS, IDS, STATEFUL, build, call, snapshot, spoiled
-from embedmetrics._registry import MetricSpec
+from embedmetrics._metric.registry import MetricSpec
 
 _CASES = [
     pytest.param(spec, kind, id=f"{spec.key}-{kind}")

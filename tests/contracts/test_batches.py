@@ -17,8 +17,8 @@ from contracts._contract import (
     split_calls,
     whole_calls,
 )
-from embedmetrics._metric_inputs import Stream
-from embedmetrics._registry import REGISTRY, MetricSpec
+from embedmetrics._metric.inputs import Stream
+from embedmetrics._metric.registry import REGISTRY, MetricSpec
 
 _BY_KEY = {s.key: s for s in REGISTRY}
 

@@ -13,8 +13,8 @@ import torch
 
 from contracts._contract import STATEFUL, assert_same, build, cut, feed, snapshot, whole_calls, widened
 from embedmetrics import IncompatibleStateError
-from embedmetrics._metric_inputs import Case, Stream
-from embedmetrics._registry import MetricSpec
+from embedmetrics._metric.inputs import Case, Stream
+from embedmetrics._metric.registry import MetricSpec
 
 
 def _halves(case: Case) -> tuple[list[tuple], list[tuple]]:

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from contracts._contract import STATEFUL, build, cut
-from embedmetrics._registry import MetricSpec
+from embedmetrics._metric.registry import MetricSpec
 from test_no_host_sync import NoHostCopies
 
 META = torch.device("meta")

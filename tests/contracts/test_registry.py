@@ -13,8 +13,8 @@ from torch import nn
 
 import embedmetrics
 import embedmetrics.functional
-from embedmetrics._engine.base import BaseMetric
-from embedmetrics._registry import FAMILIES, HELPERS, REGISTRY, class_names, functional_names
+from embedmetrics._metric.base import BaseMetric
+from embedmetrics._metric.registry import FAMILIES, HELPERS, REGISTRY, class_names, functional_names
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 _MODULES = ("retrieval", "embedding", "neighbors", "representation", "dense", "losses")

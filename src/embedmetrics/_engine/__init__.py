@@ -1,4 +1,4 @@
-"""Shared engines: input checks, the grouped-ranking engine and the blocked similarity scan.
-
-Everything in here is private: metrics (module and functional) are thin layers on top.
+"""The computing engine shared by every module metric and functional twin: argument and batch
+checks, the blocked scans, and one subpackage per family of computations. Faces (modules,
+functionals) call it; it knows nothing of torchmetrics' ``Metric``.
 """

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from embedmetrics._engine.block_progress import on_blocks
+from embedmetrics._engine.core.block_progress import on_blocks
 from embedmetrics._report import evaluate, output, plots
 from embedmetrics._report.arrays import as_embeddings, check_labels, encode_labels, load_array
 from embedmetrics._report.dense import DenseInputs, load_dense, write_run

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from embedmetrics._engine.scan import iter_similarity_blocks, l2_normalize
+from embedmetrics._engine.core.scan import iter_similarity_blocks, l2_normalize
 from embedmetrics._report.errors import ReportInputError
 from embedmetrics._report.trec import Qrels, Run
 

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.ranking import query_rows
+from embedmetrics._engine.ranking.measures import query_rows
 from embedmetrics._report.trec import TrecTensors
 
 #: The AccuracyCalculator's default metrics, in the order the report lists them.
@@ -125,7 +125,7 @@ def representation_health(
     """RankMe and α-ReQ (``alpha_fit_range``) of the query embeddings, and the weighted k-NN
     accuracy (k=20, T=0.07, top 1 and 5) of the queries against the references (leave-one-out when
     they are the same rows)."""
-    from embedmetrics._engine.knn_vote import knn_vote_hits
+    from embedmetrics._engine.neighbors.vote import knn_vote_hits
     from embedmetrics.functional import alpha_req, rankme
 
     hits = knn_vote_hits(
@@ -161,7 +161,7 @@ def evaluate_embeddings(
     the per-class bars.
     """
     from embedmetrics import AccuracyCalculator
-    from embedmetrics._engine.neighbors import neighbor_statistics
+    from embedmetrics._engine.neighbors.statistics import neighbor_statistics
     from embedmetrics.neighbors import precision_at_k
 
     base = AccuracyCalculator().get_accuracy(query, reference, query_labels, reference_labels, same_source)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from embedmetrics._engine.scan import l2_normalize
+from embedmetrics._engine.core.scan import l2_normalize
 from embedmetrics._report.errors import ReportInputError
 
 #: Number of sampled negative pairs (and at most that many positive pairs) per histogram.

@@ -47,7 +47,7 @@ def progress_bar(*, total: float, desc: str, **kwargs: Any) -> Any:
 
 
 def follow_blocks(bar: Any) -> Callable[[int, int], None]:
-    """A block callback (``embedmetrics._engine.block_progress.on_blocks``) that moves ``bar``: its total
+    """A block callback (``embedmetrics._engine.core.block_progress.on_blocks``) that moves ``bar``: its total
     becomes the scan's number of blocks, its count the blocks done."""
 
     def moved(done: int, total: int) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from embedmetrics._registry import functional_names
+from embedmetrics._metric.registry import functional_names
 from embedmetrics.functional.dense import dense_retrieval as dense_retrieval
 from embedmetrics.functional.embedding import alignment_score as alignment_score
 from embedmetrics.functional.embedding import contrastive_accuracy_score as contrastive_accuracy_score
@@ -33,5 +33,5 @@ from embedmetrics.functional.shape_similarity import kruskal_similarity as krusk
 from embedmetrics.functional.shape_similarity import procrustes_r2 as procrustes_r2
 from embedmetrics.functional.shape_similarity import procrustes_similarity as procrustes_similarity
 
-#: Every functional twin of the registry (``embedmetrics._registry``), in its order.
+#: Every functional twin of the registry (``embedmetrics._metric.registry``), in its order.
 __all__: list[str] = list(functional_names())

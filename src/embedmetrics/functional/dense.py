@@ -9,9 +9,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.checks import as_tensor, check_bool, to_tensors
-from embedmetrics._engine.dense import check_dense_options, check_dense_rows, dense_values
-from embedmetrics._engine.qrels import check_qrels
+from embedmetrics._engine.core.checks import as_tensor, check_bool, to_tensors
+from embedmetrics._engine.dense.measures import check_dense_options, check_dense_rows, dense_values
+from embedmetrics._engine.dense.qrels import check_qrels
 
 __all__ = ["dense_retrieval"]
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from embedmetrics._engine import embedding as engine
-from embedmetrics._engine.checks import (
+from embedmetrics._engine.core.checks import (
     as_output,
     check_block_bytes,
     check_bool,
@@ -22,7 +21,8 @@ from embedmetrics._engine.checks import (
     check_paired_embeddings,
     to_tensors,
 )
-from embedmetrics._engine.embedding import check_contrastive_options
+from embedmetrics._engine.embedding import pairs as engine
+from embedmetrics._engine.embedding.pairs import check_contrastive_options
 
 __all__ = ["alignment_score", "contrastive_accuracy_score", "uniformity_score"]
 

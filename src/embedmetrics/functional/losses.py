@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from embedmetrics._engine import losses as engine
-from embedmetrics._engine.scan import compute_dtype
+from embedmetrics._engine.core.scan import compute_dtype
+from embedmetrics._engine.embedding import losses as engine
 
 __all__ = ["contrastive_loss"]
 

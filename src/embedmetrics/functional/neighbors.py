@@ -2,7 +2,7 @@
 [`EmbeddingAccuracy`][embedmetrics.EmbeddingAccuracy].
 
 One call on the whole data, on the same engine as [`AccuracyCalculator`][embedmetrics.AccuracyCalculator]
-(``embedmetrics._engine.neighbors``): an exact blocked kNN scan with exact ties, no faiss, no
+(``embedmetrics._engine.neighbors.statistics``): an exact blocked kNN scan with exact ties, no faiss, no
 1023 cap. ``per_query=True`` returns the value of every query instead of the average.
 """
 
@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.checks import (
+from embedmetrics._engine.core.checks import (
     TIES,
     ArgumentKindError,
     check_block_bytes,
@@ -27,7 +27,14 @@ from embedmetrics._engine.checks import (
     check_neighbor_inputs,
     to_tensors,
 )
-from embedmetrics._engine.neighbors import KNN_STATS, average, check_k, finite, neighbor_statistics, scan_k
+from embedmetrics._engine.neighbors.statistics import (
+    KNN_STATS,
+    average,
+    check_k,
+    finite,
+    neighbor_statistics,
+    scan_k,
+)
 
 __all__ = ["embedding_accuracy"]
 

@@ -4,7 +4,7 @@ Every function takes torch tensors or NumPy arrays (all arguments of the same ki
 same kind: a 0-dim tensor on the input's device (float64 for float64 input, float32 otherwise), or a
 ``numpy.float64``; ``knn_accuracy`` with a sequence ``top`` returns one value per entry. The
 spectral metrics and CKA are computed from the same float64 sufficient statistics the module
-metrics accumulate (``embedmetrics._engine.spectral``), so a module fed in batches and the
+metrics accumulate (``embedmetrics._engine.spectral.moments``), so a module fed in batches and the
 function on the stacked rows agree.
 
 Undefined values are NaN, not errors: RankMe of an all-zero matrix is 0 (rank 0), α-ReQ needs two
@@ -18,8 +18,7 @@ from typing import Any
 
 from torch import Tensor
 
-from embedmetrics._engine import spectral
-from embedmetrics._engine.checks import (
+from embedmetrics._engine.core.checks import (
     as_output,
     check_bool,
     check_embeddings,
@@ -27,9 +26,10 @@ from embedmetrics._engine.checks import (
     check_number,
     to_tensors,
 )
-from embedmetrics._engine.knn_vote import knn_vote_hits
-from embedmetrics._engine.representation import check_class_labels, check_knn_options, check_row_pair
-from embedmetrics._engine.scan import compute_dtype
+from embedmetrics._engine.core.scan import compute_dtype
+from embedmetrics._engine.neighbors.vote import knn_vote_hits
+from embedmetrics._engine.spectral import moments as spectral
+from embedmetrics._engine.spectral.options import check_class_labels, check_knn_options, check_row_pair
 
 __all__ = ["alpha_req", "knn_accuracy", "lidar", "linear_cka", "rankme"]
 

@@ -1,4 +1,5 @@
-"""Functional retrieval metrics: thin faces over the retrieval engine (``embedmetrics._engine.retrieval``).
+"""Functional retrieval metrics: thin faces over the retrieval engine
+(``embedmetrics._engine.ranking.retrieval``).
 
 Every function accepts
 
@@ -17,8 +18,8 @@ from collections.abc import Callable, Sequence
 
 from torch import Tensor
 
-from embedmetrics._engine.curves import documented_curve, evaluate_curve, evaluate_recall_at_precision
-from embedmetrics._engine.retrieval import documented, evaluate
+from embedmetrics._engine.ranking.curves import documented_curve, evaluate_curve, evaluate_recall_at_precision
+from embedmetrics._engine.ranking.retrieval import documented, evaluate
 
 __all__ = [
     "retrieval_auroc",

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 from torchmetrics import Metric, MetricCollection
 
-from embedmetrics._engine.checks import ArgumentKindError
+from embedmetrics._engine.core.checks import ArgumentKindError
 
 try:
     from lightning.pytorch import LightningModule, Trainer

@@ -38,11 +38,11 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from embedmetrics._engine.dense_scan import boundary_block, by_key_then_id, side_by_side
-from embedmetrics._engine.exact_sum import order_free_sum
-from embedmetrics._engine.knn import KeyBlocks, smallest_keys
-from embedmetrics._engine.row_owners import gather_rows, route_identical_rows
-from embedmetrics._engine.scan import block_ranges, compute_dtype
+from embedmetrics._engine.core.exact_sum import order_free_sum
+from embedmetrics._engine.core.knn import KeyBlocks, smallest_keys
+from embedmetrics._engine.core.row_owners import gather_rows, route_identical_rows
+from embedmetrics._engine.core.scan import block_ranges, compute_dtype
+from embedmetrics._engine.dense.scan import boundary_block, by_key_then_id, side_by_side
 
 #: Elements of one ``(queries, classes)`` vote block (float64): 32 MiB.
 _VOTE_BLOCK_ELEMENTS = 2**22

@@ -8,7 +8,7 @@ every reference). The extra neighbour tells whether the tie block at the cut-off
 position ``K`` ("spill"); only for those rows the full row is scanned again to count the whole
 boundary block and its relevant items. From the list the per-query
 metric values (precision@1, R-precision, AP@R, AP, reciprocal rank) are reduced at once with the
-closed forms of ``embedmetrics._engine.tie_stats``, so per-query state is O(1), never O(K),
+closed forms of ``embedmetrics._engine.core.tie_stats``, so per-query state is O(1), never O(K),
 unless the caller asks for the neighbour lists themselves.
 
 Nothing allocates an ``n_query × n_reference`` matrix: peak extra memory is one block
@@ -26,9 +26,9 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from embedmetrics._engine import tie_stats
-from embedmetrics._engine.distinct import distinct_rows
-from embedmetrics._engine.scan import (
+from embedmetrics._engine.core import tie_stats
+from embedmetrics._engine.core.distinct import distinct_rows
+from embedmetrics._engine.core.scan import (
     all_reduce_sum,
     block_budget,
     compute_dtype,
@@ -239,7 +239,7 @@ def knn_scan(
             R-precision and AP@R use ``min(count, k)`` positions and divide AP by ``count``.
         self_index: ``(n_q,)`` reference index of each query itself (``-1``: none), masked out.
         distance: ``"euclidean"`` or ``"cosine"`` (cosine distance ``1 − cos``).
-        ties: tie policy, see ``embedmetrics._engine.tie_stats``.
+        ties: tie policy, see ``embedmetrics._engine.core.tie_stats``.
         label_comparison_fn: relevance of a (query label, reference label) pair; ``None``: equality.
         return_neighbors: also return the neighbour indices and distances (``(n_q, k)``).
         stats: which per-query statistics to compute (a subset of ``STAT_NAMES``).

@@ -1,7 +1,7 @@
 """Identical rows on different processes: one owner multiplies them all (dense retrieval's corpus).
 
 Within one process, identical corpus rows get bit-identical keys because each distinct row is
-multiplied once (``embedmetrics._engine.distinct``). Rows on *different* processes are multiplied in
+multiplied once (``embedmetrics._engine.core.distinct``). Rows on *different* processes are multiplied in
 different products, whose kernels may round the same pair differently (edge tiles): a tie would then be
 decided by the rank that holds a row. ``route_identical_rows`` prevents it: every process hashes
 its rows (two independent 64-bit hashes of the canonical bits), the hashes are gathered, and each row
@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from embedmetrics._engine.distinct import row_hash
+from embedmetrics._engine.core.distinct import row_hash
 
 #: Seed of the second, verifying row hash.
 _CHECK_SEED = 0xC0FFEE

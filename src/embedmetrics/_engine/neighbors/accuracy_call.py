@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from embedmetrics._engine.checks import ArgumentKindError, check_bool
+from embedmetrics._engine.core.checks import ArgumentKindError, check_bool
 
 _V1 = ("query", "reference", "query_labels", "reference_labels", "embeddings_come_from_same_source")
 _V2 = ("query", "query_labels", "reference", "reference_labels", "ref_includes_query")

@@ -6,7 +6,7 @@ from typing import Any, NamedTuple, Optional
 
 from torch import Tensor
 
-from embedmetrics._engine.checks import (
+from embedmetrics._engine.core.checks import (
     TIES,
     ArgumentKindError,
     as_tensor,

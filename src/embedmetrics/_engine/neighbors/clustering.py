@@ -16,7 +16,7 @@ import math
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.scan import DEFAULT_BLOCK_BYTES, block_budget, compute_dtype, plan_blocks
+from embedmetrics._engine.core.scan import DEFAULT_BLOCK_BYTES, block_budget, compute_dtype, plan_blocks
 
 
 def _sq_dists(x: Tensor, x_sq: Tensor, centers: Tensor) -> Tensor:

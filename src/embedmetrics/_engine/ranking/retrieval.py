@@ -20,8 +20,7 @@ from typing import Any, Optional, TypeVar
 import torch
 from torch import Tensor
 
-from embedmetrics._engine import ranking
-from embedmetrics._engine.checks import (
+from embedmetrics._engine.core.checks import (
     Aggregation,
     ArgumentKindError,
     KArg,
@@ -30,7 +29,8 @@ from embedmetrics._engine.checks import (
     check_retrieval_inputs,
     check_retrieval_options,
 )
-from embedmetrics._engine.ranking import RankedRows
+from embedmetrics._engine.ranking import measures as ranking
+from embedmetrics._engine.ranking.measures import RankedRows
 
 Ks = tuple[Optional[int], ...]
 
@@ -285,7 +285,7 @@ METRICS: dict[str, RetrievalDeclaration] = {
 
 
 #: Precision and recall at every cut-off of ``ks`` (one ranking): the curve metrics'
-#: (``embedmetrics._engine.curves``) per-query values, ``(Q, 2·len(ks))``. Not in ``METRICS``:
+#: (``embedmetrics._engine.ranking.curves``) per-query values, ``(Q, 2·len(ks))``. Not in ``METRICS``:
 #: their faces return several tensors and document themselves.
 CURVE = RetrievalDeclaration(
     "precision_recall_curve",

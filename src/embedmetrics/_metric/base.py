@@ -32,9 +32,9 @@ import torch
 from torch import Tensor
 from torchmetrics import Metric
 
-from embedmetrics._engine.checks import IncompatibleStateError, check_same_settings
-from embedmetrics._engine.sync import SyncSafeMetric, settings_fingerprint
-from embedmetrics._registry import spec_of
+from embedmetrics._engine.core.checks import IncompatibleStateError, check_same_settings
+from embedmetrics._metric.registry import spec_of
+from embedmetrics._metric.sync import SyncSafeMetric, settings_fingerprint
 
 #: The dtype and the trailing shape (feature widths) of a metric's embeddings.
 Layout = tuple[torch.dtype, tuple[int, ...]]

@@ -33,7 +33,7 @@ from torchmetrics import Metric
 from torchmetrics.utilities.data import dim_zero_cat
 from torchmetrics.utilities.distributed import gather_all_tensors
 
-from embedmetrics._engine.checks import IncompatibleStateError
+from embedmetrics._engine.core.checks import IncompatibleStateError
 
 _DTYPES: tuple[torch.dtype, ...] = (
     torch.float32,

@@ -1,4 +1,4 @@
-"""Small valid inputs for every metric of the registry (``embedmetrics._registry``).
+"""Small valid inputs for every metric of the registry (``embedmetrics._metric.registry``).
 
 A ``Case`` holds the constructor arguments, the rows that ``update`` takes (one ``Stream`` per
 kind of ``update`` call: queries and corpus, bank and queries, ...), the functional twin on all of them,
@@ -17,7 +17,7 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
-from embedmetrics._registry import MetricSpec
+from embedmetrics._metric.registry import MetricSpec
 
 
 @dataclass

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.checks import ArgumentKindError, check_bool, check_choice, check_number
+from embedmetrics._engine.core.checks import ArgumentKindError, check_bool, check_choice, check_number
 
 
 def check_options(margin: Any, reduction: Any, validate_args: Any) -> float:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.checks import ArgumentKindError, as_tensor
-from embedmetrics._engine.seen_ids import SeenIds
+from embedmetrics._engine.core.checks import ArgumentKindError, as_tensor
+from embedmetrics._metric.seen_ids import SeenIds
 
 
 def check_qrels(qrels: object) -> Tensor:

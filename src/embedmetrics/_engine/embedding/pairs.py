@@ -37,10 +37,10 @@ from typing import Any, Union
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.checks import TIES, check_bool, check_choice, check_number, normalize_ks
-from embedmetrics._engine.distinct import distinct_rows
-from embedmetrics._engine.fused import fused_sign_counts
-from embedmetrics._engine.scan import (
+from embedmetrics._engine.core.checks import TIES, check_bool, check_choice, check_number, normalize_ks
+from embedmetrics._engine.core.distinct import distinct_rows
+from embedmetrics._engine.core.fused import fused_sign_counts
+from embedmetrics._engine.core.scan import (
     all_reduce_sum,
     block_budget,
     block_ranges,
@@ -226,7 +226,7 @@ def contrastive_accuracy(
 ) -> Tensor:
     """Contrastive top-k accuracy for every ``k`` in ``ks``, shape ``(len(ks),)``, accumulation dtype.
 
-    Identical rows get identical similarities (see ``embedmetrics._engine.distinct``): with no
+    Identical rows get identical similarities (see ``embedmetrics._engine.core.distinct``): with no
     repeated row in either view the plain blocked scan runs; otherwise every distinct pair of rows is
     computed once (``weighted_contrastive_partial``). ``block_bytes=None``: chosen for the
     device (``block_budget``).
@@ -412,7 +412,7 @@ def uniformity(
 ) -> Tensor:
     """Uniformity (0-dim, accumulation dtype) of ``n >= 2`` rows; not differentiable (in-place scan).
 
-    Repeated rows are grouped first (``embedmetrics._engine.distinct``): each distinct pair is
+    Repeated rows are grouped first (``embedmetrics._engine.core.distinct``): each distinct pair is
     computed once and weighted, and pairs of identical rows count at distance exactly 0.
     """
     dtype = compute_dtype(z)

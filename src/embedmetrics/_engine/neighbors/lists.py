@@ -25,9 +25,9 @@ from typing import Any, Union
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.checks import check_positive_int
-from embedmetrics._engine.knn import LabelComparison
-from embedmetrics._engine.neighbors import average, class_means
+from embedmetrics._engine.core.checks import check_positive_int
+from embedmetrics._engine.core.knn import LabelComparison
+from embedmetrics._engine.neighbors.statistics import average, class_means
 
 LabelCounts = tuple[Any, Any]
 Accuracy = Union[float, list[float]]

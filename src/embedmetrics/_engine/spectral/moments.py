@@ -24,7 +24,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.checks import ArgumentKindError, check_positive_int
+from embedmetrics._engine.core.checks import ArgumentKindError, check_positive_int
 
 #: Default ``eps`` of RankMe's distribution (Garrido et al., 2023).
 RANKME_EPS = 1e-7

@@ -1,6 +1,6 @@
 """Dense retrieval, part 2: trec_eval's measures on the exact top-``depth`` lists, ties included.
 
-The lists come from ``embedmetrics._engine.dense_scan``. Every measure is a prefix sum of four
+The lists come from ``embedmetrics._engine.dense.scan``. Every measure is a prefix sum of four
 per-position terms (expected relevance, expected gain, the AP summand, the probability that the first
 relevant document is at the position), read at the cut-off:
 
@@ -32,8 +32,8 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
-from embedmetrics._engine import tie_stats
-from embedmetrics._engine.checks import (
+from embedmetrics._engine.core import tie_stats
+from embedmetrics._engine.core.checks import (
     AGGREGATIONS,
     TIES,
     Aggregation,
@@ -46,12 +46,12 @@ from embedmetrics._engine.checks import (
     check_same_device,
     normalize_ks,
 )
-from embedmetrics._engine.dense_scan import TopLists, by_key_then_id, columns_of, gather_lists, scan_corpus
-from embedmetrics._engine.pair_scores import pair_similarity
-from embedmetrics._engine.qrels import Judgements, check_ids, check_unique_ids, per_row_sorted
-from embedmetrics._engine.ranking import aggregate
-from embedmetrics._engine.row_owners import gather_rows, route_identical_rows
-from embedmetrics._engine.scan import compute_dtype
+from embedmetrics._engine.core.pair_scores import pair_similarity
+from embedmetrics._engine.core.row_owners import gather_rows, route_identical_rows
+from embedmetrics._engine.core.scan import compute_dtype
+from embedmetrics._engine.dense.qrels import Judgements, check_ids, check_unique_ids, per_row_sorted
+from embedmetrics._engine.dense.scan import TopLists, by_key_then_id, columns_of, gather_lists, scan_corpus
+from embedmetrics._engine.ranking.measures import aggregate
 
 #: The measures of ``dense_values``, in the order results list them.
 DENSE_METRICS = ("ndcg", "recall", "precision", "mrr", "map", "hit_rate", "r_precision")

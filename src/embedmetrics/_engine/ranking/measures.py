@@ -38,8 +38,8 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor
 
-from embedmetrics._engine import tie_stats
-from embedmetrics._engine.checks import Aggregation
+from embedmetrics._engine.core import tie_stats
+from embedmetrics._engine.core.checks import Aggregation
 
 #: Queries of a result: ranked normally / no relevant document / no judged document at all.
 STATUS_OK, STATUS_EMPTY, STATUS_ABSENT = 0, 1, 2

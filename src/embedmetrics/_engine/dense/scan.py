@@ -36,11 +36,11 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from embedmetrics._engine.block_progress import block_done
-from embedmetrics._engine.distinct import distinct_rows
-from embedmetrics._engine.knn import GROUP_SIZE, column_groups, smallest_keys
-from embedmetrics._engine.qrels import Judgements, find_sorted
-from embedmetrics._engine.scan import block_budget, compute_dtype, l2_normalize
+from embedmetrics._engine.core.block_progress import block_done
+from embedmetrics._engine.core.distinct import distinct_rows
+from embedmetrics._engine.core.knn import GROUP_SIZE, column_groups, smallest_keys
+from embedmetrics._engine.core.scan import block_budget, compute_dtype, l2_normalize
+from embedmetrics._engine.dense.qrels import Judgements, find_sorted
 
 #: Default budget of one key block (all queries x a block of corpus columns), bytes.
 DENSE_BLOCK_BYTES = 64 * 2**20

@@ -17,8 +17,8 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.checks import check_positive_int
-from embedmetrics._engine.knn import KnnResult, LabelComparison, knn_scan, relevant_counts
+from embedmetrics._engine.core.checks import check_positive_int
+from embedmetrics._engine.core.knn import KnnResult, LabelComparison, knn_scan, relevant_counts
 
 #: The kNN metrics and the per-query statistic of the scan behind each.
 KNN_STATS = {

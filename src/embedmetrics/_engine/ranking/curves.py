@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.checks import (
+from embedmetrics._engine.core.checks import (
     Aggregation,
     check_bool,
     check_number,
@@ -26,7 +26,7 @@ from embedmetrics._engine.checks import (
     check_retrieval_inputs,
     check_retrieval_options,
 )
-from embedmetrics._engine.retrieval import (
+from embedmetrics._engine.ranking.retrieval import (
     CURVE,
     Face,
     MetricOptions,

@@ -22,7 +22,7 @@ import math
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.scan import l2_normalize
+from embedmetrics._engine.core.scan import l2_normalize
 
 #: Rows of one block of the pair scan (``rows × n`` float64 distances per side).
 _PAIR_BLOCK_ELEMENTS = 2**22

@@ -1,8 +1,8 @@
 """The tie statistics: expected per-position terms under a random order of tied items (one place).
 
 ``relevance``, ``precision_terms`` and ``first_relevant`` are the closed forms every
-rank-based metric is built from; the grouped-ranking engine (``embedmetrics._engine.ranking``)
-and the kNN scan (``embedmetrics._engine.knn``) both call them. ``position_stats`` derives
+rank-based metric is built from; the grouped-ranking engine (``embedmetrics._engine.ranking.measures``)
+and the kNN scan (``embedmetrics._engine.core.knn``) both call them. ``position_stats`` derives
 the block statistics of a sorted top-K neighbour list, whose last block may continue past K.
 
 A query's neighbours, sorted by distance, form *tie blocks*: runs of equal distance occupying
