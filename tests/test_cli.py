@@ -273,7 +273,7 @@ def test_no_command(capsys: pytest.CaptureFixture[str]) -> None:
 
 # ----------------------------------------------------------------------------- TREC join (no metrics)
 def test_trec_join_keeps_unretrieved_relevant_and_skips_queries(tmp_path: Path) -> None:
-    from embedmetrics._report.trec import join_run, read_qrels, read_run
+    from embedmetrics._io.trec import join_run, read_qrels, read_run
 
     data = join_run(read_run(write(tmp_path / "r", RUN)), read_qrels(write(tmp_path / "q", QRELS))).tensors()
     assert data.query_ids == ["q1", "q2"]  # q9 (no qrels) and q3 (not in the run) are skipped
@@ -293,7 +293,7 @@ def test_trec_join_keeps_unretrieved_relevant_and_skips_queries(tmp_path: Path) 
 
 
 def test_trec_files_with_bom_crlf_comments_and_blank_lines(tmp_path: Path) -> None:
-    from embedmetrics._report.trec import read_qrels, read_run
+    from embedmetrics._io.trec import read_qrels, read_run
 
     run_path = tmp_path / "run.txt"
     run_path.write_bytes(b"\xef\xbb\xbfq1 Q0 d1 1 0.9 t\r\n\r\n# comment\r\nq1\tQ0\td2\t2\t-1.5e-3\tt\r\n")
@@ -307,7 +307,7 @@ def test_trec_files_with_bom_crlf_comments_and_blank_lines(tmp_path: Path) -> No
 
 
 def test_trec_eval_ties_order_by_docno_descending(tmp_path: Path) -> None:
-    from embedmetrics._report.trec import join_run, read_qrels, read_run
+    from embedmetrics._io.trec import join_run, read_qrels, read_run
 
     run = read_run(write(tmp_path / "r", "q Q0 a 1 1.0 t\nq Q0 c 2 1.0 t\nq Q0 b 3 1.0 t\nq Q0 z 4 0.5 t\n"))
     qrels = read_qrels(write(tmp_path / "q", "q 0 a 1\nq 0 b 2\nq 0 c 3\nq 0 z 4\n"))
@@ -845,8 +845,8 @@ def test_trec_rows_per_query_equal_the_flat_rows(ties: str, monkeypatch: pytest.
     """The report evaluates one padded row per query; padding cells (copies of an item of query 0:
     relevant and retrieved, whichever it is) must count nowhere, neither ranked nor relevant: the same
     values as the flat rows with ``indexes``."""
+    from embedmetrics._io.trec import TrecTensors
     from embedmetrics._report import evaluate
-    from embedmetrics._report.trec import TrecTensors
 
     data = TrecTensors(
         preds=torch.tensor([0.5, 0.9, 0.5, 0.2, 0.7, 0.1, 0.3], dtype=torch.float64),

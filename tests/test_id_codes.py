@@ -1,4 +1,4 @@
-"""Packed integer codes of short TREC ids (:mod:`embedmetrics._report.id_codes`) against plain Python:
+"""Packed integer codes of short TREC ids (:mod:`embedmetrics._io.id_codes`) against plain Python:
 the integer order is the byte order of the ids, codes number ids by first appearance, and the report's
 joint vocabulary is the one ``np.unique`` gives on the strings."""
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from embedmetrics._report import id_codes, trec, trec_arrow
+from embedmetrics._io import id_codes, trec, trec_arrow
 
 #: ids as files hold them: printable ASCII without the space, 1 to 8 bytes (prefixes of each other)
 _SHORT_ID = st.text(alphabet="0123456789ab-_.:AZz~!", min_size=1, max_size=8)

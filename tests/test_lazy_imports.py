@@ -96,7 +96,7 @@ def test_trec_files_are_read_before_torch_is_needed() -> None:
     out = _fresh("""
         import sys
         import embedmetrics._report.preflight
-        import embedmetrics._report.trec
+        import embedmetrics._io.trec
         print("torch" in sys.modules)
     """)
     assert out == "False"

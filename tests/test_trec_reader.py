@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from embedmetrics._report import trec, trec_arrow
-from embedmetrics._report.errors import ReportInputError
+from embedmetrics._io import trec, trec_arrow
+from embedmetrics._io.errors import ReportInputError
 
 _ID = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABC0123456789_-.:/", min_size=1, max_size=12)
 _SCORE = st.one_of(

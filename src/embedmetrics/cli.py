@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from embedmetrics import __version__
-from embedmetrics._report.errors import ReportInputError
+from embedmetrics._io.errors import ReportInputError
 from embedmetrics._report.output import PLOT_FORMATS
 
 #: Cut-offs reported when ``--k`` is not given.

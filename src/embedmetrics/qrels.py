@@ -119,7 +119,7 @@ def read_qrels(path: str | os.PathLike[str]) -> EncodedQrels:
         first = handle.readline()
     if first.split() and first.split()[0] == "query-id":
         return _read_beir(path)
-    from embedmetrics._report.trec import read_qrels as read_trec
+    from embedmetrics._io.trec import read_qrels as read_trec
 
     table = read_trec(path)
     queries, docs = IdMap(list(table.queries)), IdMap(list(table.docs))

@@ -14,13 +14,13 @@ from typing import Any
 import torch
 
 from embedmetrics._engine.core.block_progress import on_blocks
+from embedmetrics._io.arrays import as_embeddings, check_labels, encode_labels, load_array
+from embedmetrics._io.errors import ReportInputError
+from embedmetrics._io.progress import follow_blocks, progress_bar
+from embedmetrics._io.trec import JoinedRun, join_run
 from embedmetrics._report import evaluate, output, plots
-from embedmetrics._report.arrays import as_embeddings, check_labels, encode_labels, load_array
 from embedmetrics._report.dense import DenseInputs, load_dense, write_run
-from embedmetrics._report.errors import ReportInputError
 from embedmetrics._report.preflight import preflight, read_and_join
-from embedmetrics._report.progress import follow_blocks, progress_bar
-from embedmetrics._report.trec import JoinedRun, join_run
 
 #: The cut-offs of the TREC curve plot go at least this far.
 CURVE_MIN_K = 20

@@ -16,8 +16,8 @@ import numpy as np
 import torch
 
 from embedmetrics._engine.core.scan import iter_similarity_blocks, l2_normalize
-from embedmetrics._report.errors import ReportInputError
-from embedmetrics._report.trec import Qrels, Run
+from embedmetrics._io.errors import ReportInputError
+from embedmetrics._io.trec import Qrels, Run
 
 SEED = 0
 NOISE = 0.5

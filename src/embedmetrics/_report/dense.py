@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from embedmetrics._report.arrays import as_embeddings, load_array
-from embedmetrics._report.errors import ReportInputError
+from embedmetrics._io.arrays import as_embeddings, load_array
+from embedmetrics._io.errors import ReportInputError
 from embedmetrics.qrels import EncodedQrels, IdMap, read_qrels
 
 IDS_KEY = "ids"

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from embedmetrics._engine.ranking.measures import query_rows
-from embedmetrics._report.trec import TrecTensors
+from embedmetrics._io.trec import TrecTensors
 
 #: The AccuracyCalculator's default metrics, in the order the report lists them.
 DEFAULT_EMBEDDING_KEYS = ("precision_at_1", "r_precision", "mean_average_precision_at_r", "NMI", "AMI")

@@ -8,7 +8,7 @@ import math
 import os
 from typing import Any
 
-from embedmetrics._report.errors import ReportInputError
+from embedmetrics._io.errors import ReportInputError
 
 #: Formats of the figures (``--plot-format``).
 PLOT_FORMATS = ("png", "svg", "pdf")

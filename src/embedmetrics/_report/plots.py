@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from embedmetrics._engine.core.scan import l2_normalize
-from embedmetrics._report.errors import ReportInputError
+from embedmetrics._io.errors import ReportInputError
 
 #: Number of sampled negative pairs (and at most that many positive pairs) per histogram.
 PAIR_SAMPLE = 20_000

@@ -15,9 +15,9 @@ import importlib
 import os
 import threading
 
+from embedmetrics._io.errors import ReportInputError
+from embedmetrics._io.trec import JoinedRun, join_run, read_qrels, read_run
 from embedmetrics._report import output
-from embedmetrics._report.errors import ReportInputError
-from embedmetrics._report.trec import JoinedRun, join_run, read_qrels, read_run
 
 #: The modules whose import the TREC files are read beside (the command, and the metrics it calls).
 EVALUATION_MODULES = ("embedmetrics._report.command", "embedmetrics.functional")

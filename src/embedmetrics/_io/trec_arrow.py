@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from embedmetrics._report.id_codes import first_appearance_codes, pack_bytes, unpack
+from embedmetrics._io.id_codes import first_appearance_codes, pack_bytes, unpack
 
 #: Run scores and qrels grades that Arrow and Python read the same way (a full match is required).
 _DECIMAL = {

@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
-from embedmetrics._report.errors import ReportInputError
-from embedmetrics._report.id_codes import first_appearance_codes, pack_names, sorted_codes, unpack
-from embedmetrics._report.progress import progress_bar
-from embedmetrics._report.trec_arrow import arrow_table
+from embedmetrics._io.errors import ReportInputError
+from embedmetrics._io.id_codes import first_appearance_codes, pack_names, sorted_codes, unpack
+from embedmetrics._io.progress import progress_bar
+from embedmetrics._io.trec_arrow import arrow_table
 
 if TYPE_CHECKING:
     import torch

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from embedmetrics._report.errors import ReportInputError
+from embedmetrics._io.errors import ReportInputError
 
 SUFFIXES = (".npy", ".npz", ".pt", ".pth")
 
