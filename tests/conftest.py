@@ -20,7 +20,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, settings
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[0]))
 
 settings.register_profile(
     "deterministic",

@@ -8,7 +8,7 @@ import torch
 
 from contracts._contract import STATEFUL, build, cut
 from embedmetrics._metric.registry import MetricSpec
-from test_no_host_sync import NoHostCopies
+from integration.test_no_host_sync import NoHostCopies
 
 META = torch.device("meta")
 

@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 
 import embedmetrics as em
 from embedmetrics.functional import retrieval_fall_out
-
-from ._retrieval_oracle import tie_orders
+from oracles.retrieval import tie_orders
 
 POLICIES = ("pessimistic", "average", "optimistic")
 

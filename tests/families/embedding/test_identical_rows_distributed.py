@@ -13,7 +13,7 @@ from torch import Tensor
 
 import embedmetrics as em
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from _dist import run_distributed
 
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="needs torch.distributed (gloo)")

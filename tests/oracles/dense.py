@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from _retrieval_oracle import plain, tie_orders
+from oracles.retrieval import plain, tie_orders
 
 #: dense key -> (oracle metric name)
 NAMES = {

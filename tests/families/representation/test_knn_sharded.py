@@ -23,9 +23,9 @@ from embedmetrics._engine.core.exact_sum import order_free_sum
 from embedmetrics._engine.neighbors import vote as knn_vote
 from embedmetrics.functional import knn_accuracy
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _representation_oracle as ref
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from _dist import run_distributed
+from oracles import representation as ref
 
 TOPS = (1, 2, 3)
 

@@ -16,7 +16,7 @@ from embedmetrics._report import plots
 from embedmetrics.cli import build_parser, main
 from embedmetrics.functional import dense_retrieval
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _figures_of_every_kind(out: plots.Figures) -> list[str]:

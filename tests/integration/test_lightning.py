@@ -18,7 +18,7 @@ from torchmetrics.aggregation import MeanMetric
 import embedmetrics as em
 from embedmetrics.integrations.lightning import EmbeddingMetricsCallback, flatten_value
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import _lightning_helpers as h
 from _seeding import seeded
 

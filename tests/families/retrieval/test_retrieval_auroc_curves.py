@@ -20,8 +20,7 @@ from embedmetrics.functional import (
     retrieval_precision_recall_curve,
     retrieval_recall_at_fixed_precision,
 )
-
-from ._retrieval_oracle import tie_orders
+from oracles.retrieval import tie_orders
 
 POLICIES = ("pessimistic", "average", "optimistic")
 

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _cases import RETRIEVAL_FUNCTIONS, TIE_POLICIES
-from _retrieval_oracle import METRICS, brute_force
 from embedmetrics.functional import retrieval as F
+from oracles.retrieval import METRICS, brute_force
 
 FUNCS = RETRIEVAL_FUNCTIONS
 POLICIES = TIE_POLICIES

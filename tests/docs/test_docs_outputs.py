@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from embedmetrics.cli import main
-from test_cli import QRELS, RUN
+from families.report.test_cli import QRELS, RUN
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _fence(page: str, language: str, containing: str) -> str:

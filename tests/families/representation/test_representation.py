@@ -18,8 +18,7 @@ from torchmetrics import MetricCollection
 
 from embedmetrics import AlphaReQ, KNNAccuracy, LiDAR, LinearCKA, RankMe
 from embedmetrics.functional import alpha_req, knn_accuracy, lidar, linear_cka, rankme
-
-from . import _representation_oracle as ref
+from oracles import representation as ref
 
 
 def _randn(*shape: int, seed: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:

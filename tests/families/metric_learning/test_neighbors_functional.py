@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from _cases import KNN_METRICS
 from embedmetrics import AccuracyCalculator
 from embedmetrics.functional import embedding_accuracy
-
-from ._cases import KNN_METRICS
 
 
 def _data(n: int = 60, d: int = 4, classes: int = 5, seed: int = 0, ties: bool = False):

@@ -25,7 +25,7 @@ import embedmetrics
 from embedmetrics._engine.core import scan
 from embedmetrics._metric.sync import SyncSafeMetric
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _dist import DistributedRunError, run_distributed
 
 N_ROWS = 41  # rows (documents, pairs, embeddings) of the full data set of a case

@@ -15,7 +15,7 @@ import torch
 
 from embedmetrics import AccuracyCalculator
 from embedmetrics import neighbors as accuracy_calculator
-from test_neighbors_calculator import brute_force
+from families.metric_learning.test_neighbors_calculator import brute_force
 
 KNN = ("precision_at_1", "r_precision", "mean_average_precision_at_r")
 ALL_KNN = (*KNN, "mean_average_precision", "mean_reciprocal_rank")

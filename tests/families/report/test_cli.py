@@ -22,7 +22,7 @@ import torch
 
 from embedmetrics.cli import main, parse_ks
 
-SRC = str(Path(__file__).resolve().parents[1] / "src")
+SRC = str(Path(__file__).resolve().parents[3] / "src")
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -496,7 +496,7 @@ def test_embeddings_match_accuracy_calculator(tmp_path: Path, capsys: pytest.Cap
     assert list(got) == [*keys, *health, "precision@1", "precision@3"]
     assert table_rows(out) == [(k, f"{v:.4f}") for k, v in got.items()]
     # representation health: the file's rows against themselves (leave-one-out kNN)
-    from tests import _representation_oracle as rep
+    from oracles import representation as rep
 
     assert got["rankme"] == pytest.approx(rep.rankme(x), rel=1e-5)
     fit = (6, 100) if x.shape[1] > 6 else (1, x.shape[1])

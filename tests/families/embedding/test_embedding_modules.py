@@ -13,8 +13,7 @@ from torchmetrics import MetricCollection
 
 from embedmetrics import Alignment, ContrastiveAccuracy, Uniformity
 from embedmetrics.functional import alignment_score, contrastive_accuracy_score, uniformity_score
-
-from . import _embedding_oracle as ref
+from oracles import embedding as ref
 
 
 def _views(

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from _cases import RETRIEVAL_FUNCTIONS, TIE_POLICIES
-from _retrieval_oracle import METRICS, brute_force, plain
 from embedmetrics._engine.ranking import measures as ranking
 from embedmetrics.functional import retrieval as F
+from oracles.retrieval import METRICS, brute_force, plain
 
 FUNCS = RETRIEVAL_FUNCTIONS
 POLICIES = TIE_POLICIES

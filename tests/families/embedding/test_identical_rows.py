@@ -16,8 +16,7 @@ import torch
 from embedmetrics import AccuracyCalculator, ContrastiveAccuracy, EmbeddingAccuracy, Uniformity
 from embedmetrics._engine.core.distinct import canonical, distinct_rows
 from embedmetrics.functional import contrastive_accuracy_score, uniformity_score
-
-from . import _embedding_oracle as ref
+from oracles import embedding as ref
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 BLOCKS = (256, 4096, 1 << 16, 32 << 20)

@@ -18,7 +18,7 @@ import embedmetrics
 import embedmetrics.functional
 import embedmetrics.neighbors
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 PML_NAMES = (
     "AccuracyCalculator", "EQUALITY", "get_unique_labels", "maybe_get_avg_of_avgs", "get_relevance_mask",

@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import embedmetrics as em
-from _dense_oracle import dense_reference
 from _dist import run_distributed
 from embedmetrics.functional import dense_retrieval
+from oracles.dense import dense_reference
 
 ALL_KEYS_DEPTH_10 = ("ndcg", "recall", "precision", "mrr", "map", "hit_rate", "r_precision")
 

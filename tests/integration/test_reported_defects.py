@@ -26,7 +26,7 @@ from embedmetrics.functional import (
     rankme,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _gen(seed: int) -> torch.Generator:

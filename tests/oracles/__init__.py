@@ -1,0 +1,1 @@
+"""Independent reference implementations (brute-force NumPy / plain Python) the tests compare against."""
