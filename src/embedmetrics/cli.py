@@ -17,12 +17,14 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from embedmetrics import __version__
+from embedmetrics._engine.core.policies import SIMILARITIES, TIES
 from embedmetrics._io.errors import ReportInputError
 from embedmetrics._report.output import PLOT_FORMATS
 
 #: Cut-offs reported when ``--k`` is not given.
 DEFAULT_K = (1, 5, 10)
-TIES = ("average", "pessimistic", "optimistic", "trec_eval")
+#: The report's tie policies: the metrics' own, and trec_eval's order (docno descending).
+REPORT_TIES = (*TIES, "trec_eval")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -85,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     group.add_argument(
         "--ties",
-        choices=TIES,
+        choices=REPORT_TIES,
         default="average",
         help="tied scores in the run: expected value over random tie orders (average, default), worst "
         "or best case, or trec_eval's order (docno descending)",
@@ -95,9 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--queries", metavar="FILE", help="query embeddings (ids: an 'ids' array or FILE's .ids.txt sidecar)"
     )
     group.add_argument("--corpus", metavar="FILE", help="document embeddings (ids as for --queries)")
-    group.add_argument(
-        "--similarity", choices=("cosine", "dot", "euclidean"), default="cosine", help="default: cosine"
-    )
+    group.add_argument("--similarity", choices=SIMILARITIES, default="cosine", help="default: cosine")
     group.add_argument(
         "--depth", metavar="N", type=int, help="documents retrieved per query (default: max k)"
     )

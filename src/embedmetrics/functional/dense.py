@@ -62,39 +62,31 @@ def dense_retrieval(
     MRR, MAP, hit rate and R-precision are computed at every cut-off of ``k`` at once, with trec_eval's
     semantics: relevant documents that were not retrieved (or are not in the corpus) still count in
     ``R`` and in the ideal DCG, a judged query without a relevant document scores 0, and queries
-    without any qrels line are skipped. ``map@k`` is ``map_cut_k``, ``recall@k`` ``recall_k``,
-    ``precision@k`` ``P_k`` (over ``k``), ``ndcg@k`` ``ndcg_cut_k``, ``mrr@k`` the reciprocal rank within
-    the top ``k``, ``hit_rate@k`` whether a relevant document is in the top ``k``, ``r_precision`` the
-    relevant share of the top ``R``.
-
-    Tied similarities are decided by ``ties``, never by the kernel, the block size or the corpus
-    order: ``"average"`` gives the exact expected value under a random order of tied documents (also
-    for the tie block that straddles a cut-off or ``depth``), ``"pessimistic"`` / ``"optimistic"``
-    rank tied documents by increasing / decreasing relevance.
+    without any qrels line are skipped (the keys' trec_eval names: the Dense retrieval guide). Tied
+    similarities are decided by ``ties``, never by the kernel, the block size or the corpus order:
+    ``"average"`` gives the exact expected value under a random order of tied documents (also for the
+    tie block that straddles a cut-off or ``depth``), ``"pessimistic"`` / ``"optimistic"`` rank tied
+    documents by increasing / decreasing relevance.
 
     Args:
         queries: ``(Q, d)`` query embeddings (tensor or NumPy array; all inputs of one kind).
         corpus: ``(N, d)`` document embeddings.
-        qrels: ``(n, 3)`` integer ``(query_id, doc_id, relevance)`` rows, graded relevance allowed
-            (relevant when ``>= 1``; the nDCG gain is the relevance, negative grades count as 0).
-        query_ids: ``(Q,)`` integer ids of the queries, unique; default: row numbers.
-        corpus_ids: ``(N,)`` integer ids of the documents, unique; default: row numbers.
+        qrels: ``(n, 3)`` integer ``(query_id, doc_id, relevance)`` rows (relevant: ``>= 1``; graded).
+        query_ids: ``(Q,)`` unique integer ids of the queries; default: row numbers.
+        corpus_ids: ``(N,)`` unique integer ids of the documents; default: row numbers.
         k: a cut-off or a sequence of them.
-        metrics: a subset of ``("ndcg", "recall", "precision", "mrr", "map", "hit_rate",
-            "r_precision")``; ``None``: all.
+        metrics: a subset of ``("ndcg", "recall", "precision", "mrr", "map", "hit_rate", "r_precision")``.
         depth: length of the retrieved list (``r_precision`` reads at most this far); default
-            ``max(k)``. BEIR-style evaluation retrieves 1000. Clipped to the corpus size (a huge
-            ``depth`` allocates nothing).
+            ``max(k)``; BEIR retrieves 1000. Clipped to the corpus size (a huge one costs nothing).
         similarity: ``"cosine"``, ``"dot"`` or ``"euclidean"`` (nearer is better).
         exclude_self: drop the document whose id equals the query's id from its ranking (BEIR's
             ``ignore_identical_ids``, for sets whose queries are also in the corpus).
         ties: ``"average"``, ``"pessimistic"`` or ``"optimistic"``.
         aggregation: ``"mean"``, ``"median"``, ``"min"``, ``"max"``, a callable ``f(values, dim=0)``, or
             ``"none"`` for per-query values (ascending query id, NaN where a query has no judgement).
-        return_run: also return ``"run"``: ``(doc_ids, scores)``, ``(Q, min(depth, N))`` per query in
-            ascending query id, nearest first, ties by ascending document id; scores are the
-            similarity (minus the distance for ``"euclidean"``), recomputed per pair in float64 (the same
-            bits for any block size, corpus order or kernel); ``-1`` / ``-inf`` pad rows with fewer.
+        return_run: also return ``"run"``: ``(doc_ids, scores)``, ``(Q, min(depth, N))``, nearest first,
+            ties by ascending document id; scores are the similarity (minus the distance for
+            ``"euclidean"``), recomputed per pair in float64; ``-1`` / ``-inf`` pad shorter rows.
         block_bytes: memory budget of one similarity block, in bytes; ``None`` chooses it per device.
         validate_args: reject NaN and infinite embeddings (reads the data).
 
@@ -120,11 +112,8 @@ def dense_retrieval(
     )
     (q, c), numpy = to_tensors(("queries", "corpus"), queries, corpus)
     qids, cids = check_dense_rows(
-        q,
-        c,
-        _ids("query_ids", query_ids, q),
-        _ids("corpus_ids", corpus_ids, c),
+        q, c, _ids("query_ids", query_ids, q), _ids("corpus_ids", corpus_ids, c),
         check_bool("validate_args", validate_args),
-    )
+    )  # fmt: skip
     result = dense_values(q, qids, c, cids, check_qrels(qrels).to(q.device), opts)
     return _output(result, numpy)

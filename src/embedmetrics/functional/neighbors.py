@@ -61,36 +61,27 @@ def embedding_accuracy(
 
     Each query's nearest references are found exactly; a reference is relevant when its label equals
     the query's (or ``label_comparison_fn`` says so). Without ``reference``, the queries are their own
-    references and each query's own row is never its neighbour (an identical copy of it still is).
-    Queries with no relevant reference ("lone") are left out of the averages (NaN per query).
+    references, each query's own row excluded. Queries without a relevant reference are left out.
 
     Args:
         query: ``(n_q, d)`` embeddings, tensor or NumPy array.
         query_labels: ``(n_q,)`` labels (``(n_q, w)`` with a ``label_comparison_fn``).
         reference: ``(n_r, d)`` embeddings the neighbours come from; ``None``: the queries themselves.
         reference_labels: their labels (required with ``reference``).
-        include: metric names among ``"precision_at_1"``, ``"r_precision"``,
-            ``"mean_average_precision_at_r"``, ``"mean_average_precision"``, ``"mean_reciprocal_rank"``.
+        include: metric names (precision_at_1, r_precision, mean_average_precision_at_r, and on request
+            mean_average_precision, mean_reciprocal_rank).
         k: neighbours to retrieve, as for [`AccuracyCalculator`][embedmetrics.AccuracyCalculator]: an int,
-            ``"max_bin_count"`` (the largest number of relevant references of a query: exact
-            R-precision and MAP@R), ``"all"``, or ``None`` (the largest relevant count, but every
-            reference for mean_average_precision and mean_reciprocal_rank).
+            ``"max_bin_count"``, ``"all"`` or ``None``.
         distance: ``"euclidean"`` or ``"cosine"`` (``1 - cos``).
-        ties: neighbours at equal distance: ``"average"`` (expected value under a random order),
-            ``"pessimistic"`` or ``"optimistic"``.
+        ties: neighbours at equal distance: ``"average"``, ``"pessimistic"`` or ``"optimistic"``.
         label_comparison_fn: ``fn(x, y) -> bool tensor`` for broadcast label tensors.
         avg_of_avgs: average per query label first, then over labels.
-        per_query: return each query's value (``(n_q,)``, NaN for lone queries) instead of the mean.
+        per_query: each query's value (NaN for queries without a relevant reference), not the mean.
         block_bytes: memory budget of one block of the scan; ``None`` chooses it for the device.
-        validate_args: reject NaN and infinite embeddings (``ValueError``; reads the data).
+        validate_args: reject NaN and infinite embeddings (reads the data).
 
     Returns:
-        ``{name: value}``: 0-dim tensors (or ``(n_q,)`` with ``per_query``) for torch input, float64 for
-        float64 embeddings, else the default dtype; NumPy ``float64`` values (or arrays) for NumPy input.
-
-    Raises:
-        TypeError: inputs of the wrong kind (not tensors/arrays, non-floating embeddings, options).
-        ValueError: shapes that do not match, an unknown metric or option.
+        ``{name: value}``: 0-dim tensors (``(n_q,)`` with ``per_query``) in the embeddings' dtype, or NumPy.
 
     Examples:
         >>> import torch
@@ -104,6 +95,44 @@ def embedding_accuracy(
         tensor([1., 1., 1., 1., 0.])
     """
     metrics = check_metric_names("include", include, tuple(KNN_STATS), allow_empty=False)
+    (q, ql, r, rl), same_source, numpy = _rows(
+        query, query_labels, reference, reference_labels, validate_args
+    )
+    k = _check_options(distance, ties, k, label_comparison_fn, avg_of_avgs, per_query)
+    found = neighbor_statistics(
+        q, r, ql.to(q.device), rl.to(q.device),
+        self_index=torch.arange(q.shape[0], device=q.device) if same_source else None,
+        k=scan_k(k, metrics, r.shape[0] - int(same_source)), stats=tuple(KNN_STATS[m] for m in metrics),
+        distance=distance, ties=ties, label_comparison_fn=label_comparison_fn,
+        block_bytes=check_block_bytes(block_bytes),
+    )  # fmt: skip
+    wide = numpy or torch.float64 in (q.dtype, r.dtype)  # NumPy results are float64 (NumPy's default)
+    dtype = torch.float64 if wide else torch.get_default_dtype()
+    shape = (finite(q, r), dtype, numpy, per_query, avg_of_avgs)
+    return {m: _value(found.result.stats.get(KNN_STATS[m]), found.not_lone, ql, *shape) for m in metrics}
+
+
+def _check_options(
+    distance: Any, ties: Any, k: Any, label_comparison_fn: Any, avg_of_avgs: Any, per_query: Any
+) -> int | str | None:
+    """The options of ``embedding_accuracy``; returns the checked ``k``."""
+    check_choice("distance", distance, ("euclidean", "cosine"))
+    check_choice("ties", ties, TIES)
+    if label_comparison_fn is not None and not callable(label_comparison_fn):
+        raise ArgumentKindError(
+            f"Argument `label_comparison_fn` must be callable, got {label_comparison_fn!r}."
+        )
+    check_bool("avg_of_avgs", avg_of_avgs)
+    check_bool("per_query", per_query)
+    return check_k(k)
+
+
+def _rows(
+    query: Any, query_labels: Any, reference: Any, reference_labels: Any, validate_args: Any
+) -> tuple[tuple[Tensor, ...], bool, bool]:
+    """``(q, ql, r, rl)`` as checked tensors (the queries are the references without ``reference``;
+    finite embeddings with ``validate_args``), whether they are the same source, and whether the inputs
+    were NumPy."""
     same_source = reference is None
     if same_source != (reference_labels is None):
         raise ArgumentKindError(
@@ -117,42 +146,29 @@ def embedding_accuracy(
     q, ql = tensors[0].detach(), tensors[1]
     r, rl = (q, ql) if same_source else (tensors[2].detach(), tensors[3])
     check_neighbor_inputs(q, r, ql, rl)
-    check_choice("distance", distance, ("euclidean", "cosine"))
-    check_choice("ties", ties, TIES)
-    k = check_k(k)
-    if label_comparison_fn is not None and not callable(label_comparison_fn):
-        raise ArgumentKindError(
-            f"Argument `label_comparison_fn` must be callable, got {label_comparison_fn!r}."
-        )
-    check_bool("avg_of_avgs", avg_of_avgs)
-    check_bool("per_query", per_query)
     if check_bool("validate_args", validate_args):
         check_finite("query", q)
         check_finite("reference", r)
-    found = neighbor_statistics(
-        q,
-        r,
-        ql.to(q.device),
-        rl.to(q.device),
-        self_index=torch.arange(q.shape[0], device=q.device) if same_source else None,
-        k=scan_k(k, metrics, r.shape[0] - int(same_source)),
-        stats=tuple(KNN_STATS[m] for m in metrics),
-        distance=distance,
-        ties=ties,
-        label_comparison_fn=label_comparison_fn,
-        block_bytes=check_block_bytes(block_bytes),
-    )
-    usable = finite(q, r)
-    wide = numpy or torch.float64 in (q.dtype, r.dtype)  # NumPy results are float64 (NumPy's default)
-    dtype = torch.float64 if wide else torch.get_default_dtype()
-    out: dict[str, Any] = {}
-    for m in metrics:
-        values = found.result.stats.get(KNN_STATS[m], torch.zeros(q.shape[0], dtype=torch.float64))
-        keep = found.not_lone.to(values.device)
-        if per_query:
-            value = torch.where(keep & usable, values, math.nan).to(dtype)
-        else:
-            mean = average(values[keep], ql.to(values.device)[keep], avg_of_avgs) if usable else math.nan
-            value = torch.tensor(mean, dtype=dtype, device=values.device)
-        out[m] = value.cpu().numpy() if numpy and per_query else (np.float64(value) if numpy else value)
-    return out
+    return (q, ql, r, rl), same_source, numpy
+
+
+def _value(
+    values: Tensor | None,
+    not_lone: Tensor,
+    query_labels: Tensor,
+    usable: bool,
+    dtype: torch.dtype,
+    numpy: bool,
+    per_query: bool,
+    avg_of_avgs: bool,
+) -> Any:
+    """One metric's result: per query (NaN for lone queries) or averaged, as a tensor or NumPy."""
+    if values is None:
+        values = torch.zeros(not_lone.shape[0], dtype=torch.float64)
+    keep = not_lone.to(values.device)
+    if per_query:
+        value = torch.where(keep & usable, values, math.nan).to(dtype)
+        return value.cpu().numpy() if numpy else value
+    mean = average(values[keep], query_labels.to(values.device)[keep], avg_of_avgs) if usable else math.nan
+    value = torch.tensor(mean, dtype=dtype, device=values.device)
+    return np.float64(value) if numpy else value

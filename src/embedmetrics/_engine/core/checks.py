@@ -21,6 +21,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from embedmetrics._engine.core.policies import TIES as TIES  # re-exported for the checks of ties
+
 ArrayLike = Union[Tensor, np.ndarray]
 
 
@@ -36,10 +38,6 @@ class IncompatibleStateError(ValueError, RuntimeError):
     """States that cannot be combined: another feature width, dtype or setting, in ``merge_state``,
     across processes at a sync, or between a batch and the rows accumulated before it. A
     ``ValueError`` (also a ``RuntimeError``, which a sync raised before)."""
-
-
-#: Tie policies of every rank-based metric (see docs/ties.md).
-TIES = ("average", "pessimistic", "optimistic")
 
 
 def check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
@@ -266,9 +264,18 @@ def check_retrieval_inputs(
 ) -> None:
     """Retrieval inputs of metric ``name``: type and shape checks (always, no host sync); value checks
     when ``validate_args`` (a host sync). ``binary``: the target must be 0/1 (else graded, ``>= 0``)."""
-    for name, value in (("preds", preds), ("target", target)):
+    _check_scores_and_relevance(preds, target)
+    _check_query_layout(preds, indexes)
+    _check_judged(preds, indexes, retrieved, num_relevant)
+    if validate_args:
+        _check_retrieval_values(name, binary, preds, target, ignore_index, num_relevant)
+
+
+def _check_scores_and_relevance(preds: Any, target: Any) -> None:
+    """Tensors: floating-point scores, bool / integer / float relevance of the same shape."""
+    for arg, value in (("preds", preds), ("target", target)):
         if not isinstance(value, Tensor):
-            raise ArgumentKindError(f"Argument `{name}` must be a torch.Tensor, got {type(value).__name__}.")
+            raise ArgumentKindError(f"Argument `{arg}` must be a torch.Tensor, got {type(value).__name__}.")
     if not preds.is_floating_point():
         raise ArgumentKindError(f"Argument `preds` must be a floating-point tensor, got dtype {preds.dtype}.")
     if target.is_complex() or not (
@@ -282,6 +289,10 @@ def check_retrieval_inputs(
             f"Arguments `preds` and `target` must have the same shape, got {tuple(preds.shape)} "
             f"and {tuple(target.shape)}."
         )
+
+
+def _check_query_layout(preds: Tensor, indexes: Any) -> None:
+    """1-D or 2-D input without ``indexes``; with them, integer ids of ``preds``' shape; not empty."""
     if indexes is None:
         if preds.ndim not in (1, 2):
             raise ValueError(
@@ -304,6 +315,10 @@ def check_retrieval_inputs(
             )
     if preds.numel() == 0:
         raise ValueError(f"Arguments `preds` and `target` must not be empty, got shape {tuple(preds.shape)}.")
+
+
+def _check_judged(preds: Tensor, indexes: Any, retrieved: Any, num_relevant: Any) -> None:
+    """The trec_eval-style ``retrieved`` mask and ``num_relevant`` counts (functional only)."""
     if retrieved is not None:
         if not isinstance(retrieved, Tensor) or retrieved.dtype != torch.bool:
             got = retrieved.dtype if isinstance(retrieved, Tensor) else type(retrieved).__name__
@@ -324,8 +339,12 @@ def check_retrieval_inputs(
                     f"Argument `num_relevant` must have one entry per query ({queries}), "
                     f"got shape {tuple(num_relevant.shape)}."
                 )
-    if not validate_args:
-        return
+
+
+def _check_retrieval_values(
+    name: str, binary: bool, preds: Tensor, target: Tensor, ignore_index: int | None, num_relevant: Any
+) -> None:
+    """Value checks (a host sync): no NaN score, a binary or graded (``>= 0``) target, counts ``>= 0``."""
     if bool(torch.isnan(preds).any()):
         raise ValueError("Argument `preds` must not contain NaN, got a tensor with NaN values.")
     if ignore_index is None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Optional
 
 import torch
@@ -266,40 +267,16 @@ def knn_scan(
         qlab = query_labels[start:stop]
         rel = compare_labels(cmp_fn, qlab, reference_labels[idx[:, :k]])
         spill = vals[:, k] == v_k if kk > k else torch.zeros(nb, dtype=torch.bool, device=dev)
-        # Rows with a tie among their neighbours take the tie statistics, which need the size and
-        # relevant count of the last block; full-row counts where it spills past K.
-        tied_rows = (spill | (vals[:, 1:k] == vals[:, : k - 1]).any(dim=1)).nonzero().flatten()
-        spill_rows, sub = tied_rows[:0], None
-        last_t = last_r = tied_rows  # placeholders, read only for tied rows
-        if tied_rows.numel() > 0:
-            in_last = vals[tied_rows, :k] == v_k[tied_rows, None]
-            last_t = in_last.sum(dim=1)
-            last_r = (in_last & rel[tied_rows]).sum(dim=1)
-            spill_at = spill[tied_rows].nonzero().flatten()
-            if spill_at.numel() > 0:
-                spill_rows = tied_rows[spill_at]
-                sub = s[spill_rows, :n_r]
-                eq = sub == v_k[spill_rows, None]
-                full_rel = compare_labels(cmp_fn, qlab[spill_rows], reference_labels[None])
-                last_t[spill_at] = eq.sum(dim=1)
-                last_r[spill_at] = (eq & full_rel).sum(dim=1)
-        cnt = counts[start:stop]
-        length = cnt.clamp(max=k)
-        denom_r = cnt.clamp_min(1).to(torch.float64)
+
+        relevant_in_row = partial(_relevant_in_rows, cmp_fn, qlab, reference_labels)
+        tied_rows, last_t, last_r, spill_rows, sub = _last_tie_block(
+            vals, v_k, rel, spill, s[:, :n_r], k, relevant_in_row
+        )
         need_prec = "map_at_r" in out or "average_precision" in out
-        exp_rel, prec, rr = _position_terms(
+        terms = _position_terms(
             vals[:, :k], rel, tied_rows, last_t, last_r, ties, need_prec, "reciprocal_rank" in out
         )
-        if "precision_at_1" in out:
-            out["precision_at_1"][start:stop] = exp_rel[:, 0]
-        if "r_precision" in out:
-            out["r_precision"][start:stop] = _prefix_sum(exp_rel, length) / length.clamp_min(1)
-        if prec is not None and "map_at_r" in out:
-            out["map_at_r"][start:stop] = _prefix_sum(prec, length) / denom_r
-        if prec is not None and "average_precision" in out:
-            out["average_precision"][start:stop] = prec.sum(dim=1) / denom_r
-        if rr is not None:
-            out["reciprocal_rank"][start:stop] = rr.sum(dim=1)
+        _store_stats(out, (start, stop), terms, counts[start:stop], k)
         if indices is not None and distances is not None:
             sel_idx, sel_key = _deterministic_neighbors(vals, idx, k, spill_rows, sub, v_k)
             indices[start:stop] = sel_idx
@@ -308,6 +285,68 @@ def knn_scan(
             else:
                 distances[start:stop] = (sel_key + q_sq[start:stop, None]).clamp_min(0).sqrt()
     return KnnResult(out, indices, distances, k)
+
+
+def _relevant_in_rows(
+    cmp_fn: Optional[LabelComparison], query_labels: Tensor, reference_labels: Tensor, rows: Tensor
+) -> Tensor:
+    """Relevance of every reference for the queries ``rows`` (whole rows)."""
+    return compare_labels(cmp_fn, query_labels[rows], reference_labels[None])
+
+
+def _last_tie_block(
+    vals: Tensor,
+    v_k: Tensor,
+    rel: Tensor,
+    spill: Tensor,
+    row_keys: Tensor,
+    k: int,
+    relevant_in_row: Callable[[Tensor], Tensor],
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Optional[Tensor]]:
+    """The rows with a tie among their ``k`` neighbours, and for each the size and relevant count of its
+    last tie block (counted on the whole row ``row_keys`` where the block spills past the kept keys).
+
+    Returns ``(tied_rows, last_t, last_r, spill_rows, spill_keys)``; ``last_*`` are read only for the
+    tied rows."""
+    tied_rows = (spill | (vals[:, 1:k] == vals[:, : k - 1]).any(dim=1)).nonzero().flatten()
+    spill_rows, sub = tied_rows[:0], None
+    last_t = last_r = tied_rows  # placeholders, read only for tied rows
+    if tied_rows.numel() > 0:
+        in_last = vals[tied_rows, :k] == v_k[tied_rows, None]
+        last_t = in_last.sum(dim=1)
+        last_r = (in_last & rel[tied_rows]).sum(dim=1)
+        spill_at = spill[tied_rows].nonzero().flatten()
+        if spill_at.numel() > 0:
+            spill_rows = tied_rows[spill_at]
+            sub = row_keys[spill_rows]
+            eq = sub == v_k[spill_rows, None]
+            last_t[spill_at] = eq.sum(dim=1)
+            last_r[spill_at] = (eq & relevant_in_row(spill_rows)).sum(dim=1)
+    return tied_rows, last_t, last_r, spill_rows, sub
+
+
+def _store_stats(
+    out: dict[str, Tensor],
+    rows: tuple[int, int],
+    terms: tuple[Tensor, Optional[Tensor], Optional[Tensor]],
+    counts: Tensor,
+    k: int,
+) -> None:
+    """Per-query statistics of rows ``[start, stop)`` from their position terms."""
+    start, stop = rows
+    exp_rel, prec, rr = terms
+    length = counts.clamp(max=k)
+    denom_r = counts.clamp_min(1).to(torch.float64)
+    if "precision_at_1" in out:
+        out["precision_at_1"][start:stop] = exp_rel[:, 0]
+    if "r_precision" in out:
+        out["r_precision"][start:stop] = _prefix_sum(exp_rel, length) / length.clamp_min(1)
+    if prec is not None and "map_at_r" in out:
+        out["map_at_r"][start:stop] = _prefix_sum(prec, length) / denom_r
+    if prec is not None and "average_precision" in out:
+        out["average_precision"][start:stop] = prec.sum(dim=1) / denom_r
+    if rr is not None:
+        out["reciprocal_rank"][start:stop] = rr.sum(dim=1)
 
 
 #: Columns per group of ``smallest_keys``' candidate filter.

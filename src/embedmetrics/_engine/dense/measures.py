@@ -47,6 +47,7 @@ from embedmetrics._engine.core.checks import (
     normalize_ks,
 )
 from embedmetrics._engine.core.pair_scores import pair_similarity
+from embedmetrics._engine.core.policies import SIMILARITIES
 from embedmetrics._engine.core.row_owners import gather_rows, route_identical_rows
 from embedmetrics._engine.core.scan import compute_dtype
 from embedmetrics._engine.dense.qrels import Judgements, check_ids, check_unique_ids, per_row_sorted
@@ -55,7 +56,6 @@ from embedmetrics._engine.ranking.measures import aggregate
 
 #: The measures of ``dense_values``, in the order results list them.
 DENSE_METRICS = ("ndcg", "recall", "precision", "mrr", "map", "hit_rate", "r_precision")
-SIMILARITIES = ("cosine", "dot", "euclidean")
 
 
 @dataclass(frozen=True)
