@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 from torchmetrics.functional.clustering import normalized_mutual_info_score
 
+from embedmetrics._engine.core.arrays import tensors_from_numpy
 from embedmetrics._engine.core.checks import (
     TIES,
     ArgumentKindError,
@@ -664,6 +665,7 @@ class EmbeddingAccuracy(BaseMetric):
         """Validate a batch against the earlier ones (dtype and width of the embeddings, label columns,
         read off the state); no state changes."""
         check_choice("role", role, _ROLES)
+        embeddings, labels = tensors_from_numpy(("embeddings", "labels"), (embeddings, labels), self.device)
         check_labelled_batch(embeddings, labels)
         self.check_like_earlier_rows("embeddings", embeddings)
         stored = (first_rows(getattr(self, f"{r}_labels")) for r in _ROLES)
@@ -685,6 +687,7 @@ class EmbeddingAccuracy(BaseMetric):
             role: ``"both"`` (queries and references, same source), ``"query"`` or ``"reference"``.
         """
         self._check_batch(embeddings, labels, role)
+        embeddings, labels = tensors_from_numpy(("embeddings", "labels"), (embeddings, labels), self.device)
         getattr(self, f"{role}_embeddings").append(embeddings)
         getattr(self, f"{role}_labels").append(labels.to(torch.int64))
 

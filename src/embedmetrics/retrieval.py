@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
+from embedmetrics._engine.core.arrays import tensors_from_numpy
 from embedmetrics._engine.core.checks import (
     ArgumentKindError,
     check_bool,
@@ -120,6 +121,8 @@ class RetrievalMetric(BaseMetric):
             indexes: query id of every document, or ``None`` for 2-D ``(queries, documents)`` input
                 (1-D: a single query).
         """
+        names = ("preds", "target", "indexes")
+        preds, target, indexes = tensors_from_numpy(names, (preds, target, indexes), self.device)
         check_retrieval_inputs(
             self.declaration.name,
             self.declaration.binary,

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from embedmetrics._engine.core.arrays import numpy_io
 from embedmetrics._engine.core.checks import (
     Aggregation,
     check_bool,
@@ -177,7 +178,8 @@ def documented_curve(face: str, fixed_precision: bool) -> Callable[[Face], Face]
         obj.__doc__ = curve_docstring(face, fixed_precision)
         if face == "module":
             obj.declaration = CURVE
-        return obj
+            return obj
+        return numpy_io(obj)  # the library's one array convention (NumPy in, NumPy out)
 
     return decorate
 

@@ -20,6 +20,7 @@ from typing import Any, Optional, TypeVar
 import torch
 from torch import Tensor
 
+from embedmetrics._engine.core.arrays import numpy_io
 from embedmetrics._engine.core.checks import (
     Aggregation,
     ArgumentKindError,
@@ -605,6 +606,7 @@ def documented(name: str, face: str) -> Callable[[Face], Face]:
         obj.__doc__ = functional_docstring(metric) if face == "functional" else module_docstring(metric)
         if face == "module":
             obj.declaration = metric
-        return obj
+            return obj
+        return numpy_io(obj)  # the library's one array convention (NumPy in, NumPy out)
 
     return decorate
