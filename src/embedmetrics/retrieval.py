@@ -33,7 +33,6 @@ from embedmetrics._engine.ranking.curves import (
     check_curve_options,
     check_min_precision,
     cutoffs,
-    documented_curve,
     finish_curve,
     largest_query,
     recall_at_precision,
@@ -42,12 +41,12 @@ from embedmetrics._engine.ranking.curves import (
 from embedmetrics._engine.ranking.retrieval import (
     RetrievalDeclaration,
     check_options,
-    documented,
     finish,
     out_dtype,
     query_values,
 )
 from embedmetrics._metric.base import BaseMetric
+from embedmetrics._metric.docstrings import documented, documented_curve
 from embedmetrics._metric.registry import class_names
 from embedmetrics._plotting import plot_curve, plot_metric
 

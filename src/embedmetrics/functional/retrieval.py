@@ -18,8 +18,9 @@ from collections.abc import Callable, Sequence
 
 from torch import Tensor
 
-from embedmetrics._engine.ranking.curves import documented_curve, evaluate_curve, evaluate_recall_at_precision
-from embedmetrics._engine.ranking.retrieval import documented, evaluate
+from embedmetrics._engine.ranking.curves import evaluate_curve, evaluate_recall_at_precision
+from embedmetrics._engine.ranking.retrieval import evaluate
+from embedmetrics._metric.docstrings import documented, documented_curve
 
 __all__ = [
     "retrieval_auroc",

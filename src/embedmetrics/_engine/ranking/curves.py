@@ -12,13 +12,11 @@ handling; torchmetrics 1.9's curve is the same numbers on tie-free data.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.core.arrays import numpy_io
 from embedmetrics._engine.core.checks import (
     Aggregation,
     check_bool,
@@ -29,9 +27,7 @@ from embedmetrics._engine.core.checks import (
 )
 from embedmetrics._engine.ranking.retrieval import (
     CURVE,
-    Face,
     MetricOptions,
-    args_section,
     finish,
     out_dtype,
     query_values,
@@ -169,140 +165,3 @@ def evaluate_recall_at_precision(
     floor = check_min_precision(min_precision)
     precision, recall, top_k = evaluate_curve(preds, target, max_k, adaptive_k, **rest)
     return recall_at_precision(precision, recall, top_k, floor)
-
-
-def documented_curve(face: str, fixed_precision: bool) -> Callable[[Face], Face]:
-    """Decorator setting a curve face's docstring (and, for a module class, its declaration)."""
-
-    def decorate(obj: Face) -> Face:
-        obj.__doc__ = curve_docstring(face, fixed_precision)
-        if face == "module":
-            obj.declaration = CURVE
-            return obj
-        return numpy_io(obj)  # the library's one array convention (NumPy in, NumPy out)
-
-    return decorate
-
-
-# --------------------------------------------------------------------------- docstrings
-
-_SUMMARY = {
-    False: "Precision and recall of each query's top ``k`` documents for every ``k = 1..max_k``.",
-    True: (
-        "The largest recall at any ``k <= max_k`` whose precision is at least ``min_precision``, and "
-        "that ``k``."
-    ),
-}
-_DETAILS = {
-    False: (
-        "One ranking per query, read at every cut-off (no per-query loop); ties as in every\n"
-        "retrieval metric. Over several queries the curves are aggregated point by point."
-    ),
-    True: (
-        "Computed on the aggregated precision-recall curve (per query with ``aggregation='none'``).\n"
-        "Equal recalls go to the larger ``k``; when no ``k`` qualifies or the best recall is 0, the\n"
-        "recall is 0 and ``k`` is ``max_k`` (as torchmetrics)."
-    ),
-}
-_OPTION_ENTRIES = [
-    (
-        "max_k",
-        "the last cut-off; ``None``: the most documents of any query (ignored ones excluded).\n"
-        "    A module fed 2-D input needs it (its per-query state has one value per ``k``).",
-    ),
-    ("adaptive_k", "precision at ``k`` divides by ``min(k, n)`` (``n`` documents of the query)."),
-]
-_COMMON_ENTRIES = [
-    (
-        "ties",
-        "``'average'`` (expected value over a random order of tied scores), ``'pessimistic'``\n"
-        "    or ``'optimistic'``.",
-    ),
-    (
-        "empty_target_action",
-        "a query with no relevant document has the curve 0 (``'neg'``), 1 (``'pos'``), is\n"
-        "    left out (``'skip'``) or raises (``'error'``).",
-    ),
-    ("ignore_index", "documents whose target equals this value are removed."),
-    (
-        "aggregation",
-        "``'mean'``, ``'median'``, ``'min'``, ``'max'``, a callable ``f(values, dim)`` or ``'none'``\n"
-        "    (one curve per query), applied to each ``k``.",
-    ),
-]
-
-
-def curve_docstring(face: str, fixed_precision: bool) -> str:
-    """The docstring of a curve face (``face="functional"`` or ``"module"``)."""
-    entries: list[tuple[str, str]] = []
-    if face == "functional":
-        entries += [("preds", "scores (float), higher is better."), ("target", "relevance (bool or 0/1).")]
-    if fixed_precision:
-        entries.append(("min_precision", "the precision a cut-off must reach, in ``[0, 1]``."))
-    entries += _OPTION_ENTRIES
-    if face == "functional":
-        entries.append(
-            (
-                "indexes",
-                "query id of every document; ``None``: 1-D input is one query, 2-D input one query\n"
-                "    per row.",
-            )
-        )
-    entries += _COMMON_ENTRIES
-    entries.append(("validate_args", "check values (needs a host sync); shapes and dtypes always."))
-    if face == "module":
-        entries.append(("kwargs", "passed to ``torchmetrics.Metric``."))
-    returns = (
-        "The tuple ``(recall, k)`` of 0-dim tensors (one entry per query with ``aggregation='none'``)."
-        if fixed_precision
-        else "The tuple ``(precision, recall, top_k)`` of ``(max_k,)`` tensors (precision and recall\n"
-        "    ``(queries, max_k)`` with ``aggregation='none'``); for one query with ``adaptive_k``,\n"
-        "    ``top_k`` stops at its number of documents."
-    )
-    body = [_SUMMARY[fixed_precision], "", _DETAILS[fixed_precision], "", args_section(entries), ""]
-    if face == "functional":
-        body += ["Returns:", f"    {returns}", ""]
-    else:  # a class documents what ``compute`` returns in its text (no Returns section)
-        body += ["``compute()`` returns t" + returns[1:].replace("\n    ", "\n"), ""]
-    body += ["Examples:", *(f"    {line}" for line in _example(face, fixed_precision))]
-    return "\n".join(body) + "\n"
-
-
-def _example(face: str, fixed_precision: bool) -> list[str]:
-    name = {
-        ("functional", False): "retrieval_precision_recall_curve",
-        ("functional", True): "retrieval_recall_at_fixed_precision",
-        ("module", False): "RetrievalPrecisionRecallCurve",
-        ("module", True): "RetrievalRecallAtFixedPrecision",
-    }[face, fixed_precision]
-    where = "embedmetrics.functional" if face == "functional" else "embedmetrics"
-    lines = [">>> from torch import tensor", f">>> from {where} import {name}"]
-    if face == "functional":
-        preds, target = "tensor([0.2, 0.3, 0.5])", "tensor([True, False, True])"
-        if fixed_precision:
-            return [*lines, f">>> {name}({preds}, {target}, min_precision=0.6)", "(tensor(1.), tensor(3))"]
-        return [
-            *lines,
-            f">>> precision, recall, top_k = {name}({preds}, {target}, max_k=2)",
-            ">>> precision, recall, top_k",
-            "(tensor([1.0000, 0.5000]), tensor([0.5000, 0.5000]), tensor([1, 2]))",
-        ]
-    lines += [
-        ">>> indexes = tensor([0, 0, 0, 0, 1, 1, 1])",
-        ">>> preds = tensor([0.4, 0.01, 0.5, 0.6, 0.2, 0.3, 0.5])",
-        ">>> target = tensor([True, False, False, True, True, False, True])",
-    ]
-    if fixed_precision:
-        return [
-            *lines,
-            f">>> {name}(min_precision=0.8, max_k=4)(preds, target, indexes=indexes)",
-            "(tensor(0.5000), tensor(1))",
-        ]
-    return [
-        *lines,
-        f">>> precision, recall, top_k = {name}(max_k=4)(preds, target, indexes=indexes)",
-        ">>> precision",
-        "tensor([1.0000, 0.5000, 0.6667, 0.5000])",
-        ">>> recall",
-        "tensor([0.5000, 0.5000, 1.0000, 1.0000])",
-    ]

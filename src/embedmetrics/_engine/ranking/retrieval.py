@@ -5,22 +5,22 @@ function of ``RankedRows``), whether its target is binary, whether
 it takes a cut-off, and its docstring fragments. The functional twin
 (``embedmetrics.functional.retrieval``) and the module metric (``embedmetrics.retrieval``) are
 thin faces over it: they keep explicit signatures (for IDEs and the API reference), and their
-docstrings are generated from the declaration by ``documented`` (one template, no copies).
+docstrings are generated from the declaration by ``embedmetrics._metric.docstrings.documented``
+(one template, no copies; documentation lives outside the engine).
 
-Adding a metric: its closed form in ``ranking`` and its declaration here;
-then a one-line face in each of the two public modules.
+Adding a metric: its closed form in ``measures`` and its declaration here; then a one-line face in
+each of the two public modules and an entry in the registry (ARCHITECTURE.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Optional, TypeVar
+from typing import Optional
 
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.core.arrays import numpy_io
 from embedmetrics._engine.core.checks import (
     Aggregation,
     ArgumentKindError,
@@ -428,185 +428,3 @@ def evaluate(
         dtype=out_dtype(preds),
         needs=metric.needs,
     )
-
-
-# --------------------------------------------------------------------------- docstrings
-
-_JUDGEMENT_ENTRIES = [
-    (
-        "retrieved",
-        "bool mask, same shape as ``preds``; ``False`` marks a judged document the system\n"
-        "    did not return: it counts in ``R`` (and the ideal DCG) but is never ranked.",
-    ),
-    (
-        "num_relevant",
-        "per query, the total number of relevant documents, including ones absent from\n"
-        "    the input (one entry per row, or per distinct index in ascending order); must be at least\n"
-        "    the relevant documents given.",
-    ),
-]
-
-
-def _alias_entry(metric: RetrievalDeclaration) -> tuple[str, str]:
-    """The doc entry of the cut-off's alias (``top_k`` for ``k``, or ``k`` for ``top_k``)."""
-    if metric.k_name == "k":
-        return ("top_k", "alias of ``k`` (torchmetrics 1.x name); an error if both are given and differ.")
-    return ("k", "alias of ``top_k`` (the name of the other metrics); an error if both are given and differ.")
-
-
-_TIES_DOC = (
-    "``'average'`` (expected value over a uniformly random order of tied scores),\n"
-    "    ``'pessimistic'`` (irrelevant first) or ``'optimistic'`` (relevant first)."
-)
-
-
-def _empty_doc(metric: RetrievalDeclaration, raises: str = "raises") -> str:
-    return (
-        f"a query with no {metric.needs} document counts as 0 (``'neg'``), 1\n"
-        f"    (``'pos'``), is left out (``'skip'``; 0 if all are) or {raises} (``'error'``)."
-    )
-
-
-_AGGREGATION_DOC = (
-    "``'mean'``, ``'median'``, ``'min'``, ``'max'``, a callable ``f(values, dim)`` or\n"
-    "    ``'none'`` for the per-query values"
-)
-
-
-def args_section(entries: list[tuple[str, str]]) -> str:
-    lines = ["Args:"]
-    for name, text in entries:
-        first, *rest = text.split("\n")
-        lines.append(f"    {name}: {first}")
-        lines.extend(f"    {line}" for line in rest)
-    return "\n".join(lines)
-
-
-def _indent(text: str, spaces: int = 4) -> str:
-    return "\n".join(" " * spaces + line if line else line for line in text.split("\n"))
-
-
-def functional_docstring(metric: RetrievalDeclaration) -> str:
-    """The functional twin's docstring, from the declaration."""
-    entries = [("preds", "scores (float), higher is better."), ("target", metric.target_doc)]
-    if metric.cutoff:
-        entries.append((metric.k_name, metric.k_doc))
-    if metric.k_name == "top_k":
-        entries += [(name, OPTION_DOCS[name]) for name in metric.options]
-    entries.append(
-        (
-            "indexes",
-            "query id of every document (integer tensor, same shape as ``preds``). ``None``: 1-D\n"
-            "    input is one query, 2-D input ``(queries, documents)`` is one query per row.",
-        )
-    )
-    if metric.cutoff:
-        entries.append(_alias_entry(metric))
-    if metric.k_name == "k":
-        entries += [(name, OPTION_DOCS[name]) for name in metric.options]
-    entries += [
-        ("ties", _TIES_DOC),
-        ("empty_target_action", _empty_doc(metric)),
-        ("ignore_index", "documents whose target equals this value are removed."),
-        (
-            "aggregation",
-            _AGGREGATION_DOC + " (in row order for 2-D input, ascending index otherwise).",
-        ),
-    ]
-    if metric.judgements:
-        entries += _JUDGEMENT_ENTRIES
-    entries += [
-        (
-            "validate_args",
-            "check values (NaN, binary target, ...); needs a host sync. Shapes and dtypes are\n"
-            "    always checked.",
-        ),
-    ]
-    returns = "The aggregated value"
-    returns += " (scalar, or one value per k for a sequence ``k``)" if metric.cutoff else ""
-    returns += "; per-query values for ``aggregation='none'``."
-    body = [metric.summary]
-    if metric.details:
-        body += ["", metric.details]
-    body += [
-        "",
-        args_section(entries),
-        "",
-        "Returns:",
-        f"    {returns}",
-        "",
-        "Raises:",
-        "    ValueError: bad shapes or values, an unknown option, or a query with no relevant document",
-        "        under ``empty_target_action='error'``.",
-        "    TypeError: wrong dtypes or argument types.",
-        "",
-        "Examples:",
-        "    >>> from torch import tensor",
-        f"    >>> from embedmetrics.functional import {metric.functional}",
-        _indent(metric.functional_example),
-    ]
-    return "\n".join(body) + "\n"
-
-
-def module_docstring(metric: RetrievalDeclaration) -> str:
-    """The module metric's docstring, from the declaration."""
-    entries = [("empty_target_action", _empty_doc(metric, "makes ``compute`` raise"))]
-    entries.append(("ignore_index", "documents whose target equals this value are removed."))
-    if metric.cutoff:
-        entries.append((metric.k_name, metric.k_doc))
-    entries += [(name, OPTION_DOCS[name]) for name in metric.options]
-    entries.append(
-        ("aggregation", _AGGREGATION_DOC + " (2-D rows in update order, then indexed queries by index).")
-    )
-    if metric.cutoff:
-        entries.append(_alias_entry(metric))
-    entries += [
-        ("ties", _TIES_DOC),
-        (
-            "validate_args",
-            "check values in ``update`` (needs a host sync); shapes/dtypes are always checked.",
-        ),
-        ("kwargs", "passed to ``torchmetrics.Metric``."),
-    ]
-    summary = metric.summary.replace("Hit rate: 1 if", "Hit rate at ``k``: 1 if")
-    args = f"({metric.module_args})" if metric.module_args else "()"
-    body = [f"{summary} Averaged over queries (a ``torchmetrics.Metric``)."]
-    if metric.details:
-        body += ["", metric.details]
-    body += [
-        "",
-        "``update(preds, target, indexes)`` takes flat input (queries may span batches and processes:",
-        "``indexes`` must then be globally unique) or 2-D ``(queries, documents)`` input without",
-        "``indexes`` (each row one query, ranked at once: the state is one value per query). The",
-        f"functional twin is [`{metric.functional}`][embedmetrics.functional.{metric.functional}].",
-        "",
-        args_section(entries),
-        "",
-        "Examples:",
-        "    >>> from torch import tensor",
-        f"    >>> from embedmetrics import {metric.module}",
-        "    >>> indexes = tensor([0, 0, 0, 1, 1, 1, 1])",
-        "    >>> preds = tensor([0.2, 0.3, 0.5, 0.1, 0.3, 0.5, 0.2])",
-        f"    >>> target = tensor({metric.module_target})",
-        f"    >>> {metric.module}{args}(preds, target, indexes=indexes)",
-        f"    {metric.module_value}",
-    ]
-    return "\n".join(body) + "\n"
-
-
-Face = TypeVar("Face", bound=Any)
-
-
-def documented(name: str, face: str) -> Callable[[Face], Face]:
-    """Decorator of a face (``face="functional"`` or ``"module"``) of metric ``name``: sets its docstring
-    from the declaration (and, for a module class, which metric it computes)."""
-    metric = METRICS[name]
-
-    def decorate(obj: Face) -> Face:
-        obj.__doc__ = functional_docstring(metric) if face == "functional" else module_docstring(metric)
-        if face == "module":
-            obj.declaration = metric
-            return obj
-        return numpy_io(obj)  # the library's one array convention (NumPy in, NumPy out)
-
-    return decorate
