@@ -87,12 +87,13 @@ def test_the_cli_writes_svg_at_a_dpi_and_refuses_a_bad_dpi(
     assert "--dpi must be a positive" in capsys.readouterr().err
 
 
-def test_dense_figures_have_their_own_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rng = np.random.default_rng(1)
-    np.save(tmp_path / "q.npy", rng.normal(size=(6, 4)).astype(np.float32))
-    np.save(tmp_path / "c.npy", rng.normal(size=(30, 4)).astype(np.float32))
-    (tmp_path / "qrels.txt").write_text("".join(f"{i} 0 {i * 3} 1\n" for i in range(6)))
-    args = [
+def _dense_inputs(tmp_path: Path, *, seed: int, n_queries: int, n_docs: int) -> list[str]:
+    """Query and corpus embeddings and a qrels file (query i judges document 3 i), as report arguments."""
+    rng = np.random.default_rng(seed)
+    np.save(tmp_path / "q.npy", rng.normal(size=(n_queries, 4)).astype(np.float32))
+    np.save(tmp_path / "c.npy", rng.normal(size=(n_docs, 4)).astype(np.float32))
+    (tmp_path / "qrels.txt").write_text("".join(f"{i} 0 {i * 3} 1\n" for i in range(n_queries)))
+    return [
         "--queries",
         str(tmp_path / "q.npy"),
         "--corpus",
@@ -100,6 +101,10 @@ def test_dense_figures_have_their_own_name(tmp_path: Path, capsys: pytest.Captur
         "--qrels",
         str(tmp_path / "qrels.txt"),
     ]
+
+
+def test_dense_figures_have_their_own_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = _dense_inputs(tmp_path, seed=1, n_queries=6, n_docs=30)
     assert main(["report", *args, "--plot", str(tmp_path / "fig")]) == 0, capsys.readouterr().err
     assert [p.name for p in (tmp_path / "fig").iterdir()] == ["dense_hit_rate_recall_at_k.png"]
 
@@ -143,18 +148,7 @@ def test_the_report_bar_follows_the_blocks(tmp_path: Path, monkeypatch: pytest.M
             self.refreshed += 1
 
     monkeypatch.setattr(command, "progress_bar", Bar)
-    rng = np.random.default_rng(2)
-    np.save(tmp_path / "q.npy", rng.normal(size=(5, 3)).astype(np.float32))
-    np.save(tmp_path / "c.npy", rng.normal(size=(20, 3)).astype(np.float32))
-    (tmp_path / "qrels.txt").write_text("0 0 1 1\n")
-    args = [
-        "--queries",
-        str(tmp_path / "q.npy"),
-        "--corpus",
-        str(tmp_path / "c.npy"),
-        "--qrels",
-        str(tmp_path / "qrels.txt"),
-    ]
+    args = _dense_inputs(tmp_path, seed=2, n_queries=5, n_docs=20)
     assert main(["report", *args]) == 0
     dense = next(b for b in bars if b.desc.startswith("dense"))
     assert dense.n == dense.total >= 1  # was 0/1 until the end
