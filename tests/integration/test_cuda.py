@@ -217,18 +217,20 @@ def test_large_blocks_equal_small_blocks_on_cuda() -> None:
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch's own, from inside inductor
 def test_compiled_passes_equal_eager_on_cuda() -> None:
     """``set_compile(True)`` on the GPU (a Triton kernel): the same counts as the eager passes."""
+    from embedmetrics import _config
     from embedmetrics._engine.core import fused
 
     x, y = _pairs(n=2000, d=32)
     kw: dict[str, Any] = {"topk": (1, 5), "block_bytes": 2000 * 4 * 300}
     eager = F.contrastive_accuracy_score(x.to(CUDA), y.to(CUDA), **kw)
-    state = dict(fused._STATE)
+    state, switches = dict(fused._STATE), dict(_config._SWITCHES)
     try:
         em.set_compile(True)
         compiled = F.contrastive_accuracy_score(x.to(CUDA), y.to(CUDA), **kw)
-        assert not fused._STATE["failed"], "torch.compile failed on CUDA"
+        assert not _config._SWITCHES["compile_failed"], "torch.compile failed on CUDA"
     finally:
         fused._STATE.clear()
         fused._STATE.update(state)
+        _config._SWITCHES.update(switches)
     assert compiled.device.type == "cuda"
     assert torch.equal(compiled, eager)  # integer counts: bit for bit

@@ -215,7 +215,7 @@ HELPERS: dict[str, str] = {
     "AccuracyCalculator": "embedmetrics.neighbors",
     "ArgumentKindError": "embedmetrics._engine.core.checks",
     "IncompatibleStateError": "embedmetrics._engine.core.checks",
-    "set_compile": "embedmetrics._engine.core.fused",
+    "set_compile": "embedmetrics._config",
 }
 
 _BY_NAME = {spec.name: spec for spec in REGISTRY if spec.name is not None}

@@ -11,16 +11,18 @@ import torch
 from torch import Tensor
 
 import embedmetrics
+from embedmetrics import _config
 from embedmetrics._engine.core import fused
 from embedmetrics.functional import contrastive_accuracy_score
 
 
 @pytest.fixture(autouse=True)
 def _restore() -> Iterator[None]:
-    state = dict(fused._STATE)
+    state, switches = dict(fused._STATE), dict(_config._SWITCHES)
     yield
     fused._STATE.clear()
     fused._STATE.update(state)
+    _config._SWITCHES.update(switches)
 
 
 def _views(n: int = 96) -> tuple[Tensor, Tensor]:
@@ -69,7 +71,7 @@ def test_compiled_kernel_equals_the_eager_passes() -> None:
     eager = _scores(z1, z2)
     embedmetrics.set_compile(True)
     got = _scores(z1, z2)
-    if fused._STATE["failed"]:
+    if _config._SWITCHES["compile_failed"]:
         pytest.skip("torch.compile is not available here (the fallback is tested separately)")
     assert fused._STATE["kernel"] is not None
     assert all(torch.equal(a, b) for a, b in zip(got, eager))
@@ -90,7 +92,7 @@ def test_a_compiler_failure_falls_back_once_with_a_warning(monkeypatch: pytest.M
     with pytest.warns(RuntimeWarning, match="no C\\+\\+ compiler") as caught:
         got = _scores(z1, z2)
     assert len(caught) == 1
-    assert not fused.compile_enabled()
+    assert not _config.compile_enabled()
     assert all(torch.equal(a, b) for a, b in zip(got, eager))
 
 

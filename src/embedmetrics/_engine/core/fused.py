@@ -9,48 +9,26 @@ difference is the same number however it is computed, so both paths give the sam
 
 Compiling costs seconds the first time a block shape is seen in a process (4 to 17 s measured on a
 2-core CPU), which pays off only when the same metric runs many times (every epoch of a training
-run), so it is off unless asked for: ``set_compile`` or ``EMBEDMETRICS_COMPILE=1``. Only full
-blocks take the compiled kernel (the last, smaller block of a scan runs eagerly: no recompile per
-block), only on CPU and CUDA tensors, and a compiler error switches it off for the process with one
-warning.
+run), so it is off unless asked for: ``set_compile`` or ``EMBEDMETRICS_COMPILE=1``
+(``embedmetrics._config``). Only full blocks take the compiled kernel (the last, smaller block of a
+scan runs eagerly: no recompile per block), only on CPU and CUDA tensors, and a compiler error
+switches it off for the process with one warning.
 """
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
+from embedmetrics._config import compile_enabled, mark_compile_failed
+
 _State = dict[str, object]
-_STATE: _State = {
-    "enabled": os.environ.get("EMBEDMETRICS_COMPILE", "") == "1",
-    "kernel": None,
-    "failed": False,
-}
+_STATE: _State = {"kernel": None}  # the compiled kernel, built on first use
 
 SignCounts = tuple[Tensor, Tensor, Tensor, Tensor]
-
-
-def set_compile(enabled: bool) -> None:
-    """Use ``torch.compile``'d kernels for the passes after each similarity block (``True``), or the
-    eager passes (``False``, the default unless ``EMBEDMETRICS_COMPILE=1``). Results are identical.
-
-    Examples:
-        >>> from embedmetrics import set_compile
-        >>> set_compile(False)
-    """
-    if not isinstance(enabled, bool):
-        raise TypeError(f"Argument `enabled` must be a bool, got {type(enabled).__name__}.")
-    _STATE["enabled"] = enabled
-    _STATE["failed"] = False
-
-
-def compile_enabled() -> bool:
-    """Whether the compiled kernels are asked for (and have not failed in this process)."""
-    return bool(_STATE["enabled"]) and not bool(_STATE["failed"])
 
 
 def sign_counts_eager(sim: Tensor, d_rows: Tensor, d_cols: Tensor) -> SignCounts:
@@ -82,7 +60,7 @@ def fused_sign_counts(sim: Tensor, d_rows: Tensor, d_cols: Tensor) -> SignCounts
     try:
         return _kernel()(sim, d_rows, d_cols)
     except Exception as err:  # any compiler failure: fall back, once, loudly
-        _STATE["failed"] = True
+        mark_compile_failed()
         warnings.warn(
             f"embedmetrics: torch.compile failed ({type(err).__name__}: {err}); using the eager passes.",
             RuntimeWarning,
