@@ -111,3 +111,16 @@ def test_docs_have_examples() -> None:
     # Guards the harness itself: the fence pattern must find the README's example.
     assert python_blocks(ROOT / "README.md"), "the README's python example was not found"
     assert os.path.exists(ROOT / "mkdocs.yml")
+
+
+def test_every_file_the_docs_name_exists() -> None:
+    """Paths of this repository quoted in the docs (``tests/...py``, ``benchmarks/...py``, ``src/...``)."""
+    pages = [ROOT / "ARCHITECTURE.md", *PAGES]
+    missing = []
+    for page in pages:
+        for path in re.findall(
+            r"`((?:tests|benchmarks|examples|src|docs)/[\w/.-]+\.(?:py|md))", page.read_text()
+        ):
+            if not (ROOT / path).exists():
+                missing.append(f"{page.name}: {path}")
+    assert missing == []
