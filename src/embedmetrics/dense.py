@@ -16,16 +16,12 @@ import torch
 from torch import Tensor
 
 from embedmetrics._engine.core.checks import (
-    as_tensor,
     check_bool,
-    check_choice,
-    check_embeddings,
-    check_finite,
-    role_update_arguments,
 )
+from embedmetrics._engine.core.inputs import Arg, BatchSpec
 from embedmetrics._engine.core.scan import metric_shard
 from embedmetrics._engine.dense.measures import check_dense_options, dense_values
-from embedmetrics._engine.dense.qrels import check_ids, check_new_ids, check_qrels
+from embedmetrics._engine.dense.qrels import check_new_ids, check_qrels
 from embedmetrics._metric.base import BaseMetric
 from embedmetrics._metric.seen_ids import SeenIds
 
@@ -80,6 +76,9 @@ class DenseRetrieval(BaseMetric):
     #: The corpus shards stay on their process at a sync; ``compute`` merges their lists.
     _process_local_states: ClassVar[tuple[str, ...]] = ("corpus", "corpus_ids")
     _embedding_states = ("query", "corpus")
+    batch_spec = BatchSpec(
+        (Arg("embeddings"), Arg("ids", "ids", rows_of="embeddings")), roles=_ROLES, allow_empty=True
+    )
     _qrels: Tensor | None
     plot_lower_bound: float = 0.0
     plot_upper_bound: float = 1.0
@@ -132,30 +131,18 @@ class DenseRetrieval(BaseMetric):
         """The judgements, ``(n, 3)`` int64, or ``None`` before they are set."""
         return self._qrels
 
-    def _batch(self, embeddings: Any, ids: Any, role: Any) -> tuple[Tensor, Tensor, str]:
-        check_choice("role", role, _ROLES)
-        t = as_tensor("embeddings", embeddings)
-        if not isinstance(embeddings, Tensor):
-            t = t.to(self.device)
-        check_embeddings("embeddings", t, allow_empty=True)
-        self.check_like_earlier_rows("embeddings", t)
+    def _stateful_rules(self, values: dict[str, Tensor], role: str | None) -> None:
+        """Ids never given before for the role (with ``validate_args``: a host sync, as the value checks)."""
         if self.validate_args:
-            check_finite("embeddings", t)
-        i = check_ids("ids", as_tensor("ids", ids).to(t.device), t.shape[0])
-        if self.validate_args:  # a host sync, as the value checks
             stored = getattr(self, f"{role}_ids")
             seen = self._seen.setdefault(str(role), SeenIds())
-            check_new_ids("ids", i, stored if isinstance(stored, list) else [stored], seen)
-        return t, i, str(role)
-
-    def _check_batch(self, *args: Any, **kwargs: Any) -> None:
-        self._batch(*role_update_arguments("ids", args, kwargs, "query"))
+            check_new_ids("ids", values["ids"], stored if isinstance(stored, list) else [stored], seen)
 
     def update(self, embeddings: Tensor, ids: Tensor, role: str = "query") -> None:
         """Add query rows (``role="query"``) or corpus rows (``role="corpus"``) with their int ids."""
-        t, i, which = self._batch(embeddings, ids, role)
-        getattr(self, which).append(t)
-        getattr(self, f"{which}_ids").append(i)
+        batch, which = self.read_batch(embeddings, ids, role)
+        getattr(self, str(which)).append(batch["embeddings"])
+        getattr(self, f"{which}_ids").append(batch["ids"])
 
     def compute(self) -> dict[str, Any]:
         """The measures of every query against the whole corpus (see the class docstring)."""

@@ -20,14 +20,10 @@ import torch
 from torch import Tensor
 
 from embedmetrics._engine.core.checks import (
-    ArgumentKindError,
-    as_tensor,
     check_block_bytes,
     check_bool,
-    check_embeddings,
-    check_finite,
-    check_same_shape,
 )
+from embedmetrics._engine.core.inputs import Arg, BatchSpec
 from embedmetrics._engine.core.scan import metric_shard
 from embedmetrics._engine.embedding import pairs as engine
 from embedmetrics._metric.base import BaseMetric, Layout, first_rows
@@ -49,39 +45,10 @@ class _EmbeddingMetric(BaseMetric):
         super().__init__(**kwargs)
         self.validate_args = check_bool("validate_args", validate_args)
 
-    def _validate(self, *zs: Any) -> list[Tensor]:
-        """Check one batch (tensors or NumPy arrays) and return it as tensors; touches no state."""
-        if len(zs) != len(self._views):
-            raise ArgumentKindError(
-                f"`update` takes {len(self._views)} embedding argument(s), got {len(zs)}."
-            )
-        tensors: list[Tensor] = []
-        for name, z in zip(self._views, zs):
-            t = as_tensor(name, z)
-            if not isinstance(z, Tensor):  # a NumPy batch goes where the states are
-                t = t.to(self.device)
-            check_embeddings(name, t)
-            tensors.append(t)
-        first = tensors[0]
-        for name, z in zip(self._views[1:], tensors[1:]):
-            check_same_shape((self._views[0], name), first, z)
-            if z.dtype != first.dtype:
-                raise ArgumentKindError(
-                    f"Arguments `{self._views[0]}` and `{name}` must have the same dtype, "
-                    f"got {first.dtype} and {z.dtype}."
-                )
-        self.check_like_earlier_rows(self._views[0], first)
-        if self.validate_args:
-            for name, z in zip(self._views, tensors):
-                check_finite(name, z)
-        return tensors
-
-    def _check_batch(self, *args: Any, **kwargs: Any) -> None:
-        names = self._views[len(args) :]
-        unknown = set(kwargs) - set(names)
-        if unknown:
-            raise ArgumentKindError(f"`update` got unexpected keyword argument(s) {sorted(unknown)}.")
-        self._validate(*args, *(kwargs[name] for name in names if name in kwargs))
+    def _batch(self, *zs: Any, **named: Any) -> list[Tensor]:
+        """One checked batch, one tensor per view (see ``read_batch``)."""
+        values = self.read_batch(*zs, **named)[0]
+        return [values[name] for name in self._views]
 
     def plot(self, val: Any = None, ax: Any = None) -> Any:
         """Plot a value or a sequence of values (needs matplotlib); one value per ``k`` as a curve over k."""
@@ -97,7 +64,7 @@ class _StoredEmbeddingMetric(_EmbeddingMetric):
         self.add_row_store(*self._views)
 
     def _store(self, *zs: Any) -> None:
-        for name, z in zip(self._views, self._validate(*zs)):
+        for name, z in zip(self._views, self._batch(*zs)):
             getattr(self, name).append(z)
 
     def _rows(self) -> list[Tensor] | None:
@@ -149,6 +116,7 @@ class ContrastiveAccuracy(_StoredEmbeddingMetric):
     plot_upper_bound: float = 1.0
     _views = ("z1", "z2")
     _embedding_states = _views
+    batch_spec = BatchSpec((Arg("z1"), Arg("z2", same_shape_as="z1")))
 
     z1: list[Tensor]
     z2: list[Tensor]
@@ -228,6 +196,7 @@ class Uniformity(_StoredEmbeddingMetric):
     plot_upper_bound: float = 0.0
     _views = ("z",)
     _embedding_states = _views
+    batch_spec = BatchSpec((Arg("z"),))
 
     z: list[Tensor]
 
@@ -290,6 +259,7 @@ class Alignment(_EmbeddingMetric):
     higher_is_better: bool = False
     plot_lower_bound: float = 0.0
     _views = ("z1", "z2")
+    batch_spec = BatchSpec((Arg("z1"), Arg("z2", same_shape_as="z1")))
 
     sum_terms: Tensor
     total: Tensor
@@ -320,7 +290,7 @@ class Alignment(_EmbeddingMetric):
 
     def update(self, z1: Tensor, z2: Tensor) -> None:
         """Add a batch of positive pairs."""
-        x, y = self._validate(z1, z2)
+        x, y = self._batch(z1, z2)
         terms = engine.alignment_terms(x, y, **self._options)
         self.accumulate(input_layout_tag=x.new_zeros(0, x.shape[1]))
         self.sum_terms = self.sum_terms + terms.to(torch.float64).sum()

@@ -23,7 +23,6 @@ import torch
 from torch import Tensor
 from torchmetrics.functional.clustering import normalized_mutual_info_score
 
-from embedmetrics._engine.core.arrays import tensors_from_numpy
 from embedmetrics._engine.core.checks import (
     TIES,
     ArgumentKindError,
@@ -33,12 +32,12 @@ from embedmetrics._engine.core.checks import (
     check_bool,
     check_choice,
     check_finite,
-    check_labelled_batch,
     check_metric_names,
     check_neighbor_inputs,
     check_no_clustering_with_custom_labels,
     check_query_rows_first,
 )
+from embedmetrics._engine.core.inputs import Arg, BatchSpec
 from embedmetrics._engine.core.knn import KnnResult, LabelComparison
 from embedmetrics._engine.core.scan import metric_shard
 from embedmetrics._engine.neighbors.accuracy_call import parse_accuracy_call
@@ -626,6 +625,9 @@ class EmbeddingAccuracy(BaseMetric):
     higher_is_better = True
     full_state_update = False
     _embedding_states = tuple(f"{role}_embeddings" for role in _ROLES)
+    batch_spec = BatchSpec(
+        (Arg("embeddings"), Arg("labels", "labels", rows_of="embeddings")), roles=_ROLES, allow_empty=True
+    )
     plot_lower_bound = 0.0
     plot_upper_bound = 1.0
 
@@ -661,13 +663,9 @@ class EmbeddingAccuracy(BaseMetric):
         for role in _ROLES:  # row stores: batches are appended, concatenated once in compute
             self.add_row_store(f"{role}_embeddings", f"{role}_labels")
 
-    def _check_batch(self, embeddings: Any, labels: Any, role: str = "both") -> None:
-        """Validate a batch against the earlier ones (dtype and width of the embeddings, label columns,
-        read off the state); no state changes."""
-        check_choice("role", role, _ROLES)
-        embeddings, labels = tensors_from_numpy(("embeddings", "labels"), (embeddings, labels), self.device)
-        check_labelled_batch(embeddings, labels)
-        self.check_like_earlier_rows("embeddings", embeddings)
+    def _stateful_rules(self, values: dict[str, Tensor], role: str | None) -> None:
+        """Labels with the label columns of the earlier batches (read off the state)."""
+        labels = values["labels"]
         stored = (first_rows(getattr(self, f"{r}_labels")) for r in _ROLES)
         earlier = next((t for t in stored if t is not None), None)
         if earlier is not None and earlier.shape[1:] != labels.shape[1:]:
@@ -675,8 +673,6 @@ class EmbeddingAccuracy(BaseMetric):
                 f"Argument `labels` must have the label columns of the earlier batches "
                 f"(shape (n, *{tuple(earlier.shape[1:])})), got shape {tuple(labels.shape)}."
             )
-        if self.validate_args:
-            check_finite("embeddings", embeddings)
 
     def update(self, embeddings: Tensor, labels: Tensor, role: str = "both") -> None:
         """Add a batch of embeddings with their labels.
@@ -686,10 +682,9 @@ class EmbeddingAccuracy(BaseMetric):
             labels: ``(n,)`` or ``(n, w)`` integer tensor.
             role: ``"both"`` (queries and references, same source), ``"query"`` or ``"reference"``.
         """
-        self._check_batch(embeddings, labels, role)
-        embeddings, labels = tensors_from_numpy(("embeddings", "labels"), (embeddings, labels), self.device)
-        getattr(self, f"{role}_embeddings").append(embeddings)
-        getattr(self, f"{role}_labels").append(labels.to(torch.int64))
+        batch, which = self.read_batch(embeddings, labels, role)
+        getattr(self, f"{which}_embeddings").append(batch["embeddings"])
+        getattr(self, f"{which}_labels").append(batch["labels"].to(torch.int64))
 
     def _role_tensors(self) -> dict[str, tuple[Tensor, Tensor]] | None:
         """The rows and labels of every role (an empty role as ``(0, d)`` rows), or ``None`` when no

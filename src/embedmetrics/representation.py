@@ -12,7 +12,6 @@ sharded and each process scans its own bank rows against all queries.
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any, ClassVar
 
@@ -20,22 +19,15 @@ import torch
 from torch import Tensor
 
 from embedmetrics._engine.core.checks import (
-    ArgumentKindError,
-    as_tensor,
     check_bool,
-    check_choice,
-    check_embeddings,
-    check_finite,
     check_number,
-    role_update_arguments,
 )
+from embedmetrics._engine.core.inputs import Arg, BatchSpec
 from embedmetrics._engine.core.scan import metric_shard
 from embedmetrics._engine.neighbors.vote import knn_vote_hits
 from embedmetrics._engine.spectral import moments as spectral
 from embedmetrics._engine.spectral.options import (
-    check_class_labels,
     check_knn_options,
-    check_row_pair,
 )
 from embedmetrics._metric.base import BaseMetric, Layout, first_rows
 from embedmetrics._metric.slots import SlotTrimmer
@@ -54,26 +46,6 @@ class _RepresentationMetric(BaseMetric):
     def __init__(self, validate_args: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.validate_args = check_bool("validate_args", validate_args)
-
-    def _embeddings(self, name: str, z: Any) -> Tensor:
-        """One batch of embeddings as a tensor on the metric's device, checked; touches no state."""
-        t = as_tensor(name, z)
-        if not isinstance(z, Tensor):
-            t = t.to(self.device)
-        check_embeddings(name, t)
-        if self.validate_args:
-            check_finite(name, t)
-        return t
-
-    @staticmethod
-    def _two_arguments(names: tuple[str, str], args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-        """The two ``update`` arguments ``names`` from a call's positional and keyword arguments."""
-        values = list(args) + [kwargs[n] for n in names[len(args) :] if n in kwargs]
-        if len(values) != 2:
-            raise ArgumentKindError(
-                f"`update` takes `{names[0]}` and `{names[1]}`, got {len(values)} argument(s)."
-            )
-        return values
 
     def _out_dtype(self) -> torch.dtype:
         layout = self.input_layout()
@@ -110,13 +82,6 @@ class _SummaryMetric(_RepresentationMetric):
             return None
         return tag.dtype, tuple(int(s.shape[-1]) for s in sums if s is not None)
 
-    def _check_layout(self, tensors: dict[str, Tensor]) -> None:
-        """The batch's dtype and widths must be those of the earlier batches."""
-        first = next(iter(tensors.values()))
-        dtype = functools.reduce(torch.promote_types, (t.dtype for t in tensors.values()))
-        layout = (dtype, tuple(int(t.shape[1]) for t in tensors.values()))
-        self.check_like_earlier_rows(", ".join(tensors), first, layout)
-
     def _tag(self, dtype: torch.dtype) -> Tensor:
         return torch.zeros(0, dtype=dtype, device=self.device)
 
@@ -125,23 +90,16 @@ class _MomentMetric(_SummaryMetric):
     """``n``, ``Σz`` and ``Σzzᵀ`` of every row seen (float64 running sums)."""
 
     n: Tensor
+    batch_spec = BatchSpec((Arg("z"),))
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.add_state("n", default=torch.tensor(0, dtype=torch.int64), dist_reduce_fx="sum")
         self.add_running_sum("total", "gram")
 
-    def _batch(self, z: Any) -> Tensor:
-        t = self._embeddings("z", z)
-        self._check_layout({"z": t})
-        return t
-
-    def _check_batch(self, *args: Any, **kwargs: Any) -> None:
-        self._batch(kwargs.get("z", args[0] if args else None))
-
     def update(self, z: Tensor) -> None:
         """Add a batch of embeddings ``(n_samples, n_features)``."""
-        t = self._batch(z)
+        t = self.read_batch(z)[0]["z"]
         total, gram = spectral.column_sums(t)
         self.accumulate(total=total, gram=gram, input_dtype=self._tag(t.dtype))
         self.n = self.n + t.shape[0]
@@ -267,6 +225,8 @@ class LiDAR(_SummaryMetric):
     higher_is_better: bool = True
     plot_lower_bound: float = 0.0
 
+    batch_spec = BatchSpec((Arg("z"), Arg("labels", "class_labels", rows_of="z")))
+
     def __init__(
         self,
         delta: float = spectral.LIDAR_DELTA,
@@ -283,17 +243,10 @@ class LiDAR(_SummaryMetric):
         self._trimmer = SlotTrimmer()
         self._folded_rows = 0
 
-    def _batch(self, z: Any, labels: Any) -> tuple[Tensor, Tensor]:
-        t = self._embeddings("z", z)
-        self._check_layout({"z": t})
-        return t, check_class_labels("labels", labels, t)
-
-    def _check_batch(self, *args: Any, **kwargs: Any) -> None:
-        self._batch(*self._two_arguments(("z", "labels"), args, kwargs))
-
     def update(self, z: Tensor, labels: Tensor) -> None:
         """Add a batch of embeddings with their source-sample ids."""
-        t, lab = self._batch(z, labels)
+        batch = self.read_batch(z, labels)[0]
+        t, lab = batch["z"], batch["labels"]
         classes, counts, sums, used = spectral.class_partials(t, lab)  # fixed slots: no host sync
         self.accumulate(gram=spectral.column_sums(t)[1], input_dtype=self._tag(t.dtype))
         self.class_labels.append(classes)
@@ -369,24 +322,17 @@ class LinearCKA(_SummaryMetric):
 
     n: Tensor
     _width_sums = ("xx", "yy")
+    batch_spec = BatchSpec((Arg("x"), Arg("y", rows_of="x")))
 
     def __init__(self, *, validate_args: bool = True, **kwargs: Any) -> None:
         super().__init__(validate_args=validate_args, **kwargs)
         self.add_state("n", default=torch.tensor(0, dtype=torch.int64), dist_reduce_fx="sum")
         self.add_running_sum("sum_x", "sum_y", "xx", "yy", "xy")
 
-    def _pair(self, x: Any, y: Any) -> tuple[Tensor, Tensor]:
-        a, b = self._embeddings("x", x), self._embeddings("y", y)
-        check_row_pair(("x", "y"), a, b)
-        self._check_layout({"x": a, "y": b})
-        return a, b
-
-    def _check_batch(self, *args: Any, **kwargs: Any) -> None:
-        self._pair(*self._two_arguments(("x", "y"), args, kwargs))
-
     def update(self, x: Tensor, y: Tensor) -> None:
         """Add a batch of paired rows."""
-        a, b = self._pair(x, y)
+        batch = self.read_batch(x, y)[0]
+        a, b = batch["x"], batch["y"]
         (sum_x, xx), (sum_y, yy) = spectral.column_sums(a), spectral.column_sums(b)
         tag = self._tag(torch.promote_types(a.dtype, b.dtype))
         self.accumulate(sum_x=sum_x, sum_y=sum_y, xx=xx, yy=yy, xy=spectral.cross_gram(a, b), input_dtype=tag)
@@ -444,6 +390,9 @@ class KNNAccuracy(_RepresentationMetric):
     query_labels: list[Tensor]
     #: The bank shards stay on their process at a sync; ``compute`` merges their neighbour lists.
     _process_local_states: ClassVar[tuple[str, ...]] = ("bank", "bank_labels")
+    batch_spec = BatchSpec(
+        (Arg("embeddings"), Arg("labels", "class_labels", rows_of="embeddings")), roles=("bank", "query")
+    )
     _embedding_states = ("bank", "query")
 
     def __init__(
@@ -465,19 +414,11 @@ class KNNAccuracy(_RepresentationMetric):
         super().__init__(validate_args=validate_args, **kwargs)
         self.add_row_store("bank", "bank_labels", "query", "query_labels")
 
-    def _batch(self, embeddings: Any, labels: Any, role: Any) -> tuple[Tensor, Tensor, str]:
-        check_choice("role", role, ("bank", "query"))
-        t = self._embeddings("embeddings", embeddings)
-        self.check_like_earlier_rows("embeddings", t)
-        return t, check_class_labels("labels", labels, t), str(role)
-
-    def _check_batch(self, *args: Any, **kwargs: Any) -> None:
-        self._batch(*role_update_arguments("labels", args, kwargs, "bank"))
-
     def update(self, embeddings: Tensor, labels: Tensor, role: str = "bank") -> None:
         """Add labelled rows to the bank (``role="bank"``) or to the queries (``role="query"``)."""
-        t, lab, which = self._batch(embeddings, labels, role)
-        getattr(self, which).append(t)
+        batch, which = self.read_batch(embeddings, labels, role)
+        t, lab = batch["embeddings"], batch["labels"]
+        getattr(self, str(which)).append(t)
         getattr(self, f"{which}_labels").append(lab)
 
     def compute(self) -> Tensor:

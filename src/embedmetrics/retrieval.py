@@ -22,13 +22,13 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.core.arrays import tensors_from_numpy
 from embedmetrics._engine.core.checks import (
     ArgumentKindError,
     check_bool,
     check_retrieval_inputs,
     check_retrieval_options,
 )
+from embedmetrics._engine.core.inputs import tensors_from_numpy
 from embedmetrics._engine.ranking.curves import (
     check_curve_options,
     check_min_precision,

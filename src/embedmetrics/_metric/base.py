@@ -33,6 +33,7 @@ from torch import Tensor
 from torchmetrics import Metric
 
 from embedmetrics._engine.core.checks import IncompatibleStateError, check_same_settings
+from embedmetrics._engine.core.inputs import BatchSpec, read_batch
 from embedmetrics._metric.registry import spec_of
 from embedmetrics._metric.sync import SyncSafeMetric, settings_fingerprint
 
@@ -86,6 +87,8 @@ class BaseMetric(SyncSafeMetric):
     __jit_ignored_attributes__: ClassVar[list[str]] = [*Metric.__jit_ignored_attributes__, "_settings"]
     #: Row stores that hold the embeddings (one dtype and width for all of them; see ``input_layout``).
     _embedding_states: ClassVar[tuple[str, ...]] = ()
+    #: What ``update`` takes (the engine's one batch validator reads it); ``None``: validated in ``update``.
+    batch_spec: ClassVar[Optional[BatchSpec]] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """TorchScript skips the annotated attributes (postponed ``list[Tensor]`` annotations are not
@@ -104,11 +107,33 @@ class BaseMetric(SyncSafeMetric):
 
     # ------------------------------------------------------------------ nothing lost
     def _check_batch(self, *args: Any, **kwargs: Any) -> None:
-        """Validate a batch against the accumulated state without touching it (override; default: none).
+        """Validate a batch against the accumulated state without touching it: :meth:`read_batch` for a
+        class that declares its ``batch_spec`` (the retrieval family validates in ``update`` itself).
 
         ``forward`` calls it before torchmetrics resets the state for the batch value, so checks that
         compare with earlier batches (the feature dimension, say) still see them.
         """
+        if type(self).batch_spec is not None:
+            self.read_batch(*args, **kwargs)
+
+    def read_batch(self, *args: Any, **kwargs: Any) -> tuple[dict[str, Tensor], Optional[str]]:
+        """One ``update`` call's batch, checked by the engine's one validator against ``batch_spec``,
+        then against the accumulated state (dtype and widths, :meth:`_stateful_rules`); touches no state.
+        Returns the named tensors (on the metric's device where they came as NumPy) and the role."""
+        spec = type(self).batch_spec
+        assert spec is not None
+        validate = bool(getattr(self, "validate_args", True))
+        values, role = read_batch(spec, args, kwargs, device=self.device, validate_args=validate)
+        layout_args = [a for a in spec.args if a.kind == "embeddings" and a.same_shape_as is None]
+        first = values[layout_args[0].name]
+        dtype = functools.reduce(torch.promote_types, (values[a.name].dtype for a in layout_args))
+        widths = tuple(int(values[a.name].shape[1]) for a in layout_args)
+        self.check_like_earlier_rows(", ".join(a.name for a in layout_args), first, (dtype, widths))
+        self._stateful_rules(values, role)
+        return values, role
+
+    def _stateful_rules(self, values: dict[str, Tensor], role: Optional[str]) -> None:
+        """Rules of a batch against the state beyond dtype and width (override; default: none)."""
 
     @torch.jit.unused  # as torchmetrics: ``torch.jit.script(metric)`` works, forward runs in Python
     def forward(self, *args: Any, **kwargs: Any) -> Any:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from embedmetrics._engine.core.arrays import numpy_io
+from embedmetrics._engine.core.inputs import numpy_io
 from embedmetrics._engine.ranking.retrieval import CURVE, METRICS, OPTION_DOCS, RetrievalDeclaration
 
 # --------------------------------------------------------------------------- docstrings

@@ -21,6 +21,7 @@ from torch import Tensor
 from embedmetrics._engine.core.checks import (
     as_output,
     check_bool,
+    check_class_labels,
     check_embeddings,
     check_finite,
     check_number,
@@ -29,7 +30,7 @@ from embedmetrics._engine.core.checks import (
 from embedmetrics._engine.core.scan import compute_dtype
 from embedmetrics._engine.neighbors.vote import knn_vote_hits
 from embedmetrics._engine.spectral import moments as spectral
-from embedmetrics._engine.spectral.options import check_class_labels, check_knn_options, check_row_pair
+from embedmetrics._engine.spectral.options import check_knn_options, check_row_pair
 
 __all__ = ["alpha_req", "knn_accuracy", "lidar", "linear_cka", "rankme"]
 

@@ -459,35 +459,6 @@ def check_same_settings(owner: str, ours: Mapping[str, str], theirs: Mapping[str
     )
 
 
-def check_labelled_batch(embeddings: Any, labels: Any) -> None:
-    """A batch of ``(n, d)`` floating embeddings (possibly empty) with ``(n,)``/``(n, w)`` integer labels."""
-    if not isinstance(embeddings, Tensor) or not isinstance(labels, Tensor):
-        raise ArgumentKindError(
-            "Arguments `embeddings` and `labels` must be torch tensors, "
-            f"got {type(embeddings).__name__} and {type(labels).__name__}."
-        )
-    check_embeddings("embeddings", embeddings, allow_empty=True)
-    check_labels("labels", labels, embeddings.shape[0], "embeddings")
-    if labels.is_floating_point() or labels.is_complex():
-        raise ArgumentKindError(f"Argument `labels` must be an integer tensor, got dtype {labels.dtype}.")
-
-
-def role_update_arguments(
-    second: str, args: tuple[Any, ...], kwargs: dict[str, Any], default_role: str
-) -> tuple[Any, Any, Any]:
-    """``(embeddings, second, role)`` of an ``update(embeddings, second, role=...)`` call, as ``forward``
-    receives it; a missing or unknown argument is an ``ArgumentKindError``."""
-    names = ("embeddings", second, "role")
-    values = dict(zip(names, args)) | {n: kwargs[n] for n in names if n in kwargs}
-    unknown = set(kwargs) - set(names)
-    if unknown or "embeddings" not in values or second not in values:
-        raise ArgumentKindError(
-            f"`update` takes `embeddings`, `{second}` and `role`, got {sorted(values)}"
-            f" and unknown {sorted(unknown)}."
-        )
-    return values["embeddings"], values[second], values.get("role", default_role)
-
-
 def as_float(x: Tensor) -> Tensor:
     """Embeddings as floating point: integer (and bool) embeddings become float32, as pytorch-metric-
     learning casts them; floating-point ones are kept."""
@@ -503,3 +474,28 @@ def check_query_rows_first(q: Tensor, r: Tensor, ql: Tensor, rl: Tensor) -> None
             f"`reference_labels`) must equal `query` (and `query_labels`); they differ (query: {n} rows, "
             f"reference: {r.shape[0]} rows)."
         )
+
+
+def check_class_labels(name: str, labels: Any, rows: Tensor) -> Tensor:
+    """One integer label per row of ``rows`` (``(n,)``), as a tensor on ``rows``' device."""
+    t = as_tensor(name, labels)
+    if not is_integer(t):
+        raise ArgumentKindError(f"Argument `{name}` must hold integer labels, got dtype {t.dtype}.")
+    if t.ndim != 1 or t.shape[0] != rows.shape[0]:
+        raise ValueError(
+            f"Argument `{name}` must be 1-D with one label per row ({rows.shape[0]} rows), "
+            f"got shape {tuple(t.shape)}."
+        )
+    return t.to(rows.device)
+
+
+def check_ids(name: str, ids: Tensor, n_rows: int) -> Tensor:
+    """``(n_rows,)`` integer ids as int64 (no uniqueness check: that needs every batch)."""
+    if ids.ndim != 1 or ids.shape[0] != n_rows:
+        raise ValueError(
+            f"Argument `{name}` must be 1-D with one id per embedding row ({n_rows}), "
+            f"got shape {tuple(ids.shape)}."
+        )
+    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        raise ArgumentKindError(f"Argument `{name}` must hold integer ids, got dtype {ids.dtype}.")
+    return ids.to(torch.int64)

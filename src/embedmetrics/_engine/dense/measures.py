@@ -42,6 +42,7 @@ from embedmetrics._engine.core.checks import (
     check_choice,
     check_embeddings,
     check_finite,
+    check_ids,
     check_positive_int,
     check_same_device,
     normalize_ks,
@@ -50,7 +51,7 @@ from embedmetrics._engine.core.pair_scores import pair_similarity
 from embedmetrics._engine.core.policies import SIMILARITIES
 from embedmetrics._engine.core.row_owners import gather_rows, route_identical_rows
 from embedmetrics._engine.core.scan import compute_dtype
-from embedmetrics._engine.dense.qrels import Judgements, check_ids, check_unique_ids, per_row_sorted
+from embedmetrics._engine.dense.qrels import Judgements, check_unique_ids, per_row_sorted
 from embedmetrics._engine.dense.scan import TopLists, by_key_then_id, columns_of, gather_lists, scan_corpus
 from embedmetrics._engine.ranking.measures import aggregate
 

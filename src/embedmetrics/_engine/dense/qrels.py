@@ -43,18 +43,6 @@ def check_qrels(qrels: object) -> Tensor:
     return t
 
 
-def check_ids(name: str, ids: Tensor, n_rows: int) -> Tensor:
-    """``(n_rows,)`` integer ids as int64 (no uniqueness check: that needs every batch)."""
-    if ids.ndim != 1 or ids.shape[0] != n_rows:
-        raise ValueError(
-            f"Argument `{name}` must be 1-D with one id per embedding row ({n_rows}), "
-            f"got shape {tuple(ids.shape)}."
-        )
-    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
-        raise ArgumentKindError(f"Argument `{name}` must hold integer ids, got dtype {ids.dtype}.")
-    return ids.to(torch.int64)
-
-
 def check_new_ids(name: str, ids: Tensor, stored: list[Tensor], seen: SeenIds) -> None:
     """``ids`` must be unique and none of ``stored`` (the ids of the earlier batches, looked up through
     ``seen``). Host sync."""

@@ -8,28 +8,12 @@ from torch import Tensor
 
 from embedmetrics._engine.core.checks import (
     TIES,
-    ArgumentKindError,
-    as_tensor,
     check_block_bytes,
     check_choice,
     check_number,
     check_positive_int,
-    is_integer,
     normalize_ks,
 )
-
-
-def check_class_labels(name: str, labels: Any, rows: Tensor) -> Tensor:
-    """One integer label per row of ``rows`` (``(n,)``), as a tensor on ``rows``' device."""
-    t = as_tensor(name, labels)
-    if not is_integer(t):
-        raise ArgumentKindError(f"Argument `{name}` must hold integer labels, got dtype {t.dtype}.")
-    if t.ndim != 1 or t.shape[0] != rows.shape[0]:
-        raise ValueError(
-            f"Argument `{name}` must be 1-D with one label per row ({rows.shape[0]} rows), "
-            f"got shape {tuple(t.shape)}."
-        )
-    return t.to(rows.device)
 
 
 def check_row_pair(names: tuple[str, str], x: Tensor, y: Tensor) -> None:
