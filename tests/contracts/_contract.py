@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from embedmetrics._metric.inputs import Case, Stream
+from embedmetrics._metric.cases import Case, Stream
 from embedmetrics._metric.registry import REGISTRY, MetricSpec
 
 #: Every module metric that accumulates a state (a ``torchmetrics.Metric``).

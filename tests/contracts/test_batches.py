@@ -17,7 +17,7 @@ from contracts._contract import (
     split_calls,
     whole_calls,
 )
-from embedmetrics._metric.inputs import Stream
+from embedmetrics._metric.cases import Stream
 from embedmetrics._metric.registry import REGISTRY, MetricSpec
 
 _BY_KEY = {s.key: s for s in REGISTRY}

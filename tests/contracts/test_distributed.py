@@ -11,7 +11,7 @@ import torch
 
 from _dist import run_distributed
 from contracts._contract import STATEFUL, assert_same, build, call, cut, widened
-from embedmetrics._metric.inputs import Case, Stream
+from embedmetrics._metric.cases import Case, Stream
 
 WORLD = 2
 DISAGREEMENTS = ("settings", "dtype", "width")

@@ -13,7 +13,7 @@ import torch
 
 from contracts._contract import STATEFUL, assert_same, build, cut, feed, snapshot, whole_calls, widened
 from embedmetrics import IncompatibleStateError
-from embedmetrics._metric.inputs import Case, Stream
+from embedmetrics._metric.cases import Case, Stream
 from embedmetrics._metric.registry import MetricSpec
 
 

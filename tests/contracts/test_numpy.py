@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from contracts._contract import STATEFUL, build, feed, leaves, whole_calls
-from embedmetrics._metric.inputs import Stream
+from embedmetrics._metric.cases import Stream
 from embedmetrics._metric.registry import REGISTRY, MetricSpec
 
 _METRICS = [s for s in REGISTRY if s.inputs and not s.loss]

@@ -9,7 +9,7 @@ input factories are named by their dotted paths and loaded on use.
 
 A metric added to the registry gets every contract test without writing one: add its
 ``MetricSpec`` below and, where no existing factory fits its ``update``, an input factory to
-``embedmetrics._metric.inputs``.
+``embedmetrics._metric.cases``.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class MetricSpec:
     the constructor arguments that change the result (every process must agree on them);
     ``state_settings``: those that change the meaning of the stored state (``merge_state`` and
     ``load_state_dict`` refuse a state of other values); ``inputs``: the valid-input factory in
-    ``embedmetrics._metric.inputs`` (for tests and examples); ``loss``: a loss (an ``nn.Module``
+    ``embedmetrics._metric.cases`` (for tests and examples); ``loss``: a loss (an ``nn.Module``
     without state); ``differentiable``: the values keep the autograd graph (losses and metrics used as
     loss terms); every other value is detached.
     """
@@ -73,8 +73,8 @@ class MetricSpec:
         return getattr(importlib.import_module("embedmetrics.functional"), str(self.functional))
 
     def make_case(self, **kwargs: Any) -> Any:
-        """A small valid input (``embedmetrics._metric.inputs.Case``) for this metric."""
-        factory = getattr(importlib.import_module("embedmetrics._metric.inputs"), self.inputs)
+        """A small valid input (``embedmetrics._metric.cases.Case``) for this metric."""
+        factory = getattr(importlib.import_module("embedmetrics._metric.cases"), self.inputs)
         return factory(self, **kwargs)
 
 
