@@ -37,9 +37,9 @@ class DenseRetrieval(BaseMetric):
     number of times, in any order, on any process; ids are integers, unique per role across all
     processes (dataset indices, say). The qrels (``(n, 3)`` ``(query_id, doc_id, relevance)``) are
     given at construction or through ``set_qrels``, the same on every process. ``compute``
-    returns what [`dense_retrieval`][embedmetrics.functional.dense_retrieval] returns on all the rows: a dict
-    with
-    ``f"{metric}@{k}"`` for every metric and cut-off (``"r_precision"`` alone), and the run when asked.
+    returns what [`dense_retrieval`][embedmetrics.functional.dense_retrieval] returns on all the rows:
+    a dict with ``f"{metric}@{k}"`` for every metric and cut-off (``"r_precision"`` alone), and the run
+    when asked.
     In a distributed run each process scans only its own corpus rows against all queries and the
     top-``depth`` lists are merged exactly: every process returns the same, equal to one process
     holding everything.

@@ -26,7 +26,8 @@ from embedmetrics._engine.core.checks import (
 from embedmetrics._engine.core.inputs import Arg, BatchSpec
 from embedmetrics._engine.core.scan import metric_shard
 from embedmetrics._engine.embedding import pairs as engine
-from embedmetrics._metric.base import BaseMetric, Layout, first_rows
+from embedmetrics._metric.base import BaseMetric, Layout
+from embedmetrics._metric.sync import first_rows
 from embedmetrics._plotting import plot_metric
 
 __all__ = ["Alignment", "ContrastiveAccuracy", "Uniformity"]
@@ -39,7 +40,13 @@ class _EmbeddingMetric(BaseMetric):
     """
 
     full_state_update: bool = False
+    #: The views ``update`` takes (rows of the same shape and dtype); they define ``batch_spec``.
     _views: tuple[str, ...] = ("z",)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        first, *others = cls._views
+        cls.batch_spec = BatchSpec((Arg(first), *(Arg(v, same_shape_as=first) for v in others)))
 
     def __init__(self, validate_args: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -58,6 +65,10 @@ class _EmbeddingMetric(BaseMetric):
 class _StoredEmbeddingMetric(_EmbeddingMetric):
     """Keeps every row: one ``(n, d)`` row store per view, in the dtype the rows came in."""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._embedding_states = cls._views  # the row stores of the views hold the embeddings
+
     def __init__(self, block_bytes: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.block_bytes = check_block_bytes(block_bytes)
@@ -75,18 +86,15 @@ class _StoredEmbeddingMetric(_EmbeddingMetric):
         return [r for r in rows if r is not None]
 
     def _nan(self, shape: tuple[int, ...] = ()) -> Tensor:
-        layout = self.input_layout()
-        dtype = torch.float64 if layout is not None and layout[0] == torch.float64 else None
-        return torch.full(shape, math.nan, dtype=dtype, device=self.device)
+        return torch.full(shape, math.nan, dtype=self.value_dtype(), device=self.device)
 
 
 class ContrastiveAccuracy(_StoredEmbeddingMetric):
     r"""Top-k contrastive accuracy between two views, both directions averaged.
 
     Accumulates the embeddings of both views and computes
-    [`contrastive_accuracy_score`][embedmetrics.functional.contrastive_accuracy_score] on everything seen (on
-    every
-    process): for each ``i``, is ``z2[i]`` among the ``topk`` rows of ``z2`` most similar to
+    [`contrastive_accuracy_score`][embedmetrics.functional.contrastive_accuracy_score] on everything
+    seen (on every process): for each ``i``, is ``z2[i]`` among the ``topk`` rows of ``z2`` most similar to
     ``z1[i]``, and symmetrically. Ties follow ``ties`` (``"average"``: the expected hit under a
     random order of tied rows).
 
@@ -115,8 +123,6 @@ class ContrastiveAccuracy(_StoredEmbeddingMetric):
     plot_lower_bound: float = 0.0
     plot_upper_bound: float = 1.0
     _views = ("z1", "z2")
-    _embedding_states = _views
-    batch_spec = BatchSpec((Arg("z1"), Arg("z2", same_shape_as="z1")))
 
     z1: list[Tensor]
     z2: list[Tensor]
@@ -195,8 +201,6 @@ class Uniformity(_StoredEmbeddingMetric):
     higher_is_better: bool = False
     plot_upper_bound: float = 0.0
     _views = ("z",)
-    _embedding_states = _views
-    batch_spec = BatchSpec((Arg("z"),))
 
     z: list[Tensor]
 
@@ -259,7 +263,6 @@ class Alignment(_EmbeddingMetric):
     higher_is_better: bool = False
     plot_lower_bound: float = 0.0
     _views = ("z1", "z2")
-    batch_spec = BatchSpec((Arg("z1"), Arg("z2", same_shape_as="z1")))
 
     sum_terms: Tensor
     total: Tensor
@@ -303,6 +306,4 @@ class Alignment(_EmbeddingMetric):
 
     def compute(self) -> Tensor:
         """Mean term over every pair seen (float64 for float64 embeddings, else the default dtype)."""
-        layout = self.input_layout()
-        wide = layout is not None and layout[0] == torch.float64
-        return (self.sum_terms / self.total).to(torch.float64 if wide else torch.get_default_dtype())
+        return (self.sum_terms / self.total).to(self.value_dtype())

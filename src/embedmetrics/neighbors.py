@@ -65,7 +65,8 @@ from embedmetrics._engine.neighbors.statistics import (
     self_index_of,
     unique_ids,
 )
-from embedmetrics._metric.base import BaseMetric, first_rows
+from embedmetrics._metric.base import BaseMetric
+from embedmetrics._metric.sync import first_rows
 
 __all__ = [
     "EQUALITY",
@@ -709,8 +710,7 @@ class EmbeddingAccuracy(BaseMetric):
         calc = self.calculator
         metrics = calc.get_curr_metrics()
         parts = self._role_tensors()
-        layout = self.input_layout()
-        dtype = torch.float64 if layout is not None and layout[0] == torch.float64 else None
+        dtype = self.value_dtype()
         if parts is None:
             return {m: torch.tensor(math.nan, dtype=dtype, device=self.device) for m in metrics}
         (be, bl), (qe, ql), (re_, rl) = parts["both"], parts["query"], parts["reference"]

@@ -1,5 +1,4 @@
-"""String ids to int64 ids and back, for [`DenseRetrieval`][embedmetrics.DenseRetrieval] and its functional
-twin.
+"""String ids to int64 ids and back, for [`DenseRetrieval`][embedmetrics.DenseRetrieval] and its twin.
 
 BEIR and TREC name queries and documents with strings; the metrics take int64 tensors. An
 ``IdMap`` gives each name a code (0, 1, 2, ... in order of first appearance) and turns codes

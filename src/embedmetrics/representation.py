@@ -1,8 +1,7 @@
 """Module metrics of representation health: ``RankMe``, ``AlphaReQ``, ``LiDAR``, ``LinearCKA``,
 ``KNNAccuracy``.
 
-The spectral metrics and CKA keep sufficient statistics, not samples
-(``embedmetrics._engine.spectral.moments``):
+The spectral metrics and CKA keep sufficient statistics, not samples (``_engine/spectral/moments``):
 ``n``, ``Σz`` and ``Σzzᵀ`` in float64 (``Σxyᵀ`` for CKA, per-class sums for LiDAR). Memory is
 O(d²) for any number of samples, and the value is the same for any batch split and any number of
 processes: no queue of recent samples, no rank-0-only estimate. ``KNNAccuracy`` keeps the bank and
@@ -29,8 +28,9 @@ from embedmetrics._engine.spectral import moments as spectral
 from embedmetrics._engine.spectral.options import (
     check_knn_options,
 )
-from embedmetrics._metric.base import BaseMetric, Layout, first_rows
+from embedmetrics._metric.base import BaseMetric, Layout
 from embedmetrics._metric.slots import SlotTrimmer
+from embedmetrics._metric.sync import first_rows
 from embedmetrics._plotting import plot_metric
 
 __all__ = ["AlphaReQ", "KNNAccuracy", "LiDAR", "LinearCKA", "RankMe"]
@@ -47,16 +47,10 @@ class _RepresentationMetric(BaseMetric):
         super().__init__(**kwargs)
         self.validate_args = check_bool("validate_args", validate_args)
 
-    def _out_dtype(self) -> torch.dtype:
-        layout = self.input_layout()
-        return (
-            torch.float64 if layout is not None and layout[0] == torch.float64 else torch.get_default_dtype()
-        )
-
     def _finish(self, value: Tensor | None) -> Tensor:
         if value is None:
-            return torch.tensor(math.nan, dtype=self._out_dtype(), device=self.device)
-        return value.to(self._out_dtype())
+            return torch.tensor(math.nan, dtype=self.value_dtype(), device=self.device)
+        return value.to(self.value_dtype())
 
     def plot(self, val: Any = None, ax: Any = None) -> Any:
         """Plot a value or a sequence of values (needs matplotlib)."""
@@ -426,7 +420,7 @@ class KNNAccuracy(_RepresentationMetric):
         bank, bank_labels = self.stored_rows("bank"), self.stored_rows("bank_labels")
         query, query_labels = self.stored_rows("query"), self.stored_rows("query_labels")
         if query is None or query_labels is None:  # the same on every process (queries are gathered)
-            value = torch.full((len(self._tops),), math.nan, dtype=self._out_dtype(), device=self.device)
+            value = torch.full((len(self._tops),), math.nan, dtype=self.value_dtype(), device=self.device)
             return value.reshape(()) if self._single else value
         if bank is None or bank_labels is None:  # NaN, unless (sharded) another process has bank rows
             bank, bank_labels = query[:0], query_labels[:0]

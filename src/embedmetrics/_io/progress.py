@@ -10,6 +10,9 @@ from typing import Any
 class _Silent:
     """A stand-in for a tqdm bar that shows nothing."""
 
+    total: float = 0
+    n: float = 0
+
     def __enter__(self) -> _Silent:
         return self
 
@@ -24,9 +27,6 @@ class _Silent:
 
     def refresh(self) -> None:
         return None
-
-    total: float = 0
-    n: float = 0
 
 
 def show_progress() -> bool:
@@ -47,8 +47,8 @@ def progress_bar(*, total: float, desc: str, **kwargs: Any) -> Any:
 
 
 def follow_blocks(bar: Any) -> Callable[[int, int], None]:
-    """A block callback (``embedmetrics._engine.core.block_progress.on_blocks``) that moves ``bar``: its total
-    becomes the scan's number of blocks, its count the blocks done."""
+    """A block callback (``on_blocks`` of ``embedmetrics._engine.core.block_progress``) that moves
+    ``bar``: its total becomes the scan's number of blocks, its count the blocks done."""
 
     def moved(done: int, total: int) -> None:
         bar.total = total

@@ -35,7 +35,7 @@ from torchmetrics import Metric
 from embedmetrics._engine.core.checks import IncompatibleStateError, check_same_settings
 from embedmetrics._engine.core.inputs import BatchSpec, read_batch
 from embedmetrics._metric.registry import spec_of
-from embedmetrics._metric.sync import SyncSafeMetric, settings_fingerprint
+from embedmetrics._metric.sync import SyncSafeMetric, first_rows, settings_fingerprint
 
 #: The dtype and the trailing shape (feature widths) of a metric's embeddings.
 Layout = tuple[torch.dtype, tuple[int, ...]]
@@ -60,16 +60,6 @@ def describe_setting(value: Any) -> str:
         return repr(value)
     public = sorted((k, describe_setting(v)) for k, v in vars(value).items() if not k.startswith("_"))
     return f"{type(value).__qualname__}{public}"
-
-
-def first_rows(state: Any) -> Optional[Tensor]:
-    """The first tensor with rows of a list (or tensor) state, or ``None``: its dtype and trailing shape
-    are those of every row of the state (metadata only, no host read)."""
-    items = state if isinstance(state, list) else [state]
-    for item in items:
-        if isinstance(item, Tensor) and item.ndim >= 1 and item.shape[0] > 0:
-            return item
-    return None
 
 
 def _rows_text(t: Tensor) -> str:
@@ -128,7 +118,7 @@ class BaseMetric(SyncSafeMetric):
         first = values[layout_args[0].name]
         dtype = functools.reduce(torch.promote_types, (values[a.name].dtype for a in layout_args))
         widths = tuple(int(values[a.name].shape[1]) for a in layout_args)
-        self.check_like_earlier_rows(", ".join(a.name for a in layout_args), first, (dtype, widths))
+        self._refuse_other_layout(", ".join(a.name for a in layout_args), first, (dtype, widths))
         self._stateful_rules(values, role)
         return values, role
 
@@ -230,12 +220,18 @@ class BaseMetric(SyncSafeMetric):
                 return rows.dtype, tuple(rows.shape[1:])
         return None
 
-    def check_like_earlier_rows(self, name: str, t: Tensor, layout: Optional[Layout] = None) -> None:
-        """A batch ``t`` of argument ``name`` must have the dtype and width of the rows accumulated before
-        (``IncompatibleStateError`` naming both; metadata only, no host read). ``layout``: the
-        batch's layout where it is not ``t``'s own dtype and trailing shape."""
-        earlier, got = self.input_layout(), layout or (t.dtype, tuple(t.shape[1:]))
-        if earlier is None or got == earlier:
+    def value_dtype(self) -> torch.dtype:
+        """The dtype of the values: float64 for float64 embeddings, else the default dtype."""
+        layout = self.input_layout()
+        return (
+            torch.float64 if layout is not None and layout[0] == torch.float64 else torch.get_default_dtype()
+        )
+
+    def _refuse_other_layout(self, name: str, t: Tensor, layout: Layout) -> None:
+        """A batch (argument ``name``, first tensor ``t``) of ``layout`` must have the dtype and widths of
+        the rows accumulated before (``IncompatibleStateError`` naming both; metadata only)."""
+        earlier = self.input_layout()
+        if earlier is None or layout == earlier:
             return
         raise IncompatibleStateError(
             f"Argument `{name}` must have the dtype and width of the earlier batches ({earlier[0]}, "
@@ -266,7 +262,8 @@ class BaseMetric(SyncSafeMetric):
 
     def settings_text(self) -> dict[str, str]:
         """Every setting that changes the result (the registry's ``settings``) as stable text."""
-        spec = next((spec_of(k.__name__) for k in type(self).__mro__ if spec_of(k.__name__)), None)
+        specs = (spec_of(k.__name__) for k in type(self).__mro__)
+        spec = next((s for s in specs if s is not None), None)
         names = () if spec is None else spec.settings
         return {n: describe_setting(getattr(self, n)) for n in names if hasattr(self, n)}
 
@@ -319,8 +316,7 @@ class BaseMetric(SyncSafeMetric):
             self._refuse_other_settings(incoming_state._settings, "merge_state")
         elif isinstance(incoming_state, dict):
             self._refuse_other_settings_code(incoming_state.get("settings_code"), "merge_state")
-        if isinstance(incoming_state, (dict, Metric)):
-            self._refuse_other_rows(incoming_state, "merge_state")
+        self._refuse_other_rows(incoming_state, "merge_state")
         super().merge_state(incoming_state)
         self._computed = None  # torchmetrics keeps the value cached before the merge
 

@@ -12,8 +12,7 @@ fixed-size ``all_gather`` (the same collective on every rank, whatever it holds)
 trailing shape of every ``"cat"`` state; a rank without rows for a state then contributes an empty
 tensor ``(0, *trailing_shape)`` of the right dtype, which torchmetrics pads and gathers like any other.
 Ranks whose settings, inputs or states disagree (dtype or trailing shape, process-local states
-included) raise the same ``IncompatibleStateError`` on every rank,
-never a hang.
+included) raise the same ``IncompatibleStateError`` on every rank, never a hang.
 
 A second torchmetrics limitation is handled too: a ``"cat"`` state that is a *tensor* (not a list)
 is gathered and then ``torch.stack``-ed, which fails as soon as ranks hold different numbers of rows.
@@ -55,14 +54,13 @@ MAX_STATE_NDIM = 8
 _DESC_LEN = 3 + MAX_STATE_NDIM - 1
 
 
-def _local_tensor(value: Any) -> Tensor | None:
-    """The first tensor of a ``"cat"`` state (list or tensor), or ``None`` when the rank has no rows."""
-    if isinstance(value, Tensor):
-        return value if value.ndim >= 1 and value.shape[0] > 0 else None
-    if isinstance(value, list):
-        for item in value:
-            if isinstance(item, Tensor) and item.ndim >= 1 and item.shape[0] > 0:
-                return item
+def first_rows(state: Any) -> Tensor | None:
+    """The first tensor with rows of a list (or tensor) state, or ``None`` when it holds none: its dtype
+    and trailing shape are those of every row of the state (metadata only, no host read)."""
+    items = state if isinstance(state, list) else [state]
+    for item in items:
+        if isinstance(item, Tensor) and item.ndim >= 1 and item.shape[0] > 0:
+            return item
     return None
 
 
@@ -128,7 +126,9 @@ def _read(row: list[int], layout: bool = False) -> str:
     return f"{_DTYPES[row[1]]} rows of shape (n, {shape})" if shape else f"{_DTYPES[row[1]]} values"
 
 
-def align_empty_cat_states(metric: Metric, process_group: Any | None = None) -> None:
+def align_empty_cat_states(
+    metric: Metric, process_group: Any | None = None, reductions: dict[str, Any] | None = None
+) -> None:
     """Check that every rank agrees, then give every empty ``"cat"`` state of ``metric`` the dtype and
     trailing shape the other ranks use.
 
@@ -136,18 +136,17 @@ def align_empty_cat_states(metric: Metric, process_group: Any | None = None) -> 
     agree on the settings (``settings_fingerprint``), on the input layout (the dtype and width of
     the embeddings, ``metric.input_layout()`` where defined) and on the dtype and trailing shape of
     every ``"cat"`` state, process-local ones included; where they do not, every rank raises the same
-    ``IncompatibleStateError`` (no hang, no mixed result). States are
-    replaced in place on ranks without rows; torchmetrics' ``sync`` has cached the originals already
-    and restores them on ``unsync``.
+    ``IncompatibleStateError`` (no hang, no mixed result). ``reductions``: every state's reduction,
+    process-local ones included (default: the metric's). States are replaced in place on ranks without
+    rows; torchmetrics' ``sync`` has cached the originals already and restores them on ``unsync``.
     """
     if not (dist.is_available() and dist.is_initialized()):
         return  # a custom ``dist_sync_fn`` without a process group: nothing to align with
     group = process_group if process_group is not None else dist.group.WORLD
-    reductions = getattr(metric, "_all_reductions", metric._reductions)
-    attrs = [a for a, fx in reductions.items() if fx is dim_zero_cat]
+    attrs = [a for a, fx in (reductions or metric._reductions).items() if fx is dim_zero_cat]
     layout = getattr(metric, "input_layout", None)
     descs = [_settings_row(metric), _layout_row(layout() if callable(layout) else None)]
-    descs += [_describe(_local_tensor(getattr(metric, a)), a) for a in attrs]
+    descs += [_describe(first_rows(getattr(metric, a)), a) for a in attrs]
     local = torch.tensor(descs, dtype=torch.int64, device=metric.device)
     gathered = [torch.zeros_like(local) for _ in range(dist.get_world_size(group))]
     dist.all_gather(gathered, local, group=group)
@@ -202,9 +201,8 @@ class SyncSafeMetric(Metric):
         reductions = self._reductions
         local = self._process_local_states
         self._reductions = {name: fx for name, fx in reductions.items() if name not in local}
-        self._all_reductions = reductions  # the agreement check covers the process-local states too
-        try:
-            align_empty_cat_states(self, process_group or self.process_group)
+        try:  # the agreement check covers the process-local states too
+            align_empty_cat_states(self, process_group or self.process_group, reductions)
             for attr, fx in self._reductions.items():
                 value = getattr(self, attr)
                 if fx is dim_zero_cat and isinstance(value, Tensor) and value.ndim >= 1:
@@ -213,4 +211,3 @@ class SyncSafeMetric(Metric):
             super()._sync_dist(dist_sync_fn, process_group=process_group)
         finally:
             self._reductions = reductions
-            del self._all_reductions

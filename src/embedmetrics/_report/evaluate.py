@@ -156,9 +156,8 @@ def evaluate_embeddings(
 
     Two scans keep memory bounded: the calculator's default metrics (``k`` = the largest class, no
     neighbour lists kept), then a ``k = max(ks)`` scan whose neighbour lists give precision@k
-    ([`embedmetrics.neighbors.precision_at_k`][embedmetrics.neighbors.precision_at_k]) and whose per-query
-    precision_at_1 statistic gives
-    the per-class bars.
+    (``embedmetrics.neighbors.precision_at_k``) and whose per-query precision_at_1 statistic gives the
+    per-class bars.
     """
     from embedmetrics import AccuracyCalculator
     from embedmetrics._engine.neighbors.statistics import neighbor_statistics

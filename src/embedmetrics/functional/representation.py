@@ -25,12 +25,13 @@ from embedmetrics._engine.core.checks import (
     check_embeddings,
     check_finite,
     check_number,
+    check_row_pair,
     to_tensors,
 )
 from embedmetrics._engine.core.scan import compute_dtype
 from embedmetrics._engine.neighbors.vote import knn_vote_hits
 from embedmetrics._engine.spectral import moments as spectral
-from embedmetrics._engine.spectral.options import check_knn_options, check_row_pair
+from embedmetrics._engine.spectral.options import check_knn_options
 
 __all__ = ["alpha_req", "knn_accuracy", "lidar", "linear_cka", "rankme"]
 

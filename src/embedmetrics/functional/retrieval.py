@@ -7,7 +7,8 @@ Every function accepts
 - 2-D ``(queries, documents)`` without ``indexes``: one query per row;
 - any shape with ``indexes`` (flattened): the query id of every document.
 
-Each metric is declared once in the engine (its closed form, options and docstring); this module
+Each metric is declared once in the engine (its closed form and options; its docstring is written from
+the declaration by ``embedmetrics._metric.docstrings``); this module
 gives it an explicit signature. The module metrics in ``embedmetrics.retrieval`` compute through
 the same engine functions.
 """

@@ -13,9 +13,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.core.checks import ArgumentKindError, as_tensor, check_bool, check_finite
+from embedmetrics._engine.core.checks import (
+    ArgumentKindError,
+    as_tensor,
+    check_bool,
+    check_finite,
+    check_row_pair,
+)
 from embedmetrics._engine.embedding import shape_similarity as engine
-from embedmetrics._engine.spectral.options import check_row_pair
 
 __all__ = ["kruskal_similarity", "procrustes_r2", "procrustes_similarity"]
 

@@ -499,3 +499,17 @@ def check_ids(name: str, ids: Tensor, n_rows: int) -> Tensor:
     if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
         raise ArgumentKindError(f"Argument `{name}` must hold integer ids, got dtype {ids.dtype}.")
     return ids.to(torch.int64)
+
+
+def check_row_pair(names: tuple[str, str], x: Tensor, y: Tensor) -> None:
+    """Two representations of the same samples: the same number of rows, on the same device."""
+    if x.shape[0] != y.shape[0]:
+        raise ValueError(
+            f"Arguments `{names[0]}` and `{names[1]}` must have the same number of rows (one per sample), "
+            f"got shapes {tuple(x.shape)} and {tuple(y.shape)}."
+        )
+    if x.device != y.device:
+        raise ValueError(
+            f"Arguments `{names[0]}` and `{names[1]}` must be on the same device, "
+            f"got {x.device} and {y.device}."
+        )

@@ -15,6 +15,7 @@ state: checks against the accumulated state (widths, dtypes, ids seen before) ar
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Optional, TypeVar
@@ -32,6 +33,7 @@ from embedmetrics._engine.core.checks import (
     check_finite,
     check_ids,
     check_labels,
+    check_row_pair,
     check_same_shape,
 )
 
@@ -67,13 +69,14 @@ def to_numpy(value: Any) -> Any:
 def numpy_io(fn: F) -> F:
     """A functional that takes NumPy arrays anywhere it takes tensors and answers NumPy input in NumPy."""
 
+    positional = tuple(inspect.signature(fn).parameters)
+
     @functools.wraps(fn)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         given = (*args, *kwargs.values())
         if not any(isinstance(v, np.ndarray) for v in given):
             return fn(*args, **kwargs)
-        names = tuple(f"argument {i}" for i in range(len(args)))
-        args = tuple(tensors_from_numpy(names, args))
+        args = tuple(tensors_from_numpy(positional[: len(args)], args))
         kwargs = dict(zip(kwargs, tensors_from_numpy(tuple(kwargs), tuple(kwargs.values()))))
         return to_numpy(fn(*args, **kwargs))
 
@@ -173,14 +176,6 @@ def _checked(arg: Arg, value: Any, batch: dict[str, Any], allow_empty: bool) -> 
                 f"Arguments `{arg.same_shape_as}` and `{arg.name}` must have the same dtype, "
                 f"got {other.dtype} and {t.dtype}."
             )
-    if arg.rows_of is not None and t.device != batch[arg.rows_of].device and arg.kind == "embeddings":
-        raise ValueError(
-            f"Arguments `{arg.rows_of}` and `{arg.name}` must be on the same device, "
-            f"got {batch[arg.rows_of].device} and {t.device}."
-        )
-    if arg.kind == "embeddings" and arg.rows_of is not None and t.shape[0] != rows:
-        raise ValueError(
-            f"Arguments `{arg.rows_of}` and `{arg.name}` must have the same number of rows (one per "
-            f"sample), got shapes {tuple(batch[arg.rows_of].shape)} and {tuple(t.shape)}."
-        )
+    if arg.kind == "embeddings" and arg.rows_of is not None:
+        check_row_pair((arg.rows_of, arg.name), batch[arg.rows_of], t)
     return t.to(batch[arg.rows_of].device) if arg.rows_of and arg.kind != "embeddings" else t

@@ -294,7 +294,8 @@ def dense_values(
     queries = queries[order]
     judgements = Judgements.build(qrels, query_ids)
     # no list is longer than the corpus: a huge ``depth`` costs nothing (the cut-offs stay addressable)
-    opts = replace(opts, depth=max(max(opts.ks), min(opts.depth, _corpus_size(corpus, distributed))))
+    n_corpus = _corpus_size(corpus, distributed)
+    opts = replace(opts, depth=max(max(opts.ks), min(opts.depth, n_corpus)))
     if distributed:  # identical rows on several processes: all scanned by one (bit-identical keys)
         corpus, corpus_ids = route_identical_rows(
             corpus.detach().to(compute_dtype(queries, corpus)), corpus_ids
@@ -327,7 +328,7 @@ def dense_values(
     if opts.return_run or (isinstance(opts.aggregation, str) and opts.aggregation == "none"):
         result["query_ids"] = query_ids
     if opts.return_run:
-        result["run"] = _run(lists, queries, corpus, corpus_ids, opts.similarity, distributed)
+        result["run"] = _run(lists, queries, corpus, corpus_ids, n_corpus, opts.similarity, distributed)
     return result
 
 
@@ -357,12 +358,19 @@ def _corpus_size(corpus: Tensor, distributed: bool) -> int:
 
 
 def _run(
-    lists: TopLists, queries: Tensor, corpus: Tensor, corpus_ids: Tensor, similarity: str, distributed: bool
+    lists: TopLists,
+    queries: Tensor,
+    corpus: Tensor,
+    corpus_ids: Tensor,
+    n_corpus: int,
+    similarity: str,
+    distributed: bool,
 ) -> tuple[Tensor, Tensor]:
-    """``(doc_ids, scores)`` ``(Q, min(depth, corpus))``: similarity (``-distance`` for euclidean),
+    """``(doc_ids, scores)`` ``(Q, min(depth, n_corpus))`` (``n_corpus``: the corpus of every process):
+    similarity (``-distance`` for euclidean),
     recomputed pair by pair (``pair_scores``: the same bits whatever the block
     size, corpus order, world size or kernel), ordered by score, then document id."""
-    width = min(lists.keys.shape[1], _corpus_size(corpus, distributed))
+    width = min(lists.keys.shape[1], n_corpus)
     keys, ids = lists.keys[:, :width], lists.ids[:, :width]
     listed = torch.isfinite(keys)
     cols = columns_of(ids.reshape(-1), corpus_ids).view_as(ids)

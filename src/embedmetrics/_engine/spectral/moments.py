@@ -199,18 +199,10 @@ def class_partials(z: Tensor, labels: Tensor) -> tuple[Tensor, Tensor, Tensor, T
     Slot ``i < used`` holds the ``i``-th distinct label (sorted), its row count and its row sum; the
     slots from ``used`` on have count 0 and sum 0 and repeat the last label, so they add nothing
     wherever they are merged. No shape depends on the data: no host sync. Deterministic on every
-    device (a sort, integer counts and a segmented sum of the sorted rows, no float atomics).
+    device (a sort, integer counts and a segmented sum of the sorted rows, no float atomics): the rows
+    are partials of one row each, merged by ``merge_partials``.
     """
-    n = labels.shape[0]
-    sorted_labels, order = torch.sort(labels, stable=True)
-    first = torch.ones(n, dtype=torch.bool, device=labels.device)
-    first[1:] = sorted_labels[1:] != sorted_labels[:-1]
-    slot = torch.cumsum(first, 0) - 1
-    counts = torch.zeros_like(slot).scatter_add_(0, slot, torch.ones_like(slot))
-    starts = (torch.cumsum(counts, 0) - counts).clamp_max(n - 1)
-    rows = z.detach().to(torch.float64)[order]
-    sums = torch.segment_reduce(rows, "sum", lengths=counts, axis=0, unsafe=True)
-    return sorted_labels[starts], counts, sums, first.sum()
+    return merge_partials(labels, torch.ones_like(labels, dtype=torch.int64), z.detach().to(torch.float64))
 
 
 def merge_partials(labels: Tensor, counts: Tensor, sums: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:

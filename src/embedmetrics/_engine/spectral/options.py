@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Optional
 
-from torch import Tensor
-
 from embedmetrics._engine.core.checks import (
     TIES,
     check_block_bytes,
@@ -14,20 +12,6 @@ from embedmetrics._engine.core.checks import (
     check_positive_int,
     normalize_ks,
 )
-
-
-def check_row_pair(names: tuple[str, str], x: Tensor, y: Tensor) -> None:
-    """Two representations of the same samples: the same number of rows, on the same device."""
-    if x.shape[0] != y.shape[0]:
-        raise ValueError(
-            f"Arguments `{names[0]}` and `{names[1]}` must have the same number of rows (one per sample), "
-            f"got shapes {tuple(x.shape)} and {tuple(y.shape)}."
-        )
-    if x.device != y.device:
-        raise ValueError(
-            f"Arguments `{names[0]}` and `{names[1]}` must be on the same device, "
-            f"got {x.device} and {y.device}."
-        )
 
 
 class KnnOptions(NamedTuple):
