@@ -6,7 +6,8 @@ Read from ``embedmetrics._metric.registry`` (the one list of metrics), in place 
   functional twins;
 - ``<!-- registry-api: FAMILY -->``: an API page's sections ``## Module metrics`` and ``## Functional``
   with one mkdocstrings directive per metric of the family (``## Functional`` alone for a family
-  without module metrics).
+  without module metrics), then ``## Settings``: each metric's option table (its ``Option``s: name,
+  type, default, what a change affects, meaning).
 """
 
 from __future__ import annotations
@@ -62,7 +63,35 @@ def registry_api(family: str) -> str:
         parts.append("## Module metrics\n\n" + "\n\n".join(f"::: embedmetrics.{name}" for name in classes))
     functions = [s.functional for s in specs if s.functional is not None]
     parts.append("## Functional\n\n" + "\n\n".join(f"::: embedmetrics.functional.{f}" for f in functions))
+    parts.append(settings_section(specs))
     return "\n\n".join(parts)
+
+
+#: What a change of a setting affects (``Option.effect``).
+EFFECTS = {
+    "state": "the stored state: merging or loading a state of another value is refused",
+    "result": "the result: every process must agree",
+    "none": "nothing but speed or checks",
+}
+
+
+def settings_table(options: Any) -> str:
+    """The Markdown table of one option table."""
+    rows = ["| setting | type | default | a change affects | meaning |", "| --- | --- | --- | --- | --- |"]
+    for o in options:
+        doc = o.doc.replace("|", "\\|")
+        rows.append(f"| `{o.name}` | `{o.annotation}` | `{o.default!r}` | {EFFECTS[o.effect]} | {doc} |")
+    return "\n".join(rows)
+
+
+def settings_section(specs: Any) -> str:
+    """``## Settings``: the option table of every metric of a family (``embedmetrics._engine.<family>.options``)."""
+    blocks = [
+        "## Settings\n\nEvery setting is declared once, with its check, default and effect; the constructors, "
+        "the functional twins, the sync agreement and `merge_state` read the same declaration."
+    ]
+    blocks += [f"**`{spec.key}`**\n\n{settings_table(spec.options)}" for spec in specs]
+    return "\n\n".join(blocks)
 
 
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:

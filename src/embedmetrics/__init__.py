@@ -57,8 +57,8 @@ def __dir__() -> list[str]:
 # For type checkers and the API docs: the same names imported eagerly (``X as X``: re-exported).
 if TYPE_CHECKING:
     from embedmetrics._config import set_compile as set_compile
-    from embedmetrics._engine.core.checks import ArgumentKindError as ArgumentKindError
     from embedmetrics._engine.core.checks import IncompatibleStateError as IncompatibleStateError
+    from embedmetrics._engine.settings.arguments import ArgumentKindError as ArgumentKindError
     from embedmetrics.dense import DenseRetrieval as DenseRetrieval
     from embedmetrics.embedding import Alignment as Alignment
     from embedmetrics.embedding import ContrastiveAccuracy as ContrastiveAccuracy

@@ -14,10 +14,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from embedmetrics import __version__
-from embedmetrics._engine.core.policies import SIMILARITIES, TIES
+from embedmetrics._engine.dense.options import OPTIONS as DENSE_OPTIONS
+from embedmetrics._engine.settings.options import TIES_OPTION, Option
+from embedmetrics._engine.settings.policies import TIES
 from embedmetrics._io.errors import ReportInputError
 from embedmetrics._report.output import PLOT_FORMATS
 
@@ -49,6 +51,18 @@ def parse_ks(text: str) -> list[int]:
     if not ks or any(k < 1 for k in ks):
         raise ReportInputError(f"--k must be positive integers separated by commas, got {text!r}.")
     return sorted(set(ks))
+
+
+def option_flag(group: argparse._ArgumentGroup, option: Option, **overrides: Any) -> None:
+    """The flag of a metric's option (``--name``): its choices or type, default and document line."""
+    text = option.doc.replace("``", "")
+    kwargs: dict[str, Any] = {"default": option.default, "help": f"{text} (default: {option.default})"}
+    if option.choices:
+        kwargs["choices"] = option.choices
+    elif option.annotation.startswith("int"):
+        kwargs.update(type=int, metavar="N")
+    kwargs.update(overrides)
+    group.add_argument(option.flag, **kwargs)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,10 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument(
         "--qrels", metavar="FILE", help="qrels file: qid iter docno rel (or a BEIR .tsv with --queries)"
     )
-    group.add_argument(
-        "--ties",
+    option_flag(
+        group,
+        TIES_OPTION,
         choices=REPORT_TIES,
-        default="average",
         help="tied scores in the run: expected value over random tie orders (average, default), worst "
         "or best case, or trec_eval's order (docno descending)",
     )
@@ -97,10 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--queries", metavar="FILE", help="query embeddings (ids: an 'ids' array or FILE's .ids.txt sidecar)"
     )
     group.add_argument("--corpus", metavar="FILE", help="document embeddings (ids as for --queries)")
-    group.add_argument("--similarity", choices=SIMILARITIES, default="cosine", help="default: cosine")
-    group.add_argument(
-        "--depth", metavar="N", type=int, help="documents retrieved per query (default: max k)"
-    )
+    for option in DENSE_OPTIONS["DenseRetrieval"]:
+        if option.cli:  # --depth, --similarity: the metric's own options
+            option_flag(group, option)
     group.add_argument("--save-run", metavar="FILE", help="write the retrieved lists as a TREC run file")
     group = report.add_argument_group("options")
     group.add_argument("--key", metavar="NAME", help="array to read from .npz files or .pt dicts")

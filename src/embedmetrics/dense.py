@@ -15,13 +15,11 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.core.checks import (
-    check_bool,
-)
 from embedmetrics._engine.core.inputs import Arg, BatchSpec
 from embedmetrics._engine.core.scan import metric_shard
-from embedmetrics._engine.dense.measures import check_dense_options, dense_values
+from embedmetrics._engine.dense.measures import dense_options, dense_values
 from embedmetrics._engine.dense.qrels import check_new_ids, check_qrels
+from embedmetrics._engine.settings.options import options_in, read_options
 from embedmetrics._metric.base import BaseMetric
 from embedmetrics._metric.seen_ids import SeenIds
 
@@ -104,20 +102,11 @@ class DenseRetrieval(BaseMetric):
         validate_args: bool = True,
         **kwargs: Any,
     ) -> None:
-        self._options = check_dense_options(
-            k, metrics, depth, similarity, exclude_self, ties, aggregation, return_run, block_bytes
-        )
-        self.k, self.metrics, self.depth, self.similarity = k, metrics, self._options.depth, similarity
-        self.exclude_self, self.ties, self.aggregation, self.return_run = (
-            exclude_self,
-            ties,
-            aggregation,
-            return_run,
-        )
-        self.block_bytes = block_bytes
         super().__init__(**kwargs)
-        self.validate_args = check_bool("validate_args", validate_args)
-        self._qrels = None if qrels is None else check_qrels(qrels)
+        values = read_options(type(self).__name__, self.options(), options_in(self.options(), locals()))
+        self._options = dense_options(values)
+        self._qrels = values.pop("qrels")
+        self.apply_options({**values, "depth": self._options.depth})
         self._seen: dict[str, SeenIds] = {}
         self.add_row_store("query", "query_ids", *self._process_local_states)
 

@@ -19,10 +19,6 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.core.checks import (
-    check_block_bytes,
-    check_bool,
-)
 from embedmetrics._engine.core.inputs import Arg, BatchSpec
 from embedmetrics._engine.core.scan import metric_shard
 from embedmetrics._engine.embedding import pairs as engine
@@ -48,9 +44,7 @@ class _EmbeddingMetric(BaseMetric):
         first, *others = cls._views
         cls.batch_spec = BatchSpec((Arg(first), *(Arg(v, same_shape_as=first) for v in others)))
 
-    def __init__(self, validate_args: bool = True, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.validate_args = check_bool("validate_args", validate_args)
+    validate_args: bool
 
     def _batch(self, *zs: Any, **named: Any) -> list[Tensor]:
         """One checked batch, one tensor per view (see ``read_batch``)."""
@@ -69,9 +63,10 @@ class _StoredEmbeddingMetric(_EmbeddingMetric):
         super().__init_subclass__(**kwargs)
         cls._embedding_states = cls._views  # the row stores of the views hold the embeddings
 
-    def __init__(self, block_bytes: int | None = None, **kwargs: Any) -> None:
+    block_bytes: int | None
+
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.block_bytes = check_block_bytes(block_bytes)
         self.add_row_store(*self._views)
 
     def _store(self, *zs: Any) -> None:
@@ -124,6 +119,10 @@ class ContrastiveAccuracy(_StoredEmbeddingMetric):
     plot_upper_bound: float = 1.0
     _views = ("z1", "z2")
 
+    topk: int | Sequence[int]
+    normalize: bool
+    ties: str
+    eps: float
     z1: list[Tensor]
     z2: list[Tensor]
 
@@ -138,12 +137,16 @@ class ContrastiveAccuracy(_StoredEmbeddingMetric):
         validate_args: bool = True,
         **kwargs: Any,
     ) -> None:
-        self._ks, self._single = engine.check_contrastive_options(topk, ties, eps, normalize)
-        super().__init__(block_bytes=block_bytes, validate_args=validate_args, **kwargs)
-        self.topk = topk
-        self.normalize = bool(normalize)
-        self.ties = ties
-        self.eps = float(eps)
+        super().__init__(**kwargs)
+        self.read_options(
+            topk=topk,
+            normalize=normalize,
+            ties=ties,
+            eps=eps,
+            block_bytes=block_bytes,
+            validate_args=validate_args,
+        )
+        self._ks, self._single = engine.topk_cutoffs(topk)
 
     def update(self, z1: Tensor, z2: Tensor) -> None:
         """Store a batch of positive pairs (row ``i`` of ``z1`` matches row ``i`` of ``z2``)."""
@@ -214,13 +217,11 @@ class Uniformity(_StoredEmbeddingMetric):
         validate_args: bool = True,
         **kwargs: Any,
     ) -> None:
-        self._options = engine.check_uniformity_options(t, normalize, eps)
-        self.t, self.normalize, self.eps = (
-            self._options["t"],
-            self._options["normalize"],
-            self._options["eps"],
+        super().__init__(**kwargs)
+        values = self.read_options(
+            t=t, normalize=normalize, eps=eps, block_bytes=block_bytes, validate_args=validate_args
         )
-        super().__init__(block_bytes=block_bytes, validate_args=validate_args, **kwargs)
+        self._options = {name: values[name] for name in ("t", "normalize", "eps")}
 
     def update(self, z: Tensor) -> None:
         """Store a batch of embeddings."""
@@ -277,19 +278,14 @@ class Alignment(_EmbeddingMetric):
         validate_args: bool = True,
         **kwargs: Any,
     ) -> None:
-        self._options = engine.check_alignment_options(alpha, normalize, eps)
-        self.alpha, self.normalize, self.eps = (
-            self._options["alpha"],
-            self._options["normalize"],
-            self._options["eps"],
-        )
-        super().__init__(validate_args=validate_args, **kwargs)
+        super().__init__(**kwargs)
+        # the sums depend on alpha/normalize/eps: the table records them (never mixed, never grouped)
+        values = self.read_options(alpha=alpha, normalize=normalize, eps=eps, validate_args=validate_args)
+        self._options = {name: values[name] for name in ("alpha", "normalize", "eps")}
         self.add_state("sum_terms", default=torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("total", default=torch.tensor(0, dtype=torch.int64), dist_reduce_fx="sum")
         # the embeddings' dtype and width, as a running sum of zero rows: ``(1, 0, d)`` of that dtype
         self.add_running_sum("input_layout_tag")
-        # the sum depends on alpha/normalize/eps: never share a compute group across settings
-        self.add_settings_state(alpha=self.alpha, normalize=self.normalize, eps=self.eps)
 
     def update(self, z1: Tensor, z2: Tensor) -> None:
         """Add a batch of positive pairs."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from embedmetrics._engine.embedding.losses import check_options
+from embedmetrics._engine.embedding.options import OPTIONS
+from embedmetrics._engine.settings.options import read_options
 from embedmetrics.functional.losses import contrastive_loss
 
 __all__ = ["ContrastiveLoss"]
@@ -47,9 +48,14 @@ class ContrastiveLoss(nn.Module):
 
     def __init__(self, margin: float = 1.0, reduction: str = "mean", validate_args: bool = True) -> None:
         super().__init__()
-        self.margin = check_options(margin, reduction, validate_args)
-        self.reduction = reduction
-        self.validate_args = bool(validate_args)
+        values = read_options(type(self).__name__, OPTIONS[type(self).__name__], {
+            "margin": margin, "reduction": reduction, "validate_args": validate_args,
+        })  # fmt: skip
+        self.margin, self.reduction, self.validate_args = (
+            values["margin"],
+            values["reduction"],
+            values["validate_args"],
+        )
 
     def forward(self, output1: Tensor, output2: Tensor, similarity_label: Tensor | float) -> Tensor:
         """Loss of the pairs ``(output1[i], output2[i])`` with labels ``similarity_label[i]``.

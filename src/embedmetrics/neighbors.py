@@ -24,13 +24,10 @@ from torch import Tensor
 from torchmetrics.functional.clustering import normalized_mutual_info_score
 
 from embedmetrics._engine.core.checks import (
-    TIES,
     ArgumentKindError,
     as_float,
     as_tensor,
-    check_block_bytes,
     check_bool,
-    check_choice,
     check_finite,
     check_metric_names,
     check_neighbor_inputs,
@@ -56,15 +53,16 @@ from embedmetrics._engine.neighbors.lists import (
     r_precision,
     try_getting_not_lone_labels,
 )
+from embedmetrics._engine.neighbors.options import OPTIONS
 from embedmetrics._engine.neighbors.statistics import (
     KNN_STATS,
-    check_k,
     finite,
     neighbor_statistics,
     scan_k,
     self_index_of,
     unique_ids,
 )
+from embedmetrics._engine.settings.options import read_options
 from embedmetrics._metric.base import BaseMetric
 from embedmetrics._metric.sync import first_rows
 
@@ -89,7 +87,6 @@ LOGGER = logging.getLogger("embedmetrics")
 
 #: Metrics computed only when asked for by name (``include``) in the seed's (1.x) call form.
 OPT_IN_METRICS = ("mean_average_precision", "mean_reciprocal_rank")
-_DISTANCES = ("euclidean", "cosine")
 
 
 class AccuracyCalculator:
@@ -166,6 +163,18 @@ class AccuracyCalculator:
     """
 
     function_keyword = "calculate_"
+    # the options (their table: ``embedmetrics._engine.neighbors.options``)
+    avg_of_avgs: bool
+    return_per_class: bool
+    k: int | str | None
+    label_comparison_fn: LabelComparison | None
+    distance: str
+    ties: str
+    kmeans_seed: int
+    block_bytes: int | None
+    validate_args: bool
+    knn_func: Callable[..., tuple[Tensor, Tensor]] | None
+    kmeans_func: Callable[[Tensor, int], Any] | None
 
     def __init__(
         self,
@@ -199,30 +208,19 @@ class AccuracyCalculator:
         self.original_metrics = [m for m in chosen if m not in exclude]
         # what get_accuracy may still ask for: the chosen metrics, and the opt-in ones not ruled out
         self._allowed = list(include) if include else [m for m in all_metrics if m not in exclude]
-        self.k = check_k(k)
-        self.avg_of_avgs = check_bool("avg_of_avgs", avg_of_avgs)
-        self.return_per_class = check_bool("return_per_class", return_per_class)
-        if self.avg_of_avgs and self.return_per_class:
+        values = read_options(type(self).__name__, OPTIONS["AccuracyCalculator"], {
+            "avg_of_avgs": avg_of_avgs, "return_per_class": return_per_class, "k": k,
+            "label_comparison_fn": label_comparison_fn, "distance": distance, "ties": ties,
+            "kmeans_seed": kmeans_seed, "block_bytes": block_bytes, "validate_args": validate_args,
+            "knn_func": knn_func, "kmeans_func": kmeans_func,
+        })  # fmt: skip
+        if values["avg_of_avgs"] and values["return_per_class"]:
             raise ValueError(
                 "Arguments `avg_of_avgs` and `return_per_class` are mutually exclusive; got both True."
             )
-        self.validate_args = check_bool("validate_args", validate_args)
-        check_choice("distance", distance, _DISTANCES)
-        check_choice("ties", ties, TIES)
-        self.distance = distance
-        self.ties = ties
-        self.kmeans_seed = int(kmeans_seed)
-        self.block_bytes = check_block_bytes(block_bytes)
+        for name, value in values.items():
+            setattr(self, name, value)
         self.device = None if device is None else torch.device(device)
-        for name, fn in (
-            ("label_comparison_fn", label_comparison_fn),
-            ("knn_func", knn_func),
-            ("kmeans_func", kmeans_func),
-        ):
-            if fn is not None and not callable(fn):
-                raise ArgumentKindError(f"Argument `{name}` must be callable, got {fn!r}.")
-        self.label_comparison_fn = label_comparison_fn
-        self.knn_func = knn_func
         self.kmeans_func = kmeans_func
         self._refuse_clustering_with_custom_labels(self.original_metrics)
 

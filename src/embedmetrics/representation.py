@@ -17,17 +17,12 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.core.checks import (
-    check_bool,
-    check_number,
-)
 from embedmetrics._engine.core.inputs import Arg, BatchSpec
 from embedmetrics._engine.core.scan import metric_shard
 from embedmetrics._engine.neighbors.vote import knn_vote_hits
 from embedmetrics._engine.spectral import moments as spectral
-from embedmetrics._engine.spectral.options import (
-    check_knn_options,
-)
+from embedmetrics._engine.spectral import options as spectral_options
+from embedmetrics._engine.spectral.options import knn_options
 from embedmetrics._metric.base import BaseMetric, Layout
 from embedmetrics._metric.slots import SlotTrimmer
 from embedmetrics._metric.sync import first_rows
@@ -43,9 +38,7 @@ class _RepresentationMetric(BaseMetric):
     full_state_update: bool = False
     is_differentiable: bool = False
 
-    def __init__(self, validate_args: bool = True, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.validate_args = check_bool("validate_args", validate_args)
+    validate_args: bool
 
     def _finish(self, value: Tensor | None) -> Tensor:
         if value is None:
@@ -131,17 +124,19 @@ class RankMe(_MomentMetric):
     higher_is_better: bool = True
     plot_lower_bound: float = 0.0
 
+    center: bool
+    eps: float
+
     def __init__(
         self,
         center: bool = False,
-        eps: float = spectral.RANKME_EPS,
+        eps: float = spectral_options.RANKME_EPS,
         *,
         validate_args: bool = True,
         **kwargs: Any,
     ) -> None:
-        self.center = check_bool("center", center)
-        self.eps = check_number("eps", eps)
-        super().__init__(validate_args=validate_args, **kwargs)
+        super().__init__(**kwargs)
+        self.read_options(center=center, eps=eps, validate_args=validate_args)
 
     def compute(self) -> Tensor:
         """RankMe of every row seen (NaN before any update)."""
@@ -174,15 +169,17 @@ class AlphaReQ(_MomentMetric):
 
     higher_is_better: bool | None = None
 
+    fit_range: tuple[int, int]
+
     def __init__(
         self,
-        fit_range: tuple[int, int] = spectral.ALPHA_FIT_RANGE,
+        fit_range: tuple[int, int] = spectral_options.ALPHA_FIT_RANGE,
         *,
         validate_args: bool = True,
         **kwargs: Any,
     ) -> None:
-        self.fit_range = spectral.check_fit_range(fit_range)
-        super().__init__(validate_args=validate_args, **kwargs)
+        super().__init__(**kwargs)
+        self.read_options(fit_range=fit_range, validate_args=validate_args)
 
     def compute(self) -> Tensor:
         """α of every row seen (NaN before any update or with fewer than two eigenvalues to fit)."""
@@ -221,17 +218,19 @@ class LiDAR(_SummaryMetric):
 
     batch_spec = BatchSpec((Arg("z"), Arg("labels", "class_labels", rows_of="z")))
 
+    delta: float
+    eps: float
+
     def __init__(
         self,
-        delta: float = spectral.LIDAR_DELTA,
-        eps: float = spectral.LIDAR_EPS,
+        delta: float = spectral_options.LIDAR_DELTA,
+        eps: float = spectral_options.LIDAR_EPS,
         *,
         validate_args: bool = True,
         **kwargs: Any,
     ) -> None:
-        self.delta = check_number("delta", delta)
-        self.eps = check_number("eps", eps)
-        super().__init__(validate_args=validate_args, **kwargs)
+        super().__init__(**kwargs)
+        self.read_options(delta=delta, eps=eps, validate_args=validate_args)
         self.add_running_sum("gram")
         self.add_row_store("class_labels", "class_counts", "class_sums")
         self._trimmer = SlotTrimmer()
@@ -319,7 +318,8 @@ class LinearCKA(_SummaryMetric):
     batch_spec = BatchSpec((Arg("x"), Arg("y", rows_of="x")))
 
     def __init__(self, *, validate_args: bool = True, **kwargs: Any) -> None:
-        super().__init__(validate_args=validate_args, **kwargs)
+        super().__init__(**kwargs)
+        self.read_options(validate_args=validate_args)
         self.add_state("n", default=torch.tensor(0, dtype=torch.int64), dist_reduce_fx="sum")
         self.add_running_sum("sum_x", "sum_y", "xx", "yy", "xy")
 
@@ -389,6 +389,13 @@ class KNNAccuracy(_RepresentationMetric):
     )
     _embedding_states = ("bank", "query")
 
+    k: int
+    temperature: float
+    top: int | tuple[int, ...]
+    num_classes: int | None
+    ties: str
+    block_bytes: int | None
+
     def __init__(
         self,
         k: int = 20,
@@ -401,11 +408,14 @@ class KNNAccuracy(_RepresentationMetric):
         validate_args: bool = True,
         **kwargs: Any,
     ) -> None:
-        options = check_knn_options(k, temperature, top, num_classes, ties, block_bytes)
-        self.k, self.temperature, self._tops, self._single = options[:4]
-        self.num_classes, self.ties, self.block_bytes = options[4:]
-        self.top = top
-        super().__init__(validate_args=validate_args, **kwargs)
+        super().__init__(**kwargs)
+        options = knn_options(
+            self.read_options(
+                k=k, temperature=temperature, top=top, num_classes=num_classes, ties=ties,
+                block_bytes=block_bytes, validate_args=validate_args,
+            )
+        )  # fmt: skip
+        self._tops, self._single = options.tops, options.single
         self.add_row_store("bank", "bank_labels", "query", "query_labels")
 
     def update(self, embeddings: Tensor, labels: Tensor, role: str = "bank") -> None:

@@ -22,28 +22,23 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.core.checks import (
-    ArgumentKindError,
-    check_bool,
-    check_retrieval_inputs,
-    check_retrieval_options,
-)
+from embedmetrics._engine.core.checks import Aggregation, ArgumentKindError, check_retrieval_inputs
 from embedmetrics._engine.core.inputs import tensors_from_numpy
 from embedmetrics._engine.ranking.curves import (
-    check_curve_options,
-    check_min_precision,
     cutoffs,
     finish_curve,
     largest_query,
     recall_at_precision,
     top_k_column,
 )
+from embedmetrics._engine.ranking.options import OPTIONS
 from embedmetrics._engine.ranking.retrieval import (
     RetrievalDeclaration,
-    check_options,
+    RetrievalSettings,
     finish,
     out_dtype,
     query_values,
+    read_settings,
 )
 from embedmetrics._metric.base import BaseMetric
 from embedmetrics._metric.docstrings import documented, documented_curve
@@ -66,6 +61,12 @@ class RetrievalMetric(BaseMetric):
     plot_upper_bound: float = 1.0
 
     declaration: ClassVar[RetrievalDeclaration]
+    # the settings (their option table: ``embedmetrics._engine.ranking.options``)
+    ties: str
+    empty_target_action: str
+    ignore_index: int | None
+    aggregation: Aggregation
+    validate_args: bool
     preds: list[Tensor]
     target: list[Tensor]
     indexes: list[Tensor]
@@ -84,32 +85,30 @@ class RetrievalMetric(BaseMetric):
         validate_args: bool = True,
         **kwargs: Any,
     ) -> None:
-        given = {name: kwargs.pop(name) for name in self.declaration.options if name in kwargs}
+        table = OPTIONS[self._table()]
+        given = {o.name: kwargs.pop(o.name) for o in table if o.name in kwargs}
+        given.update(empty_target_action=empty_target_action, ignore_index=ignore_index)
+        given.update(aggregation=aggregation, ties=ties, validate_args=validate_args)
+        if k is not None or any(o.name == "k" for o in table):
+            given["k"] = k
         super().__init__(**kwargs)
-        self._ks, self._single = check_retrieval_options(
-            k, top_k, ties, empty_target_action, ignore_index, aggregation
-        )
-        self._options = check_options(self.declaration.name, self.declaration.options, **given)
-        check_bool("validate_args", validate_args)
-        self.k = k if top_k is None else top_k
-        self.top_k = self.k
-        self.empty_target_action = empty_target_action
-        self.ignore_index = ignore_index
-        self.aggregation = aggregation
-        self.ties = ties
-        for name in self.declaration.options:
-            setattr(self, name, getattr(self._options, name))
-        self.validate_args = validate_args
-        self.add_row_store("preds", "target", "indexes", "row_values", "row_status")
+        settings = read_settings(type(self).__name__, self._table(), given, top_k)
+        self._ks, self._single = self._cutoffs(settings)
+        self._options = settings.options
+        if "k" in settings.values:
+            self.top_k = settings.values["k"]
         # 2-D input stores per-query values at these settings: never share a compute group across them
-        self.add_settings_state(
-            metric=self.declaration.name,
-            ks=self._ks,
-            ties=ties,
-            ignore_index=ignore_index,
-            adaptive_k=self._options.adaptive_k,
-            max_fpr=self._options.max_fpr,
-        )
+        self.apply_options(settings.values, record={"metric": self.declaration.name, "k": self._ks})
+        self.add_row_store("preds", "target", "indexes", "row_values", "row_status")
+
+    @classmethod
+    def _table(cls) -> str:
+        """The registry name whose option table this class reads (the nearest registered class)."""
+        return next(c.__name__ for c in cls.__mro__ if c.__name__ in OPTIONS)
+
+    def _cutoffs(self, settings: RetrievalSettings) -> tuple[tuple[int | None, ...], bool]:
+        """The cut-offs of the per-query values, and whether ``k`` was a scalar."""
+        return settings.ks, settings.single
 
     def update(self, preds: Tensor, target: Tensor, indexes: Tensor | None = None) -> None:
         """Validate a batch, then store it (flat input) or its per-query values (2-D input).
@@ -223,29 +222,11 @@ class RetrievalMRR(RetrievalMetric):
 @documented("precision", "module")
 class RetrievalPrecision(RetrievalMetric):
     def __init__(
-        self,
-        empty_target_action: str = "neg",
-        ignore_index: int | None = None,
-        k: int | Sequence[int] | None = None,
-        adaptive_k: bool = False,
-        aggregation: str | Callable[..., Tensor] = "mean",
-        *,
-        top_k: int | Sequence[int] | None = None,
-        ties: str = "average",
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(
-            empty_target_action,
-            ignore_index,
-            k,
-            aggregation,
-            top_k=top_k,
-            ties=ties,
-            validate_args=validate_args,
-            adaptive_k=adaptive_k,
-            **kwargs,
-        )
+        self, empty_target_action: str = "neg", ignore_index: int | None = None,
+        k: int | Sequence[int] | None = None, adaptive_k: bool = False,
+        aggregation: str | Callable[..., Tensor] = "mean", **kwargs: Any,
+    ) -> None:  # fmt: skip
+        super().__init__(empty_target_action, ignore_index, k, aggregation, adaptive_k=adaptive_k, **kwargs)
 
 
 @documented("recall", "module")
@@ -266,30 +247,16 @@ class RetrievalMAP(RetrievalMetric):
 @documented("r_precision", "module")
 class RetrievalRPrecision(RetrievalMetric):
     def __init__(
-        self,
-        empty_target_action: str = "neg",
-        ignore_index: int | None = None,
-        aggregation: str | Callable[..., Tensor] = "mean",
-        *,
-        ties: str = "average",
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
+        self, empty_target_action: str = "neg", ignore_index: int | None = None,
+        aggregation: str | Callable[..., Tensor] = "mean", **kwargs: Any,
+    ) -> None:  # fmt: skip
         for name in ("k", "top_k"):
             if name in kwargs:
                 raise ArgumentKindError(
                     f"RetrievalRPrecision has no argument `{name}`: R-precision cuts each query at its own"
                     f" number of relevant documents R. Got {name}={kwargs[name]!r}."
                 )
-        super().__init__(
-            empty_target_action,
-            ignore_index,
-            None,
-            aggregation,
-            ties=ties,
-            validate_args=validate_args,
-            **kwargs,
-        )
+        super().__init__(empty_target_action, ignore_index, None, aggregation, **kwargs)
 
 
 @documented("fall_out", "module")
@@ -297,83 +264,40 @@ class RetrievalFallOut(RetrievalMetric):
     higher_is_better = False
 
     def __init__(
-        self,
-        empty_target_action: str = "pos",
-        ignore_index: int | None = None,
-        k: int | Sequence[int] | None = None,
-        aggregation: str | Callable[..., Tensor] = "mean",
-        *,
-        top_k: int | Sequence[int] | None = None,
-        ties: str = "average",
-        validate_args: bool = True,
+        self, empty_target_action: str = "pos", ignore_index: int | None = None,
+        k: int | Sequence[int] | None = None, aggregation: str | Callable[..., Tensor] = "mean",
         **kwargs: Any,
-    ) -> None:
-        super().__init__(
-            empty_target_action,
-            ignore_index,
-            k,
-            aggregation,
-            top_k=top_k,
-            ties=ties,
-            validate_args=validate_args,
-            **kwargs,
-        )
+    ) -> None:  # fmt: skip
+        super().__init__(empty_target_action, ignore_index, k, aggregation, **kwargs)
 
 
 @documented("auroc", "module")
 class RetrievalAUROC(RetrievalMetric):
     def __init__(
-        self,
-        empty_target_action: str = "neg",
-        ignore_index: int | None = None,
-        top_k: int | Sequence[int] | None = None,
-        max_fpr: float | None = None,
-        aggregation: str | Callable[..., Tensor] = "mean",
-        *,
-        k: int | Sequence[int] | None = None,
-        ties: str = "average",
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
+        self, empty_target_action: str = "neg", ignore_index: int | None = None,
+        top_k: int | Sequence[int] | None = None, max_fpr: float | None = None,
+        aggregation: str | Callable[..., Tensor] = "mean", **kwargs: Any,
+    ) -> None:  # fmt: skip
+        k = kwargs.pop("k", None)
         super().__init__(
-            empty_target_action,
-            ignore_index,
-            k,
-            aggregation,
-            top_k=top_k,
-            ties=ties,
-            validate_args=validate_args,
-            max_fpr=max_fpr,
-            **kwargs,
+            empty_target_action, ignore_index, k, aggregation, top_k=top_k, max_fpr=max_fpr, **kwargs
         )
 
 
 @documented_curve("module", fixed_precision=False)
 class RetrievalPrecisionRecallCurve(RetrievalMetric):
+    max_k: int | None
+
     def __init__(
-        self,
-        max_k: int | None = None,
-        adaptive_k: bool = False,
-        empty_target_action: str = "neg",
-        ignore_index: int | None = None,
-        aggregation: str | Callable[..., Tensor] = "mean",
-        *,
-        ties: str = "average",
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        check_curve_options(max_k, adaptive_k)
-        super().__init__(
-            empty_target_action,
-            ignore_index,
-            None if max_k is None else cutoffs(max_k),
-            aggregation,
-            ties=ties,
-            validate_args=validate_args,
-            adaptive_k=adaptive_k,
-            **kwargs,
-        )
-        self.max_k = max_k
+        self, max_k: int | None = None, adaptive_k: bool = False, empty_target_action: str = "neg",
+        ignore_index: int | None = None, aggregation: str | Callable[..., Tensor] = "mean", **kwargs: Any,
+    ) -> None:  # fmt: skip
+        kwargs.update(max_k=max_k, adaptive_k=adaptive_k)
+        super().__init__(empty_target_action, ignore_index, None, aggregation, **kwargs)
+
+    def _cutoffs(self, settings: RetrievalSettings) -> tuple[tuple[int | None, ...], bool]:
+        max_k = settings.values["max_k"]
+        return ((None,) if max_k is None else cutoffs(max_k)), False
 
     def update(self, preds: Tensor, target: Tensor, indexes: Tensor | None = None) -> None:
         """Validate a batch and store it (see ``RetrievalMetric``); 2-D input needs ``max_k``."""
@@ -421,30 +345,15 @@ class RetrievalPrecisionRecallCurve(RetrievalMetric):
 
 @documented_curve("module", fixed_precision=True)
 class RetrievalRecallAtFixedPrecision(RetrievalPrecisionRecallCurve):
+    min_precision: float
+
     def __init__(
-        self,
-        min_precision: float = 0.0,
-        max_k: int | None = None,
-        adaptive_k: bool = False,
-        empty_target_action: str = "neg",
-        ignore_index: int | None = None,
-        aggregation: str | Callable[..., Tensor] = "mean",
-        *,
-        ties: str = "average",
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        self.min_precision = check_min_precision(min_precision)
-        super().__init__(
-            max_k,
-            adaptive_k,
-            empty_target_action,
-            ignore_index,
-            aggregation,
-            ties=ties,
-            validate_args=validate_args,
-            **kwargs,
-        )
+        self, min_precision: float = 0.0, max_k: int | None = None, adaptive_k: bool = False,
+        empty_target_action: str = "neg", ignore_index: int | None = None,
+        aggregation: str | Callable[..., Tensor] = "mean", **kwargs: Any,
+    ) -> None:  # fmt: skip
+        kwargs["min_precision"] = min_precision
+        super().__init__(max_k, adaptive_k, empty_target_action, ignore_index, aggregation, **kwargs)
 
     def compute(self) -> tuple[Tensor, Tensor]:  # type: ignore[override]
         """The best recall at the fixed precision, and its ``k``."""

@@ -226,7 +226,7 @@ def _fill(metric: Metric, two_d: bool) -> Metric:
 
 
 DIFFERENT_SETTINGS: list[tuple[Callable[[], Metric], Callable[[], Metric], str]] = [
-    (lambda: em.RetrievalRecall(k=1), lambda: em.RetrievalRecall(k=3), "ks"),
+    (lambda: em.RetrievalRecall(k=1), lambda: em.RetrievalRecall(k=3), "k"),
     (lambda: em.RetrievalPrecision(k=2), lambda: em.RetrievalPrecision(k=2, adaptive_k=True), "adaptive_k"),
     (lambda: em.RetrievalMAP(), lambda: em.RetrievalMAP(ties="optimistic"), "ties"),
     (lambda: em.RetrievalHitRate(), lambda: em.RetrievalHitRate(ignore_index=-1), "ignore_index"),

@@ -34,7 +34,8 @@ from torchmetrics import Metric
 
 from embedmetrics._engine.core.checks import IncompatibleStateError, check_same_settings
 from embedmetrics._engine.core.inputs import BatchSpec, read_batch
-from embedmetrics._metric.registry import spec_of
+from embedmetrics._engine.settings.options import Option, read_options
+from embedmetrics._metric.registry import MetricSpec, spec_of
 from embedmetrics._metric.sync import SyncSafeMetric, first_rows, settings_fingerprint
 
 #: The dtype and the trailing shape (feature widths) of a metric's embeddings.
@@ -68,6 +69,11 @@ def _rows_text(t: Tensor) -> str:
 
 def _detach(value: Any) -> Any:
     return value.detach() if isinstance(value, Tensor) else value
+
+
+def _spec_of_class(cls: type) -> Optional[MetricSpec]:
+    specs = (spec_of(k.__name__) for k in cls.__mro__)
+    return next((s for s in specs if s is not None), None)
 
 
 class BaseMetric(SyncSafeMetric):
@@ -262,8 +268,7 @@ class BaseMetric(SyncSafeMetric):
 
     def settings_text(self) -> dict[str, str]:
         """Every setting that changes the result (the registry's ``settings``) as stable text."""
-        specs = (spec_of(k.__name__) for k in type(self).__mro__)
-        spec = next((s for s in specs if s is not None), None)
+        spec = _spec_of_class(type(self))
         names = () if spec is None else spec.settings
         return {n: describe_setting(getattr(self, n)) for n in names if hasattr(self, n)}
 
@@ -274,6 +279,30 @@ class BaseMetric(SyncSafeMetric):
         return zlib.crc32(repr(sorted(text.items())).encode()) if text else None
 
     # ------------------------------------------------------------------ settings
+    def apply_options(self, values: Mapping[str, Any], record: Optional[Mapping[str, Any]] = None) -> None:
+        """Keep checked option values (``read_options`` of the class's option table) as attributes and
+        record those that change the meaning of the state (``add_settings_state``; ``record`` adds or
+        overrides recorded values)."""
+        options = self.options()
+        for name, value in values.items():
+            setattr(self, name, value)
+        recorded = {o.name: values[o.name] for o in options if o.effect == "state" and o.name in values}
+        recorded.update(record or {})
+        if recorded:
+            self.add_settings_state(**recorded)
+
+    def read_options(self, **given: Any) -> dict[str, Any]:
+        """Check ``given`` against the class's option table and keep the values (``apply_options``)."""
+        values = read_options(type(self).__name__, self.options(), given)
+        self.apply_options(values)
+        return values
+
+    @classmethod
+    def options(cls) -> tuple[Option, ...]:
+        """The option table of the class (of the nearest registered class; empty if none)."""
+        spec = _spec_of_class(cls)
+        return () if spec is None else spec.options
+
     def add_settings_state(self, **settings: Any) -> None:
         """Record the settings that shape what ``update`` stores, as a state of its own.
 

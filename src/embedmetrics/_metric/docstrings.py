@@ -4,11 +4,73 @@ sentence, so they cannot drift apart. Documentation only: nothing here computes.
 
 from __future__ import annotations
 
+import inspect
+import textwrap
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from embedmetrics._engine.core.inputs import numpy_io
-from embedmetrics._engine.ranking.retrieval import CURVE, METRICS, OPTION_DOCS, RetrievalDeclaration
+from embedmetrics._engine.ranking.options import OPTIONS
+from embedmetrics._engine.ranking.retrieval import CURVE, METRICS, RetrievalDeclaration
+
+
+def option_doc(metric: RetrievalDeclaration, name: str) -> str:
+    """The document line of option ``name`` of ``metric``, from its option table (wrapped)."""
+    (option,) = (o for o in OPTIONS[metric.module] if o.name == name)
+    return "\n    ".join(textwrap.wrap(option.doc + ".", 96))
+
+
+def options_signature(
+    fn: Callable[..., Any], options: Any, extra: tuple[tuple[str, Any, str], ...] = ()
+) -> inspect.Signature:
+    """``fn``'s signature with every option of ``options`` (and the ``(name, default, annotation)``
+    of ``extra``) it takes through ``**kwargs`` written out as keyword-only parameters: what
+    ``inspect.signature``, ``help`` and the API reference show."""
+    signature = inspect.signature(fn)
+    params = list(signature.parameters.values())
+    rest = [p for p in params if p.kind is p.VAR_KEYWORD]
+    named = [p for p in params if p.kind is not p.VAR_KEYWORD]
+    taken = {p.name for p in named}
+    written = [*extra, *((o.name, o.default, o.annotation) for o in options)]
+    for name, default, annotation in written:
+        if name not in taken:
+            named.append(
+                inspect.Parameter(
+                    name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
+                )
+            )
+            taken.add(name)
+    keep_rest = rest if fn.__name__ == "__init__" else []  # a module passes the rest to torchmetrics
+    return signature.replace(parameters=[*named, *keep_rest])
+
+
+def _inputs_and_alias(metric: RetrievalDeclaration, face: str) -> tuple[tuple[str, Any, str], ...]:
+    """The keyword-only parameters besides the options: ``indexes``, the alias of ``k``, the judgements."""
+    extra: list[tuple[str, Any, str]] = [("indexes", None, "Tensor | None")] if face == "functional" else []
+    if metric.cutoff and metric is not CURVE:
+        extra.append(("top_k" if metric.k_name == "k" else "k", None, "int | Sequence[int] | None"))
+    if metric.judgements and face == "functional" and metric is not CURVE:
+        extra += [("retrieved", None, "Tensor | None"), ("num_relevant", None, "Tensor | None")]
+    return tuple(extra)
+
+
+def _module_signature(cls: Any, metric: RetrievalDeclaration) -> Any:
+    """A module class whose own ``__init__`` takes options through ``**kwargs``: its signature with them
+    written out."""
+    init = vars(cls).get("__init__")
+    if init is not None:
+        init.__signature__ = options_signature(
+            init, OPTIONS[cls.__name__], _inputs_and_alias(metric, "module")
+        )
+    return cls
+
+
+def full_signature(
+    fn: Callable[..., Any], metric: RetrievalDeclaration, table: str = ""
+) -> inspect.Signature:
+    """A face's signature with its options written out (``table``: the option table's name)."""
+    return options_signature(fn, OPTIONS[table or metric.module], _inputs_and_alias(metric, "functional"))
+
 
 # --------------------------------------------------------------------------- docstrings
 
@@ -72,7 +134,7 @@ def functional_docstring(metric: RetrievalDeclaration) -> str:
     if metric.cutoff:
         entries.append((metric.k_name, metric.k_doc))
     if metric.k_name == "top_k":
-        entries += [(name, OPTION_DOCS[name]) for name in metric.options]
+        entries += [(name, option_doc(metric, name)) for name in metric.options]
     entries.append(
         (
             "indexes",
@@ -83,7 +145,7 @@ def functional_docstring(metric: RetrievalDeclaration) -> str:
     if metric.cutoff:
         entries.append(_alias_entry(metric))
     if metric.k_name == "k":
-        entries += [(name, OPTION_DOCS[name]) for name in metric.options]
+        entries += [(name, option_doc(metric, name)) for name in metric.options]
     entries += [
         ("ties", _TIES_DOC),
         ("empty_target_action", _empty_doc(metric)),
@@ -134,7 +196,7 @@ def module_docstring(metric: RetrievalDeclaration) -> str:
     entries.append(("ignore_index", "documents whose target equals this value are removed."))
     if metric.cutoff:
         entries.append((metric.k_name, metric.k_doc))
-    entries += [(name, OPTION_DOCS[name]) for name in metric.options]
+    entries += [(name, option_doc(metric, name)) for name in metric.options]
     entries.append(
         ("aggregation", _AGGREGATION_DOC + " (2-D rows in update order, then indexed queries by index).")
     )
@@ -186,8 +248,11 @@ def documented(name: str, face: str) -> Callable[[Face], Face]:
         obj.__doc__ = functional_docstring(metric) if face == "functional" else module_docstring(metric)
         if face == "module":
             obj.declaration = metric
-            return obj
-        return numpy_io(obj)  # the library's one array convention (NumPy in, NumPy out)
+            return cast(Face, _module_signature(obj, metric))
+        wrapped = numpy_io(obj)  # the library's one array convention (NumPy in, NumPy out)
+        # the options written out, on the face and on the function it wraps (which docs tools unwrap to)
+        obj.__signature__ = wrapped.__signature__ = full_signature(obj, metric)
+        return wrapped
 
     return decorate
 
@@ -199,8 +264,11 @@ def documented_curve(face: str, fixed_precision: bool) -> Callable[[Face], Face]
         obj.__doc__ = curve_docstring(face, fixed_precision)
         if face == "module":
             obj.declaration = CURVE
-            return obj
-        return numpy_io(obj)  # the library's one array convention (NumPy in, NumPy out)
+            return cast(Face, _module_signature(obj, CURVE))
+        wrapped = numpy_io(obj)  # the library's one array convention (NumPy in, NumPy out)
+        # the options written out, on the face and on the function it wraps (which docs tools unwrap to)
+        obj.__signature__ = wrapped.__signature__ = full_signature(obj, CURVE)
+        return wrapped
 
     return decorate
 

@@ -14,6 +14,7 @@ A metric added to the registry gets every contract test without writing one: add
 
 from __future__ import annotations
 
+import functools
 import importlib
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -29,10 +30,16 @@ FAMILIES = (
     "losses",
 )
 
-#: Settings of every retrieval metric (see ``embedmetrics.retrieval.RetrievalMetric``).
-_RETRIEVAL_SETTINGS = ("ties", "empty_target_action", "ignore_index", "aggregation")
-#: Those recorded with the per-query values of 2-D input (the state's meaning depends on them).
-_RETRIEVAL_STATE_SETTINGS = ("ties", "ignore_index")
+#: Where each family declares its option tables (``OPTIONS``: registry name -> ``Option``s).
+OPTION_TABLES = {
+    "retrieval": "embedmetrics._engine.ranking.options",
+    "embedding": "embedmetrics._engine.embedding.options",
+    "metric-learning": "embedmetrics._engine.neighbors.options",
+    "representation": "embedmetrics._engine.spectral.options",
+    "dense": "embedmetrics._engine.dense.options",
+    "shape-similarity": "embedmetrics._engine.embedding.options",
+    "losses": "embedmetrics._engine.embedding.options",
+}
 
 
 @dataclass(frozen=True)
@@ -40,10 +47,9 @@ class MetricSpec:
     """One public metric.
 
     ``name``: the module class (``None`` for a functional-only metric); ``module``: where the class lives;
-    ``functional``: its twin in ``embedmetrics.functional`` (``None`` if it has none); ``settings``:
-    the constructor arguments that change the result (every process must agree on them);
-    ``state_settings``: those that change the meaning of the stored state (``merge_state`` and
-    ``load_state_dict`` refuse a state of other values); ``inputs``: the valid-input factory in
+    ``functional``: its twin in ``embedmetrics.functional`` (``None`` if it has none); its settings
+    are its option table (``options``, in the family's ``OPTION_TABLES`` module), from which come
+    ``settings`` and ``state_settings``; ``inputs``: the valid-input factory in
     ``embedmetrics._metric.cases`` (for tests and examples); ``loss``: a loss (an ``nn.Module``
     without state); ``differentiable``: the values keep the autograd graph (losses and metrics used as
     loss terms); every other value is detached.
@@ -53,8 +59,6 @@ class MetricSpec:
     module: str
     functional: Optional[str]
     family: str
-    settings: tuple[str, ...]
-    state_settings: tuple[str, ...] = ()
     inputs: str = ""
     loss: bool = False
     differentiable: bool = False
@@ -63,6 +67,22 @@ class MetricSpec:
     def key(self) -> str:
         """The class name, or the functional's name for a functional-only metric."""
         return self.name or str(self.functional)
+
+    @property
+    def options(self) -> tuple[Any, ...]:
+        """The option table (``Option``s of ``embedmetrics._engine.settings.options``; imports it)."""
+        return _option_table(self.family, self.key)
+
+    @property
+    def settings(self) -> tuple[str, ...]:
+        """The options that change the result: every process must agree on them."""
+        return tuple(o.name for o in self.options if o.effect != "none")
+
+    @property
+    def state_settings(self) -> tuple[str, ...]:
+        """The options that change the meaning of the stored state (``merge_state`` and
+        ``load_state_dict`` refuse a state of other values)."""
+        return tuple(o.name for o in self.options if o.effect == "state")
 
     def load_class(self) -> Any:
         """The module class (imports it)."""
@@ -78,44 +98,32 @@ class MetricSpec:
         return factory(self, **kwargs)
 
 
-def _retrieval(name: str, functional: str, extra: tuple[str, ...] = (), *, k: bool = True) -> MetricSpec:
-    own = ("k",) if k else ()
-    return MetricSpec(
-        name,
-        "embedmetrics.retrieval",
-        functional,
-        "retrieval",
-        (*own, *_RETRIEVAL_SETTINGS, *extra),
-        (*own, *_RETRIEVAL_STATE_SETTINGS, *extra),
-        inputs="retrieval_case",
-    )
+@functools.cache
+def _option_table(family: str, key: str) -> tuple[Any, ...]:
+    return tuple(importlib.import_module(OPTION_TABLES[family]).OPTIONS[key])
+
+
+def _retrieval(name: str, functional: str) -> MetricSpec:
+    return MetricSpec(name, "embedmetrics.retrieval", functional, "retrieval", inputs="retrieval_case")
 
 
 REGISTRY: tuple[MetricSpec, ...] = (
-    _retrieval("RetrievalAUROC", "retrieval_auroc", ("max_fpr",)),
+    _retrieval("RetrievalAUROC", "retrieval_auroc"),
     _retrieval("RetrievalFallOut", "retrieval_fall_out"),
     _retrieval("RetrievalHitRate", "retrieval_hit_rate"),
     _retrieval("RetrievalMAP", "retrieval_average_precision"),
     _retrieval("RetrievalMRR", "retrieval_reciprocal_rank"),
     _retrieval("RetrievalNormalizedDCG", "retrieval_normalized_dcg"),
-    _retrieval("RetrievalPrecision", "retrieval_precision", ("adaptive_k",)),
-    _retrieval(
-        "RetrievalPrecisionRecallCurve", "retrieval_precision_recall_curve", ("max_k", "adaptive_k"), k=False
-    ),
-    _retrieval("RetrievalRPrecision", "retrieval_r_precision", k=False),
+    _retrieval("RetrievalPrecision", "retrieval_precision"),
+    _retrieval("RetrievalPrecisionRecallCurve", "retrieval_precision_recall_curve"),
+    _retrieval("RetrievalRPrecision", "retrieval_r_precision"),
     _retrieval("RetrievalRecall", "retrieval_recall"),
-    _retrieval(
-        "RetrievalRecallAtFixedPrecision",
-        "retrieval_recall_at_fixed_precision",
-        ("min_precision", "max_k", "adaptive_k"),
-        k=False,
-    ),
+    _retrieval("RetrievalRecallAtFixedPrecision", "retrieval_recall_at_fixed_precision"),
     MetricSpec(
         "ContrastiveAccuracy",
         "embedmetrics.embedding",
         "contrastive_accuracy_score",
         "embedding",
-        ("topk", "normalize", "ties", "eps"),
         inputs="paired_case",
     ),
     MetricSpec(
@@ -123,7 +131,6 @@ REGISTRY: tuple[MetricSpec, ...] = (
         "embedmetrics.embedding",
         "uniformity_score",
         "embedding",
-        ("t", "normalize", "eps"),
         inputs="single_view_case",
     ),
     MetricSpec(
@@ -131,8 +138,6 @@ REGISTRY: tuple[MetricSpec, ...] = (
         "embedmetrics.embedding",
         "alignment_score",
         "embedding",
-        ("alpha", "normalize", "eps"),
-        ("alpha", "normalize", "eps"),
         inputs="paired_case",
         differentiable=True,
     ),
@@ -141,7 +146,6 @@ REGISTRY: tuple[MetricSpec, ...] = (
         "embedmetrics.neighbors",
         "embedding_accuracy",
         "metric-learning",
-        ("calculator",),
         inputs="labelled_case",
     ),
     MetricSpec(
@@ -149,7 +153,6 @@ REGISTRY: tuple[MetricSpec, ...] = (
         "embedmetrics.representation",
         "rankme",
         "representation",
-        ("center", "eps"),
         inputs="single_view_case",
     ),
     MetricSpec(
@@ -157,7 +160,6 @@ REGISTRY: tuple[MetricSpec, ...] = (
         "embedmetrics.representation",
         "alpha_req",
         "representation",
-        ("fit_range",),
         inputs="single_view_case",
     ),
     MetricSpec(
@@ -165,18 +167,16 @@ REGISTRY: tuple[MetricSpec, ...] = (
         "embedmetrics.representation",
         "lidar",
         "representation",
-        ("delta", "eps"),
         inputs="labelled_case",
     ),
     MetricSpec(
-        "LinearCKA", "embedmetrics.representation", "linear_cka", "representation", (), inputs="paired_case"
+        "LinearCKA", "embedmetrics.representation", "linear_cka", "representation", inputs="paired_case"
     ),
     MetricSpec(
         "KNNAccuracy",
         "embedmetrics.representation",
         "knn_accuracy",
         "representation",
-        ("k", "temperature", "top", "num_classes", "ties"),
         inputs="knn_case",
     ),
     MetricSpec(
@@ -184,19 +184,17 @@ REGISTRY: tuple[MetricSpec, ...] = (
         "embedmetrics.dense",
         "dense_retrieval",
         "dense",
-        ("k", "metrics", "depth", "similarity", "exclude_self", "ties", "aggregation", "return_run", "qrels"),
         inputs="dense_case",
     ),
     MetricSpec(
-        None, "embedmetrics.functional", "procrustes_similarity", "shape-similarity", (), inputs="shape_case"
+        None, "embedmetrics.functional", "procrustes_similarity", "shape-similarity", inputs="shape_case"
     ),
-    MetricSpec(None, "embedmetrics.functional", "procrustes_r2", "shape-similarity", (), inputs="shape_case"),
+    MetricSpec(None, "embedmetrics.functional", "procrustes_r2", "shape-similarity", inputs="shape_case"),
     MetricSpec(
         None,
         "embedmetrics.functional",
         "kruskal_similarity",
         "shape-similarity",
-        ("spherical",),
         inputs="shape_case",
     ),
     MetricSpec(
@@ -204,7 +202,6 @@ REGISTRY: tuple[MetricSpec, ...] = (
         "embedmetrics.losses",
         "contrastive_loss",
         "losses",
-        ("margin", "reduction"),
         loss=True,
         differentiable=True,
     ),
@@ -213,7 +210,7 @@ REGISTRY: tuple[MetricSpec, ...] = (
 #: Public names of the package that are not metrics: name -> the module that defines it.
 HELPERS: dict[str, str] = {
     "AccuracyCalculator": "embedmetrics.neighbors",
-    "ArgumentKindError": "embedmetrics._engine.core.checks",
+    "ArgumentKindError": "embedmetrics._engine.settings.arguments",
     "IncompatibleStateError": "embedmetrics._engine.core.checks",
     "set_compile": "embedmetrics._config",
 }

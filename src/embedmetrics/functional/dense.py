@@ -9,9 +9,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.core.checks import as_tensor, check_bool, to_tensors
-from embedmetrics._engine.dense.measures import check_dense_options, check_dense_rows, dense_values
-from embedmetrics._engine.dense.qrels import check_qrels
+from embedmetrics._engine.core.checks import as_tensor, to_tensors
+from embedmetrics._engine.dense.measures import check_dense_rows, dense_options, dense_values
+from embedmetrics._engine.dense.options import OPTIONS
+from embedmetrics._engine.settings.options import options_in, read_options
 
 __all__ = ["dense_retrieval"]
 
@@ -107,13 +108,12 @@ def dense_retrieval(
         >>> {key: round(float(v), 4) for key, v in result.items()}
         {'recall@1': 0.5, 'recall@2': 1.0, 'mrr@1': 0.5, 'mrr@2': 0.75}
     """
-    opts = check_dense_options(
-        k, metrics, depth, similarity, exclude_self, ties, aggregation, return_run, block_bytes
-    )
+    table = OPTIONS["DenseRetrieval"]
+    values = read_options("dense_retrieval", table, options_in(table, locals()))
+    opts = dense_options(values)
     (q, c), numpy = to_tensors(("queries", "corpus"), queries, corpus)
     qids, cids = check_dense_rows(
-        q, c, _ids("query_ids", query_ids, q), _ids("corpus_ids", corpus_ids, c),
-        check_bool("validate_args", validate_args),
-    )  # fmt: skip
-    result = dense_values(q, qids, c, cids, check_qrels(qrels).to(q.device), opts)
+        q, c, _ids("query_ids", query_ids, q), _ids("corpus_ids", corpus_ids, c), values["validate_args"]
+    )
+    result = dense_values(q, qids, c, cids, values["qrels"].to(q.device), opts)
     return _output(result, numpy)

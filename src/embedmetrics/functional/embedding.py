@@ -14,7 +14,6 @@ from typing import Any
 
 from embedmetrics._engine.core.checks import (
     as_output,
-    check_block_bytes,
     check_bool,
     check_embeddings,
     check_finite,
@@ -22,7 +21,8 @@ from embedmetrics._engine.core.checks import (
     to_tensors,
 )
 from embedmetrics._engine.embedding import pairs as engine
-from embedmetrics._engine.embedding.pairs import check_contrastive_options
+from embedmetrics._engine.embedding.options import OPTIONS
+from embedmetrics._engine.settings.options import read_options
 
 __all__ = ["alignment_score", "contrastive_accuracy_score", "uniformity_score"]
 
@@ -87,9 +87,11 @@ def contrastive_accuracy_score(
         >>> contrastive_accuracy_score(z1.numpy(), z2.numpy())
         np.float64(0.5)
     """
+    given: dict[str, Any] = {"topk": topk, "normalize": normalize, "ties": ties, "eps": eps}
+    given.update(block_bytes=block_bytes, validate_args=validate_args)
+    read_options("contrastive_accuracy_score", OPTIONS["ContrastiveAccuracy"], given)
     (t1, t2), numpy = to_tensors(("z1", "z2"), z1, z2)
-    ks, single = check_contrastive_options(topk, ties, eps, normalize)
-    block_bytes = check_block_bytes(block_bytes)
+    ks, single = engine.topk_cutoffs(topk)
     check_paired_embeddings(("z1", "z2"), t1, t2, validate_args=validate_args)
     value = engine.contrastive_accuracy(
         t1, t2, normalize=bool(normalize), eps=float(eps), ks=ks, ties=ties, block_bytes=block_bytes
@@ -144,9 +146,11 @@ def uniformity_score(
         >>> uniformity_score(z.numpy(), t=1000.0)  # exp(...).mean().log() gives -inf here
         np.float64(-2000.405...)
     """
+    given = {"t": t, "normalize": normalize, "eps": eps, "validate_args": validate_args}
+    options = read_options("uniformity_score", OPTIONS["Uniformity"], {**given, "block_bytes": block_bytes})
+    block_bytes = options.pop("block_bytes")
+    del options["validate_args"]
     (tz,), numpy = to_tensors(("z",), z)
-    options = engine.check_uniformity_options(t, normalize, eps)
-    block_bytes = check_block_bytes(block_bytes)
     check_embeddings("z", tz)
     if tz.shape[0] < 2:
         raise ValueError(
@@ -201,8 +205,11 @@ def alignment_score(
         >>> alignment_score(z1, z2, alpha=1)
         tensor(0.7071)
     """
+    options = read_options(
+        "alignment_score", OPTIONS["Alignment"], {"alpha": alpha, "normalize": normalize, "eps": eps}
+    )
+    del options["validate_args"]
     (t1, t2), numpy = to_tensors(("z1", "z2"), z1, z2)
-    options = engine.check_alignment_options(alpha, normalize, eps)
     check_paired_embeddings(("z1", "z2"), t1, t2, validate_args=validate_args)
     terms = engine.alignment_terms(t1, t2, **options)
     return as_output(terms.mean(), numpy)

@@ -7,6 +7,8 @@ from torch import Tensor
 
 from embedmetrics._engine.core.scan import compute_dtype
 from embedmetrics._engine.embedding import losses as engine
+from embedmetrics._engine.embedding.options import OPTIONS
+from embedmetrics._engine.settings.options import read_options
 
 __all__ = ["contrastive_loss"]
 
@@ -71,7 +73,8 @@ def contrastive_loss(
         >>> contrastive_loss(torch.tensor([0.0, 0.0]), torch.tensor([0.0, 2.0]), 0, margin=3.0)
         tensor(1.)
     """
-    margin_value = engine.check_options(margin, reduction, validate_args)
+    given = {"margin": margin, "reduction": reduction, "validate_args": validate_args}
+    margin_value = read_options("contrastive_loss", OPTIONS["ContrastiveLoss"], given)["margin"]
     engine.check_outputs(output1, output2)
     out_dtype = torch.promote_types(output1.dtype, output2.dtype)
     work = compute_dtype(output1, output2)

@@ -17,28 +17,24 @@ import torch
 from torch import Tensor
 
 from embedmetrics._engine.core.checks import (
-    TIES,
     ArgumentKindError,
-    check_block_bytes,
     check_bool,
-    check_choice,
     check_finite,
     check_metric_names,
     check_neighbor_inputs,
     to_tensors,
 )
+from embedmetrics._engine.neighbors.options import DEFAULT_METRICS, OPTIONS
 from embedmetrics._engine.neighbors.statistics import (
     KNN_STATS,
     average,
-    check_k,
     finite,
     neighbor_statistics,
     scan_k,
 )
+from embedmetrics._engine.settings.options import read_options
 
 __all__ = ["embedding_accuracy"]
-
-DEFAULT_METRICS = ("precision_at_1", "r_precision", "mean_average_precision_at_r")
 
 
 def embedding_accuracy(
@@ -94,37 +90,27 @@ def embedding_accuracy(
         >>> embedding_accuracy(x, y, include=("precision_at_1",), per_query=True)["precision_at_1"]
         tensor([1., 1., 1., 1., 0.])
     """
+    opts = read_options("embedding_accuracy", OPTIONS["embedding_accuracy"], {
+        "include": include, "k": k, "distance": distance, "ties": ties,
+        "label_comparison_fn": label_comparison_fn, "avg_of_avgs": avg_of_avgs, "per_query": per_query,
+        "block_bytes": block_bytes, "validate_args": validate_args,
+    })  # fmt: skip
     metrics = check_metric_names("include", include, tuple(KNN_STATS), allow_empty=False)
     (q, ql, r, rl), same_source, numpy = _rows(
         query, query_labels, reference, reference_labels, validate_args
     )
-    k = _check_options(distance, ties, k, label_comparison_fn, avg_of_avgs, per_query)
+    k = opts["k"]
     found = neighbor_statistics(
         q, r, ql.to(q.device), rl.to(q.device),
         self_index=torch.arange(q.shape[0], device=q.device) if same_source else None,
         k=scan_k(k, metrics, r.shape[0] - int(same_source)), stats=tuple(KNN_STATS[m] for m in metrics),
         distance=distance, ties=ties, label_comparison_fn=label_comparison_fn,
-        block_bytes=check_block_bytes(block_bytes),
+        block_bytes=opts["block_bytes"],
     )  # fmt: skip
     wide = numpy or torch.float64 in (q.dtype, r.dtype)  # NumPy results are float64 (NumPy's default)
     dtype = torch.float64 if wide else torch.get_default_dtype()
     shape = (finite(q, r), dtype, numpy, per_query, avg_of_avgs)
     return {m: _value(found.result.stats.get(KNN_STATS[m]), found.not_lone, ql, *shape) for m in metrics}
-
-
-def _check_options(
-    distance: Any, ties: Any, k: Any, label_comparison_fn: Any, avg_of_avgs: Any, per_query: Any
-) -> int | str | None:
-    """The options of ``embedding_accuracy``; returns the checked ``k``."""
-    check_choice("distance", distance, ("euclidean", "cosine"))
-    check_choice("ties", ties, TIES)
-    if label_comparison_fn is not None and not callable(label_comparison_fn):
-        raise ArgumentKindError(
-            f"Argument `label_comparison_fn` must be callable, got {label_comparison_fn!r}."
-        )
-    check_bool("avg_of_avgs", avg_of_avgs)
-    check_bool("per_query", per_query)
-    return check_k(k)
 
 
 def _rows(

@@ -24,14 +24,21 @@ from embedmetrics._engine.core.checks import (
     check_class_labels,
     check_embeddings,
     check_finite,
-    check_number,
     check_row_pair,
     to_tensors,
 )
 from embedmetrics._engine.core.scan import compute_dtype
 from embedmetrics._engine.neighbors.vote import knn_vote_hits
+from embedmetrics._engine.settings.options import read_options
 from embedmetrics._engine.spectral import moments as spectral
-from embedmetrics._engine.spectral.options import check_knn_options
+from embedmetrics._engine.spectral.options import (
+    ALPHA_FIT_RANGE,
+    LIDAR_DELTA,
+    LIDAR_EPS,
+    OPTIONS,
+    RANKME_EPS,
+    knn_options,
+)
 
 __all__ = ["alpha_req", "knn_accuracy", "lidar", "linear_cka", "rankme"]
 
@@ -45,7 +52,7 @@ def _embeddings(
 
 
 def _check(names: tuple[str, ...], tensors: list[Tensor], validate_args: bool) -> None:
-    validate = check_bool("validate_args", validate_args)
+    validate = check_bool("validate_args", validate_args)  # checked again: the table's is the same check
     for name, t in zip(names, tensors):
         check_embeddings(name, t)
         if validate:
@@ -56,9 +63,7 @@ def _finish(value: Tensor, like: list[Tensor], numpy: bool) -> Any:
     return as_output(value.to(compute_dtype(*like)), numpy)
 
 
-def rankme(
-    z: Any, *, center: bool = False, eps: float = spectral.RANKME_EPS, validate_args: bool = True
-) -> Any:
+def rankme(z: Any, *, center: bool = False, eps: float = RANKME_EPS, validate_args: bool = True) -> Any:
     r"""RankMe (Garrido et al., "RankMe: Assessing the downstream performance of pretrained
     self-supervised representations by their rank", ICML 2023); higher is better.
 
@@ -84,16 +89,13 @@ def rankme(
         >>> rankme(torch.ones(5, 3))  # collapsed: rank 1
         tensor(1.0000)
     """
+    opts = read_options("rankme", OPTIONS["RankMe"], {"center": center, "eps": eps})
     (t,), numpy = _embeddings(("z",), (z,), validate_args)
-    value = spectral.rankme(
-        spectral.moments(t), center=check_bool("center", center), eps=check_number("eps", eps)
-    )
+    value = spectral.rankme(spectral.moments(t), center=opts["center"], eps=opts["eps"])
     return _finish(value, [t], numpy)
 
 
-def alpha_req(
-    z: Any, *, fit_range: tuple[int, int] = spectral.ALPHA_FIT_RANGE, validate_args: bool = True
-) -> Any:
+def alpha_req(z: Any, *, fit_range: tuple[int, int] = ALPHA_FIT_RANGE, validate_args: bool = True) -> Any:
     r"""α-ReQ (Agrawal et al., "α-ReQ: Assessing representation quality in self-supervised learning by
     measuring eigenspectrum decay", NeurIPS 2022).
 
@@ -116,8 +118,9 @@ def alpha_req(
         >>> round(float(alpha_req(z, fit_range=(2, 60))), 1)  # eigenvalues ~ i^-2
         2.0
     """
+    opts = read_options("alpha_req", OPTIONS["AlphaReQ"], {"fit_range": fit_range})
     (t,), numpy = _embeddings(("z",), (z,), validate_args)
-    value = spectral.alpha_req(spectral.moments(t), fit_range=spectral.check_fit_range(fit_range))
+    value = spectral.alpha_req(spectral.moments(t), fit_range=opts["fit_range"])
     return _finish(value, [t], numpy)
 
 
@@ -125,8 +128,8 @@ def lidar(
     z: Any,
     labels: Any,
     *,
-    delta: float = spectral.LIDAR_DELTA,
-    eps: float = spectral.LIDAR_EPS,
+    delta: float = LIDAR_DELTA,
+    eps: float = LIDAR_EPS,
     validate_args: bool = True,
 ) -> Any:
     r"""LiDAR (Thilak et al., "LiDAR: Sensing linear probing performance in joint embedding SSL
@@ -159,18 +162,13 @@ def lidar(
         >>> round(float(lidar(views, torch.arange(50).repeat_interleave(4))), 2)
         7.0
     """
+    opts = read_options("lidar", OPTIONS["LiDAR"], {"delta": delta, "eps": eps})
     (t, raw_labels), numpy = to_tensors(("z", "labels"), z, labels)
     _check(("z",), [t], validate_args)
     lab = check_class_labels("labels", raw_labels, t)
     _, counts, sums, used = spectral.class_partials(t, lab)
     counts, sums = counts[: int(used)], sums[: int(used)]
-    value = spectral.lidar(
-        counts,
-        sums,
-        spectral.moments(t).gram,
-        delta=check_number("delta", delta),
-        eps=check_number("eps", eps),
-    )
+    value = spectral.lidar(counts, sums, spectral.moments(t).gram, delta=opts["delta"], eps=opts["eps"])
     return _finish(value, [t], numpy)
 
 
@@ -256,7 +254,10 @@ def knn_accuracy(
         >>> knn_accuracy(bank, torch.tensor([0, 0, 1, 1]), queries, torch.tensor([0, 0]), k=2, top=(1, 2))
         tensor([0.5000, 1.0000])
     """
-    options = check_knn_options(k, temperature, top, num_classes, ties, block_bytes)
+    given = {"k": k, "temperature": temperature, "top": top, "num_classes": num_classes, "ties": ties}
+    options = knn_options(
+        read_options("knn_accuracy", OPTIONS["KNNAccuracy"], {**given, "block_bytes": block_bytes})
+    )
     names = ("bank", "bank_labels", "queries", "query_labels")
     (b, bl, q, ql), numpy = to_tensors(names, bank, bank_labels, queries, query_labels)
     _check(("bank", "queries"), [b, q], validate_args)

@@ -7,20 +7,30 @@ Every function accepts
 - 2-D ``(queries, documents)`` without ``indexes``: one query per row;
 - any shape with ``indexes`` (flattened): the query id of every document.
 
-Each metric is declared once in the engine (its closed form and options; its docstring is written from
-the declaration by ``embedmetrics._metric.docstrings``); this module
-gives it an explicit signature. The module metrics in ``embedmetrics.retrieval`` compute through
-the same engine functions.
+Each metric is declared once in the engine (its closed form and its option table; its docstring and
+the full signature ``inspect.signature`` shows are written from them by
+``embedmetrics._metric.docstrings``); this module names its positional arguments (torchmetrics' order)
+and takes the keyword-only options as ``**options`` (typed for IDEs and mypy by ``RetrievalOptions``).
+The module metrics in ``embedmetrics.retrieval`` compute through the same engine functions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import Any, Protocol, cast
 
 from torch import Tensor
+from typing_extensions import Unpack
 
 from embedmetrics._engine.ranking.curves import evaluate_curve, evaluate_recall_at_precision
-from embedmetrics._engine.ranking.retrieval import evaluate
+from embedmetrics._engine.ranking.retrieval import (
+    METRICS,
+    AurocOptions,
+    CurveOptions,
+    JudgedOptions,
+    RetrievalOptions,
+    evaluate,
+)
 from embedmetrics._metric.docstrings import documented, documented_curve
 
 __all__ = [
@@ -38,42 +48,28 @@ __all__ = [
 ]
 
 
-@documented("hit_rate", "functional")
-def retrieval_hit_rate(
-    preds: Tensor,
-    target: Tensor,
-    k: int | Sequence[int] | None = None,
-    *,
-    indexes: Tensor | None = None,
-    top_k: int | Sequence[int] | None = None,
-    ties: str = "average",
-    empty_target_action: str = "neg",
-    ignore_index: int | None = None,
-    aggregation: str | Callable[..., Tensor] = "mean",
-    retrieved: Tensor | None = None,
-    num_relevant: Tensor | None = None,
-    validate_args: bool = True,
-) -> Tensor:
-    return evaluate("hit_rate", **locals())
+class CutoffFace(Protocol):
+    """The signature of a retrieval functional with a cut-off (``inspect.signature`` of each one writes
+    out its options)."""
+
+    def __call__(
+        self,
+        preds: Tensor,
+        target: Tensor,
+        k: int | Sequence[int] | None = None,
+        **options: Unpack[RetrievalOptions],
+    ) -> Tensor: ...
 
 
-@documented("reciprocal_rank", "functional")
-def retrieval_reciprocal_rank(
-    preds: Tensor,
-    target: Tensor,
-    k: int | Sequence[int] | None = None,
-    *,
-    indexes: Tensor | None = None,
-    top_k: int | Sequence[int] | None = None,
-    ties: str = "average",
-    empty_target_action: str = "neg",
-    ignore_index: int | None = None,
-    aggregation: str | Callable[..., Tensor] = "mean",
-    retrieved: Tensor | None = None,
-    num_relevant: Tensor | None = None,
-    validate_args: bool = True,
-) -> Tensor:
-    return evaluate("reciprocal_rank", **locals())
+def _cutoff_face(name: str) -> CutoffFace:
+    """The functional twin of retrieval metric ``name`` (one whose only positional option is ``k``)."""
+
+    def face(preds: Tensor, target: Tensor, k: int | Sequence[int] | None = None, **options: Any) -> Tensor:
+        return evaluate(name, preds, target, k=k, **options)
+
+    face.__name__ = face.__qualname__ = METRICS[name].functional
+    face.__module__ = __name__
+    return cast(CutoffFace, documented(name, "functional")(face))
 
 
 @documented("precision", "functional")
@@ -82,111 +78,14 @@ def retrieval_precision(
     target: Tensor,
     k: int | Sequence[int] | None = None,
     adaptive_k: bool = False,
-    *,
-    indexes: Tensor | None = None,
-    top_k: int | Sequence[int] | None = None,
-    ties: str = "average",
-    empty_target_action: str = "neg",
-    ignore_index: int | None = None,
-    aggregation: str | Callable[..., Tensor] = "mean",
-    retrieved: Tensor | None = None,
-    num_relevant: Tensor | None = None,
-    validate_args: bool = True,
+    **options: Unpack[RetrievalOptions],
 ) -> Tensor:
-    return evaluate("precision", **locals())
-
-
-@documented("recall", "functional")
-def retrieval_recall(
-    preds: Tensor,
-    target: Tensor,
-    k: int | Sequence[int] | None = None,
-    *,
-    indexes: Tensor | None = None,
-    top_k: int | Sequence[int] | None = None,
-    ties: str = "average",
-    empty_target_action: str = "neg",
-    ignore_index: int | None = None,
-    aggregation: str | Callable[..., Tensor] = "mean",
-    retrieved: Tensor | None = None,
-    num_relevant: Tensor | None = None,
-    validate_args: bool = True,
-) -> Tensor:
-    return evaluate("recall", **locals())
+    return evaluate("precision", preds, target, k=k, adaptive_k=adaptive_k, **options)
 
 
 @documented("r_precision", "functional")
-def retrieval_r_precision(
-    preds: Tensor,
-    target: Tensor,
-    *,
-    indexes: Tensor | None = None,
-    ties: str = "average",
-    empty_target_action: str = "neg",
-    ignore_index: int | None = None,
-    aggregation: str | Callable[..., Tensor] = "mean",
-    retrieved: Tensor | None = None,
-    num_relevant: Tensor | None = None,
-    validate_args: bool = True,
-) -> Tensor:
-    return evaluate("r_precision", **locals())
-
-
-@documented("average_precision", "functional")
-def retrieval_average_precision(
-    preds: Tensor,
-    target: Tensor,
-    k: int | Sequence[int] | None = None,
-    *,
-    indexes: Tensor | None = None,
-    top_k: int | Sequence[int] | None = None,
-    ties: str = "average",
-    empty_target_action: str = "neg",
-    ignore_index: int | None = None,
-    aggregation: str | Callable[..., Tensor] = "mean",
-    retrieved: Tensor | None = None,
-    num_relevant: Tensor | None = None,
-    validate_args: bool = True,
-) -> Tensor:
-    return evaluate("average_precision", **locals())
-
-
-@documented("normalized_dcg", "functional")
-def retrieval_normalized_dcg(
-    preds: Tensor,
-    target: Tensor,
-    k: int | Sequence[int] | None = None,
-    *,
-    indexes: Tensor | None = None,
-    top_k: int | Sequence[int] | None = None,
-    ties: str = "average",
-    empty_target_action: str = "neg",
-    ignore_index: int | None = None,
-    aggregation: str | Callable[..., Tensor] = "mean",
-    retrieved: Tensor | None = None,
-    num_relevant: Tensor | None = None,
-    validate_args: bool = True,
-) -> Tensor:
-    return evaluate("normalized_dcg", **locals())
-
-
-@documented("fall_out", "functional")
-def retrieval_fall_out(
-    preds: Tensor,
-    target: Tensor,
-    k: int | Sequence[int] | None = None,
-    *,
-    indexes: Tensor | None = None,
-    top_k: int | Sequence[int] | None = None,
-    ties: str = "average",
-    empty_target_action: str = "neg",
-    ignore_index: int | None = None,
-    aggregation: str | Callable[..., Tensor] = "mean",
-    retrieved: Tensor | None = None,
-    num_relevant: Tensor | None = None,
-    validate_args: bool = True,
-) -> Tensor:
-    return evaluate("fall_out", **locals())
+def retrieval_r_precision(preds: Tensor, target: Tensor, **options: Unpack[JudgedOptions]) -> Tensor:
+    return evaluate("r_precision", preds, target, **options)
 
 
 @documented("auroc", "functional")
@@ -195,16 +94,9 @@ def retrieval_auroc(
     target: Tensor,
     top_k: int | Sequence[int] | None = None,
     max_fpr: float | None = None,
-    *,
-    indexes: Tensor | None = None,
-    k: int | Sequence[int] | None = None,
-    ties: str = "average",
-    empty_target_action: str = "neg",
-    ignore_index: int | None = None,
-    aggregation: str | Callable[..., Tensor] = "mean",
-    validate_args: bool = True,
+    **options: Unpack[AurocOptions],
 ) -> Tensor:
-    return evaluate("auroc", **locals())
+    return evaluate("auroc", preds, target, top_k=top_k, max_fpr=max_fpr, **options)
 
 
 @documented_curve("functional", fixed_precision=False)
@@ -213,15 +105,9 @@ def retrieval_precision_recall_curve(
     target: Tensor,
     max_k: int | None = None,
     adaptive_k: bool = False,
-    *,
-    indexes: Tensor | None = None,
-    ties: str = "average",
-    empty_target_action: str = "neg",
-    ignore_index: int | None = None,
-    aggregation: str | Callable[..., Tensor] = "mean",
-    validate_args: bool = True,
+    **options: Unpack[CurveOptions],
 ) -> tuple[Tensor, Tensor, Tensor]:
-    return evaluate_curve(**locals())
+    return evaluate_curve(preds, target, max_k, adaptive_k, **options)
 
 
 @documented_curve("functional", fixed_precision=True)
@@ -231,12 +117,14 @@ def retrieval_recall_at_fixed_precision(
     min_precision: float = 0.0,
     max_k: int | None = None,
     adaptive_k: bool = False,
-    *,
-    indexes: Tensor | None = None,
-    ties: str = "average",
-    empty_target_action: str = "neg",
-    ignore_index: int | None = None,
-    aggregation: str | Callable[..., Tensor] = "mean",
-    validate_args: bool = True,
+    **options: Unpack[CurveOptions],
 ) -> tuple[Tensor, Tensor]:
-    return evaluate_recall_at_precision(**locals())
+    return evaluate_recall_at_precision(preds, target, min_precision, max_k, adaptive_k, **options)
+
+
+retrieval_hit_rate = _cutoff_face("hit_rate")
+retrieval_reciprocal_rank = _cutoff_face("reciprocal_rank")
+retrieval_recall = _cutoff_face("recall")
+retrieval_average_precision = _cutoff_face("average_precision")
+retrieval_normalized_dcg = _cutoff_face("normalized_dcg")
+retrieval_fall_out = _cutoff_face("fall_out")

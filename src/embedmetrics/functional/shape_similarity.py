@@ -16,16 +16,21 @@ from torch import Tensor
 from embedmetrics._engine.core.checks import (
     ArgumentKindError,
     as_tensor,
-    check_bool,
     check_finite,
     check_row_pair,
 )
 from embedmetrics._engine.embedding import shape_similarity as engine
+from embedmetrics._engine.embedding.options import OPTIONS
+from embedmetrics._engine.settings.options import read_options
 
 __all__ = ["kruskal_similarity", "procrustes_r2", "procrustes_similarity"]
 
 
-def _inputs(x: Any, y: Any, validate_args: bool) -> tuple[Tensor, Tensor, bool, torch.dtype]:
+def _inputs(
+    owner: str, x: Any, y: Any, validate_args: bool, **options: Any
+) -> tuple[Tensor, Tensor, bool, torch.dtype]:
+    """The checked matrices (and the options of ``owner``'s table: ``embedding.options``)."""
+    read_options(owner, OPTIONS[owner], {"validate_args": validate_args, **options})
     numpy = not (isinstance(x, Tensor) and isinstance(y, Tensor))
     a, b = as_tensor("X", x), as_tensor("Y", y)
     b = b.to(a.device)
@@ -37,7 +42,7 @@ def _inputs(x: Any, y: Any, validate_args: bool) -> tuple[Tensor, Tensor, bool, 
                 f"Argument `{name}` must be 2-D (n_samples, n_features), got shape {tuple(t.shape)}."
             )
     check_row_pair(("X", "Y"), a, b)
-    if check_bool("validate_args", validate_args):
+    if validate_args:
         check_finite("X", a)
         check_finite("Y", b)
     return a, b, numpy, a.dtype if a.is_floating_point() else torch.float64
@@ -72,7 +77,7 @@ def procrustes_similarity(X: Any, Y: Any, *, validate_args: bool = True) -> Any:
         >>> procrustes_similarity(x, 5 * x @ rotation + 1)
         tensor(1., dtype=torch.float64)
     """
-    a, b, numpy, dtype = _inputs(X, Y, validate_args)
+    a, b, numpy, dtype = _inputs("procrustes_similarity", X, Y, validate_args)
     return _output(engine.procrustes_similarity(a, b), numpy, dtype)
 
 
@@ -97,7 +102,7 @@ def procrustes_r2(X: Any, Y: Any, *, validate_args: bool = True) -> Any:
         >>> float(procrustes_r2(x, 2 * x))  # scale matters
         0.5
     """
-    a, b, numpy, dtype = _inputs(X, Y, validate_args)
+    a, b, numpy, dtype = _inputs("procrustes_r2", X, Y, validate_args)
     return _output(engine.procrustes_r2(a, b), numpy, dtype)
 
 
@@ -124,5 +129,5 @@ def kruskal_similarity(X: Any, Y: Any, spherical: bool = False, *, validate_args
         >>> kruskal_similarity(x, 3 * x, spherical=True)
         tensor(1.)
     """
-    a, b, numpy, dtype = _inputs(X, Y, validate_args)
-    return _output(engine.kruskal_similarity(a, b, check_bool("spherical", spherical)), numpy, dtype)
+    a, b, numpy, dtype = _inputs("kruskal_similarity", X, Y, validate_args, spherical=spherical)
+    return _output(engine.kruskal_similarity(a, b, bool(spherical)), numpy, dtype)

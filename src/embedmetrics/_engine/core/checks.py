@@ -13,100 +13,43 @@ Checks of tensor *values* (NaN, ranges) read the data on the host; callers run t
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Union
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.core.policies import TIES as TIES  # re-exported for the checks of ties
+from embedmetrics._engine.settings.arguments import (  # the torch-free checks of scalar arguments
+    ArgumentKindError as ArgumentKindError,
+)
+from embedmetrics._engine.settings.arguments import (
+    check_block_bytes as check_block_bytes,
+)
+from embedmetrics._engine.settings.arguments import (
+    check_bool as check_bool,
+)
+from embedmetrics._engine.settings.arguments import (
+    check_choice as check_choice,
+)
+from embedmetrics._engine.settings.arguments import (
+    check_number as check_number,
+)
+from embedmetrics._engine.settings.arguments import (
+    check_positive_int as check_positive_int,
+)
+from embedmetrics._engine.settings.arguments import (
+    normalize_ks as normalize_ks,
+)
+from embedmetrics._engine.settings.policies import TIES as TIES  # re-exported for the checks of ties
 
 ArrayLike = Union[Tensor, np.ndarray]
-
-
-class ArgumentKindError(TypeError, ValueError):
-    """An argument of the wrong kind (type or dtype): a ``TypeError`` that is also a ``ValueError``.
-
-    torchmetrics raises ``ValueError`` for some of these mistakes (``top_k=4.0``, ``ignore_index=-100.0``,
-    bool ``preds``); code that catches either keeps working. Wrong *values* stay plain ``ValueError``.
-    """
 
 
 class IncompatibleStateError(ValueError, RuntimeError):
     """States that cannot be combined: another feature width, dtype or setting, in ``merge_state``,
     across processes at a sync, or between a batch and the rows accumulated before it. A
     ``ValueError`` (also a ``RuntimeError``, which a sync raised before)."""
-
-
-def check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
-    """Raise ``ValueError`` unless ``value`` is one of ``choices``."""
-    if isinstance(value, str) and value in choices:
-        return
-    if not isinstance(value, str) and any(value is c or value == c for c in choices):
-        return
-    raise ValueError(f"Argument `{name}` must be one of {tuple(choices)}, got {value!r}.")
-
-
-def check_bool(name: str, value: Any) -> bool:
-    """Return ``value`` as a ``bool`` if it is a Python or NumPy bool; raise ``TypeError`` otherwise."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise ArgumentKindError(f"Argument `{name}` must be a bool, got {value!r}.")
-    return bool(value)
-
-
-def check_positive_int(name: str, value: Any) -> int:
-    """Return ``value`` if it is an ``int`` (not ``bool``) that is at least 1, else raise."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise ArgumentKindError(f"Argument `{name}` must be a positive integer, got {value!r}.")
-    if value < 1:
-        raise ValueError(f"Argument `{name}` must be a positive integer (>= 1), got {value!r}.")
-    return int(value)
-
-
-def check_block_bytes(value: Any) -> Optional[int]:
-    """The memory budget of one block of a scan: a positive ``int`` number of bytes, or ``None``
-    (chosen for the device when the scan runs)."""
-    return None if value is None else check_positive_int("block_bytes", value)
-
-
-def check_number(name: str, value: Any, *, positive: bool = False, finite: bool = True) -> float:
-    """Return ``value`` as a float if it is a real number ``>= 0`` (``> 0`` with ``positive``).
-
-    ``finite`` (default) also rejects infinity; NaN is always rejected.
-    """
-    what = "positive" if positive else "non-negative"
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ArgumentKindError(f"Argument `{name}` must be a {what} number, got {value!r}.")
-    out = float(value)
-    if not (out > 0 if positive else out >= 0):  # also NaN
-        raise ValueError(f"Argument `{name}` must be a {what} number, got {value!r}.")
-    if finite and math.isinf(out):
-        raise ValueError(f"Argument `{name}` must be a finite {what} number, got {value!r}.")
-    return out
-
-
-def normalize_ks(name: str, k: Any, *, allow_none: bool = True) -> tuple[tuple[Optional[int], ...], bool]:
-    """Normalise a cut-off argument that may be ``None``, an ``int`` or a sequence of ints.
-
-    Returns:
-        The cut-offs as a tuple, and whether the caller passed a single value (so the result
-        should be a scalar rather than one value per cut-off).
-    """
-    if k is None:
-        if not allow_none:
-            raise ArgumentKindError(f"Argument `{name}` must be a positive integer, got None.")
-        return (None,), True
-    if isinstance(k, (list, tuple)):
-        if len(k) == 0:
-            raise ValueError(f"Argument `{name}` must not be an empty sequence, got {k!r}.")
-        return tuple(check_positive_int(name, v) for v in k), False
-    if isinstance(k, Tensor):
-        raise ArgumentKindError(
-            f"Argument `{name}` must be an int or a sequence of ints, got a tensor {k!r}."
-        )
-    return (check_positive_int(name, k),), True
 
 
 def check_numeric_array(name: str, value: np.ndarray) -> None:
@@ -221,33 +164,6 @@ def check_paired_embeddings(names: tuple[str, str], a: Tensor, b: Tensor, *, val
 
 KArg = Union[int, Sequence[int], None]
 Aggregation = Union[str, Callable[..., Tensor]]
-EMPTY_TARGET_ACTIONS = ("neg", "pos", "skip", "error")
-AGGREGATIONS = ("mean", "median", "min", "max", "none")
-
-
-def check_retrieval_options(
-    k: KArg,
-    top_k: KArg,
-    ties: str,
-    empty_target_action: str,
-    ignore_index: int | None,
-    aggregation: Aggregation,
-) -> tuple[tuple[Optional[int], ...], bool]:
-    """Validate the options of every retrieval metric; return the cut-offs and whether ``k`` was scalar."""
-    if top_k is not None:
-        if k is not None and k != top_k:
-            raise ValueError(f"Arguments `k` and its alias `top_k` disagree: k={k!r}, top_k={top_k!r}.")
-        k = top_k
-    ks, single = normalize_ks("k", k)
-    check_choice("ties", ties, TIES)
-    check_choice("empty_target_action", empty_target_action, EMPTY_TARGET_ACTIONS)
-    if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, int)):
-        raise ArgumentKindError(f"Argument `ignore_index` must be an int or None, got {ignore_index!r}.")
-    if not (callable(aggregation) or (isinstance(aggregation, str) and aggregation in AGGREGATIONS)):
-        raise ValueError(
-            f"Argument `aggregation` must be one of {AGGREGATIONS} or a callable, got {aggregation!r}."
-        )
-    return ks, single
 
 
 def check_retrieval_inputs(

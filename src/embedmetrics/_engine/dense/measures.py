@@ -26,6 +26,7 @@ tie block by increasing / decreasing gain. Queries without a qrels line are skip
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
@@ -34,29 +35,20 @@ from torch import Tensor
 
 from embedmetrics._engine.core import tie_stats
 from embedmetrics._engine.core.checks import (
-    AGGREGATIONS,
-    TIES,
     Aggregation,
-    check_block_bytes,
-    check_bool,
-    check_choice,
     check_embeddings,
     check_finite,
     check_ids,
-    check_positive_int,
     check_same_device,
     normalize_ks,
 )
 from embedmetrics._engine.core.pair_scores import pair_similarity
-from embedmetrics._engine.core.policies import SIMILARITIES
 from embedmetrics._engine.core.row_owners import gather_rows, route_identical_rows
 from embedmetrics._engine.core.scan import compute_dtype
+from embedmetrics._engine.dense.options import DENSE_METRICS
 from embedmetrics._engine.dense.qrels import Judgements, check_unique_ids, per_row_sorted
 from embedmetrics._engine.dense.scan import TopLists, by_key_then_id, columns_of, gather_lists, scan_corpus
 from embedmetrics._engine.ranking.measures import aggregate
-
-#: The measures of ``dense_values``, in the order results list them.
-DENSE_METRICS = ("ndcg", "recall", "precision", "mrr", "map", "hit_rate", "r_precision")
 
 
 @dataclass(frozen=True)
@@ -81,42 +73,19 @@ class DenseOptions:
         return keys
 
 
-def check_dense_options(
-    k: Any,
-    metrics: Any,
-    depth: Any,
-    similarity: Any,
-    exclude_self: Any,
-    ties: Any,
-    aggregation: Any,
-    return_run: Any,
-    block_bytes: Any,
-) -> DenseOptions:
-    """Validate the options; ``depth`` defaults to the largest ``k`` and must be at least it."""
-    ks = tuple(int(v) for v in normalize_ks("k", k, allow_none=False)[0] if v is not None)
-    ks = tuple(sorted(set(ks)))
-    if metrics is None:
-        names: tuple[str, ...] = DENSE_METRICS
-    else:
-        if isinstance(metrics, str) or not isinstance(metrics, (list, tuple)) or len(metrics) == 0:
-            raise ValueError(
-                f"Argument `metrics` must be a non-empty sequence of {DENSE_METRICS}, got {metrics!r}."
-            )
-        for m in metrics:
-            check_choice("metrics", m, DENSE_METRICS)
-        names = tuple(m for m in DENSE_METRICS if m in metrics)
-    d = max(ks) if depth is None else check_positive_int("depth", depth)
+def dense_options(values: Mapping[str, Any]) -> DenseOptions:
+    """The options from the checked values of dense retrieval's table (``dense.options``); ``depth``
+    defaults to the largest ``k`` and must be at least it."""
+    ks = tuple(sorted({int(v) for v in normalize_ks("k", values["k"], allow_none=False)[0] if v is not None}))
+    metrics = values["metrics"]
+    names = DENSE_METRICS if metrics is None else tuple(m for m in DENSE_METRICS if m in metrics)
+    depth = values["depth"]
+    d = max(ks) if depth is None else depth
     if d < max(ks):
         raise ValueError(f"Argument `depth` must be at least the largest `k` ({max(ks)}), got {depth!r}.")
-    check_choice("similarity", similarity, SIMILARITIES)
-    check_choice("ties", ties, TIES)
-    if not (callable(aggregation) or (isinstance(aggregation, str) and aggregation in AGGREGATIONS)):
-        raise ValueError(
-            f"Argument `aggregation` must be one of {AGGREGATIONS} or a callable, got {aggregation!r}."
-        )
     return DenseOptions(
-        ks, names, d, str(similarity), check_bool("exclude_self", exclude_self), str(ties), aggregation,
-        check_bool("return_run", return_run), check_block_bytes(block_bytes),
+        ks, names, d, values["similarity"], values["exclude_self"], values["ties"], values["aggregation"],
+        values["return_run"], values["block_bytes"],
     )  # fmt: skip
 
 

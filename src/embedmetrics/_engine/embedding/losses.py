@@ -1,32 +1,22 @@
 """Pair losses (the engine of ``embedmetrics.losses`` and ``embedmetrics.functional.losses``).
 
-``check_options`` validates the options of both faces, ``check_outputs`` and
-``label_tensor`` the inputs, and ``contrastive_loss_value`` computes the loss.
+The options are checked by their table (``embedding.options``); ``check_outputs`` and
+``label_tensor`` check the inputs, and ``contrastive_loss_value`` computes the loss.
 """
 
 from __future__ import annotations
 
 import numbers
-from typing import Any, Union
+from typing import Union
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.core.checks import ArgumentKindError, check_bool, check_choice, check_number
-
-
-def check_options(margin: Any, reduction: Any, validate_args: Any) -> float:
-    """Validate the options of the contrastive loss; return the margin as a float."""
-    check_choice("reduction", reduction, REDUCTIONS)
-    check_bool("validate_args", validate_args)
-    return check_number("margin", margin)
-
+from embedmetrics._engine.core.checks import ArgumentKindError
 
 #: What ``similarity_label`` may be: a tensor (bool, integer or floating point) or a Python number.
 LabelLike = Union[Tensor, bool, int, float]
-
-REDUCTIONS = ("mean", "sum", "none")
 
 
 def check_outputs(output1: Tensor, output2: Tensor) -> None:

@@ -37,7 +37,7 @@ from typing import Any, Union
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.core.checks import TIES, check_bool, check_choice, check_number, normalize_ks
+from embedmetrics._engine.core.checks import normalize_ks
 from embedmetrics._engine.core.distinct import distinct_rows
 from embedmetrics._engine.core.fused import fused_sign_counts
 from embedmetrics._engine.core.scan import (
@@ -65,31 +65,10 @@ TopK = Union[int, Sequence[int]]
 # ----------------------------------------------------------------------------- options
 
 
-def check_contrastive_options(topk: Any, ties: Any, eps: Any, normalize: Any) -> tuple[tuple[int, ...], bool]:
-    """Validate contrastive accuracy's options (functional and module); return the ks and scalar flag."""
+def topk_cutoffs(topk: Any) -> tuple[tuple[int, ...], bool]:
+    """The cut-offs of a checked ``topk``, and whether it was a scalar."""
     ks, single = normalize_ks("topk", topk, allow_none=False)
-    check_choice("ties", ties, TIES)
-    check_number("eps", eps)
-    check_bool("normalize", normalize)
     return tuple(k for k in ks if k is not None), single
-
-
-def check_uniformity_options(t: Any, normalize: Any, eps: Any) -> dict[str, Any]:
-    """Validated options of uniformity, as keyword arguments of ``uniformity``."""
-    return {
-        "t": check_number("t", t),
-        "normalize": check_bool("normalize", normalize),
-        "eps": check_number("eps", eps),
-    }
-
-
-def check_alignment_options(alpha: Any, normalize: Any, eps: Any) -> dict[str, Any]:
-    """Validated options of alignment, as keyword arguments of ``alignment_terms``."""
-    return {
-        "alpha": check_number("alpha", alpha, positive=True),
-        "normalize": check_bool("normalize", normalize),
-        "eps": check_number("eps", eps),
-    }
 
 
 def prepare(z: Tensor, *, normalize: bool, eps: float, dtype: torch.dtype) -> Tensor:

@@ -12,12 +12,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
 
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.core.checks import check_positive_int
 from embedmetrics._engine.core.knn import KnnResult, LabelComparison, knn_scan, relevant_counts
 
 #: The kNN metrics and the per-query statistic of the scan behind each.
@@ -33,17 +32,6 @@ KNN_STATS = {
 #: Metrics over the whole ranking when ``k`` is ``None`` (pytorch-metric-learning 2.x); the others
 #: need only the first ``R`` neighbours.
 WHOLE_RANKING_METRICS = ("mean_average_precision", "mean_reciprocal_rank")
-#: The spelled-out values of ``k`` (besides ``None`` and integers).
-K_RULES = ("max_bin_count", "all")
-
-
-def check_k(k: Any) -> Optional[int | str]:
-    """``None``, ``"max_bin_count"``, ``"all"`` or a positive int."""
-    if k is None:
-        return None
-    if isinstance(k, str) and k in K_RULES:
-        return k
-    return check_positive_int("k", k)
 
 
 def scan_k(k: Optional[int | str], metrics: Sequence[str], n_references: int) -> Optional[int]:

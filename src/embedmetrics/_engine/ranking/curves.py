@@ -17,36 +17,16 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.core.checks import (
-    Aggregation,
-    check_bool,
-    check_number,
-    check_positive_int,
-    check_retrieval_inputs,
-    check_retrieval_options,
-)
+from embedmetrics._engine.core.checks import Aggregation, check_retrieval_inputs
+from embedmetrics._engine.ranking.options import check_min_precision
 from embedmetrics._engine.ranking.retrieval import (
     CURVE,
     MetricOptions,
     finish,
     out_dtype,
     query_values,
+    read_settings,
 )
-
-
-def check_curve_options(max_k: int | None, adaptive_k: bool) -> MetricOptions:
-    """``max_k`` is ``None`` or a positive int; ``adaptive_k`` a bool."""
-    if max_k is not None:
-        check_positive_int("max_k", max_k)
-    return MetricOptions(adaptive_k=check_bool("adaptive_k", adaptive_k))
-
-
-def check_min_precision(value: float) -> float:
-    """``min_precision`` is a number in ``[0, 1]``."""
-    out = check_number("min_precision", value)
-    if out > 1:
-        raise ValueError(f"Argument `min_precision` must be a number in [0, 1], got {value!r}.")
-    return out
 
 
 def cutoffs(max_k: int) -> tuple[int, ...]:
@@ -116,25 +96,18 @@ def finish_curve(
 
 
 def evaluate_curve(
-    preds: Tensor,
-    target: Tensor,
-    max_k: int | None,
-    adaptive_k: bool,
-    *,
-    indexes: Tensor | None,
-    ties: str,
-    empty_target_action: str,
-    ignore_index: int | None,
-    aggregation: Aggregation,
-    validate_args: bool,
+    preds: Tensor, target: Tensor, max_k: int | None = None, adaptive_k: bool = False, **given: Any
 ) -> tuple[Tensor, Tensor, Tensor]:
     """The functional curve: validate, rank once, read every cut-off, reduce."""
-    check_retrieval_options(None, None, ties, empty_target_action, ignore_index, aggregation)
-    options = check_curve_options(max_k, adaptive_k)
-    check_bool("validate_args", validate_args)
+    indexes = given.pop("indexes", None)
+    settings = read_settings(
+        CURVE.functional, CURVE.module, {**given, "max_k": max_k, "adaptive_k": adaptive_k}
+    ).values
+    ignore_index = settings["ignore_index"]
     check_retrieval_inputs(
-        CURVE.name, True, preds, target, indexes, ignore_index=ignore_index, validate_args=validate_args
-    )
+        CURVE.name, True, preds, target, indexes, ignore_index=ignore_index,
+        validate_args=settings["validate_args"],
+    )  # fmt: skip
     width = largest_query(target, indexes, ignore_index) if max_k is None else max_k
     values, status = query_values(
         CURVE,
@@ -142,15 +115,15 @@ def evaluate_curve(
         target,
         indexes,
         ks=cutoffs(width),
-        ties=ties,
+        ties=settings["ties"],
         ignore_index=ignore_index,
-        options=options,
+        options=MetricOptions(adaptive_k=settings["adaptive_k"]),
     )
     precision, recall = finish_curve(
         values,
         status,
-        empty_target_action=empty_target_action,
-        aggregation=aggregation,
+        empty_target_action=settings["empty_target_action"],
+        aggregation=settings["aggregation"],
         dtype=out_dtype(preds),
     )
     one_query = indexes is None and preds.ndim == 1
@@ -159,9 +132,14 @@ def evaluate_curve(
 
 
 def evaluate_recall_at_precision(
-    preds: Tensor, target: Tensor, min_precision: float, max_k: int | None, adaptive_k: bool, **rest: Any
+    preds: Tensor,
+    target: Tensor,
+    min_precision: float = 0.0,
+    max_k: int | None = None,
+    adaptive_k: bool = False,
+    **given: Any,
 ) -> tuple[Tensor, Tensor]:
     """The functional recall at a fixed precision: the curve, then ``recall_at_precision``."""
-    floor = check_min_precision(min_precision)
-    precision, recall, top_k = evaluate_curve(preds, target, max_k, adaptive_k, **rest)
+    floor = check_min_precision("min_precision", min_precision)
+    precision, recall, top_k = evaluate_curve(preds, target, max_k, adaptive_k, **given)
     return recall_at_precision(precision, recall, top_k, floor)

@@ -16,22 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch import Tensor
+from typing_extensions import TypedDict
 
-from embedmetrics._engine.core.checks import (
-    Aggregation,
-    ArgumentKindError,
-    KArg,
-    check_bool,
-    check_number,
-    check_retrieval_inputs,
-    check_retrieval_options,
-)
+from embedmetrics._engine.core.checks import Aggregation, KArg, check_retrieval_inputs
 from embedmetrics._engine.ranking import measures as ranking
 from embedmetrics._engine.ranking.measures import RankedRows
+from embedmetrics._engine.ranking.options import COMMON, OPTIONS
+from embedmetrics._engine.settings.arguments import normalize_ks
+from embedmetrics._engine.settings.options import read_options
 
 Ks = tuple[Optional[int], ...]
 
@@ -46,33 +42,62 @@ class MetricOptions:
 
 PerQuery = Callable[[RankedRows, Ks, MetricOptions], Tensor]
 
-#: The documentation of each metric-specific option.
-OPTION_DOCS = {
-    "adaptive_k": "divide by ``min(k, n)`` (``n`` ranked documents of the query) instead of ``k``.",
-    "max_fpr": (
-        "``None`` (the whole ROC curve) or a number in ``(0, 1]``: McClish's standardised partial\n"
-        "    area up to this false-positive rate, as torchmetrics and scikit-learn compute it."
-    ),
-}
+
+class CurveOptions(TypedDict, total=False):
+    """The keyword-only options of every retrieval functional (their table is ``ranking.options``)."""
+
+    indexes: Tensor | None
+    ties: str
+    empty_target_action: str
+    ignore_index: int | None
+    aggregation: Aggregation
+    validate_args: bool
 
 
-def check_options(metric_name: str, allowed: tuple[str, ...], **given: object) -> MetricOptions:
-    """Validate the metric-specific options ``given`` (left at their defaults when not ``allowed``)."""
-    defaults = MetricOptions()
-    for name, value in given.items():
-        if name not in allowed and value != getattr(defaults, name):
-            raise ArgumentKindError(
-                f"The {metric_name} metric has no argument `{name}`, got {name}={value!r}."
-            )
-    adaptive_k = check_bool("adaptive_k", given.get("adaptive_k", False))
-    max_fpr = given.get("max_fpr")
-    if max_fpr is not None:
-        max_fpr = check_number("max_fpr", max_fpr, positive=True)
-        if max_fpr > 1:
-            raise ValueError(
-                f"Argument `max_fpr` must be None or a number in (0, 1], got {given['max_fpr']!r}."
-            )
-    return MetricOptions(adaptive_k=adaptive_k, max_fpr=max_fpr)
+class JudgedOptions(CurveOptions, total=False):
+    """And the judgements of documents outside the input."""
+
+    retrieved: Tensor | None
+    num_relevant: Tensor | None
+
+
+class RetrievalOptions(JudgedOptions, total=False):
+    """And the torchmetrics name of ``k``."""
+
+    top_k: KArg
+
+
+class AurocOptions(CurveOptions, total=False):
+    """AUROC's: ``top_k`` is positional (torchmetrics' order), ``k`` its alias."""
+
+    k: KArg
+
+
+@dataclass(frozen=True)
+class RetrievalSettings:
+    """The checked settings of one retrieval face: every option of its table, the cut-offs, and
+    whether ``k`` was a scalar."""
+
+    values: dict[str, Any]
+    ks: Ks
+    single: bool
+
+    @property
+    def options(self) -> MetricOptions:
+        """The metric-specific options, as the closed forms take them."""
+        return MetricOptions(self.values.get("adaptive_k", False), self.values.get("max_fpr"))
+
+
+def read_settings(owner: str, module: str, given: dict[str, Any], top_k: KArg = None) -> RetrievalSettings:
+    """Check ``given`` against the option table of metric ``module`` (``top_k``: the alias of ``k``)."""
+    if top_k is not None:
+        k = given.get("k")
+        if k is not None and k != top_k:
+            raise ValueError(f"Arguments `k` and its alias `top_k` disagree: k={k!r}, top_k={top_k!r}.")
+        given = {**given, "k": top_k}
+    values = read_options(owner, OPTIONS[module], given)
+    ks, single = normalize_ks("k", values.get("k"))
+    return RetrievalSettings(values, ks, single)
 
 
 @dataclass(frozen=True)
@@ -96,10 +121,15 @@ class RetrievalDeclaration:
     needs: str = "relevant"  # a query without one is "empty" (empty_target_action)
     higher_is_better: bool = True
     module_empty_default: str = "neg"
-    options: tuple[str, ...] = ()  # metric-specific options (see ``MetricOptions``)
     judgements: bool = True  # takes ``retrieved`` / ``num_relevant`` (documents outside the input)
     values_per_cutoff: int = 1  # per-query values for each cut-off (a curve: precision and recall)
     k_name: str = "k"  # the first cut-off argument of the faces (``top_k`` where torchmetrics has only it)
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """The metric-specific options (beyond ``k`` and the options of every retrieval metric)."""
+        common = {"k", *(o.name for o in COMMON)}
+        return tuple(o.name for o in OPTIONS[self.module] if o.name not in common)
 
     def __reduce__(self) -> tuple[Callable[[str], RetrievalDeclaration], tuple[str]]:
         # the closed forms are lambdas: pickle by name (ddp_spawn, DataLoader workers)
@@ -166,7 +196,6 @@ METRICS: dict[str, RetrievalDeclaration] = {
             ),
             module_args="k=2",
             module_value="tensor(0.5000)",
-            options=("adaptive_k",),
         ),
         RetrievalDeclaration(
             "recall",
@@ -258,7 +287,6 @@ METRICS: dict[str, RetrievalDeclaration] = {
             ),
             module_args="max_fpr=0.5",
             module_value="tensor(0.6667)",
-            options=("max_fpr",),
             k_name="top_k",
             judgements=False,
         ),
@@ -294,7 +322,6 @@ CURVE = RetrievalDeclaration(
     "Precision and recall at every k.",
     functional="retrieval_precision_recall_curve",
     module="RetrievalPrecisionRecallCurve",
-    options=("adaptive_k",),
     values_per_cutoff=2,
 )
 
@@ -380,21 +407,19 @@ def evaluate(
     *,
     indexes: Tensor | None = None,
     top_k: KArg = None,
-    ties: str = "average",
-    empty_target_action: str = "neg",
-    ignore_index: int | None = None,
-    aggregation: Aggregation = "mean",
     retrieved: Tensor | None = None,
     num_relevant: Tensor | None = None,
-    validate_args: bool = True,
-    adaptive_k: bool = False,
-    max_fpr: float | None = None,
+    **options: Any,
 ) -> Tensor:
-    """The whole functional computation of metric ``name``: validate, rank, reduce."""
+    """The whole functional computation of metric ``name``: validate, rank, reduce.
+
+    ``options``: the settings of the metric's option table (``embedmetrics._engine.ranking.options``).
+    """
     metric = METRICS[name]
-    ks, single = check_retrieval_options(k, top_k, ties, empty_target_action, ignore_index, aggregation)
-    check_bool("validate_args", validate_args)
-    options = check_options(metric.name, metric.options, adaptive_k=adaptive_k, max_fpr=max_fpr)
+    given = {**options, "k": k} if metric.cutoff or k is not None else options
+    settings = read_settings(metric.functional, metric.module, given, top_k)
+    ties, ignore_index = settings.values["ties"], settings.values["ignore_index"]
+    validate_args = settings.values["validate_args"]
     check_retrieval_inputs(
         metric.name,
         metric.binary,
@@ -411,10 +436,10 @@ def evaluate(
         preds,
         target,
         indexes,
-        ks=ks,
+        ks=settings.ks,
         ties=ties,
         ignore_index=ignore_index,
-        options=options,
+        options=settings.options,
         retrieved=retrieved,
         num_relevant=num_relevant,
         validate_args=validate_args,
@@ -422,9 +447,9 @@ def evaluate(
     return finish(
         values,
         status,
-        empty_target_action=empty_target_action,
-        aggregation=aggregation,
-        single=single,
+        empty_target_action=settings.values["empty_target_action"],
+        aggregation=settings.values["aggregation"],
+        single=settings.single,
         dtype=out_dtype(preds),
         needs=metric.needs,
     )

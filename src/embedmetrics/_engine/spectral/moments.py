@@ -24,18 +24,6 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.core.checks import ArgumentKindError, check_positive_int
-
-#: Default ``eps`` of RankMe's distribution (Garrido et al., 2023).
-RANKME_EPS = 1e-7
-#: Default rank range (1-based, inclusive) of α-ReQ's power-law fit (Agrawal et al., 2022: the
-#: authors' reference code fits ``np.arange(5, 100)``, the 6th to the 100th eigenvalue).
-ALPHA_FIT_RANGE = (6, 100)
-#: Defaults of LiDAR (Thilak et al., 2024): ridge of the within-class covariance, ``eps`` of the
-#: distribution.
-LIDAR_DELTA = 1e-4
-LIDAR_EPS = 1e-8
-
 
 class Moments(NamedTuple):
     """Number of rows, column sums and ``ZᵀZ`` of a matrix, in float64."""
@@ -219,15 +207,3 @@ def merge_partials(labels: Tensor, counts: Tensor, sums: Tensor) -> tuple[Tensor
     starts = (torch.cumsum(per_slot, 0) - per_slot).clamp_max(n - 1)
     out_sums = torch.segment_reduce(sums[order], "sum", lengths=per_slot, axis=0, unsafe=True)
     return sorted_labels[starts], out_counts, out_sums, first.sum()
-
-
-def check_fit_range(fit_range: object) -> tuple[int, int]:
-    """``(first, last)`` ranks, ``1 <= first < last``."""
-    if not isinstance(fit_range, (tuple, list)) or len(fit_range) != 2:
-        raise ArgumentKindError(
-            f"Argument `fit_range` must be a pair of ranks (first, last), got {fit_range!r}."
-        )
-    lo, hi = (check_positive_int("fit_range", v) for v in fit_range)
-    if lo >= hi:
-        raise ValueError(f"Argument `fit_range` must have first < last, got {tuple(fit_range)!r}.")
-    return lo, hi

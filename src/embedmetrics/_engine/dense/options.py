@@ -1,0 +1,82 @@
+"""The settings of dense retrieval, one ``Option`` each (see ``embedmetrics._engine.settings.options``).
+
+``OPTIONS`` maps the metric (the registry's name) to its table; ``cli`` marks those that are also flags of
+``embedmetrics report``. No torch is imported here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from embedmetrics._engine.settings.arguments import check_bool, check_choice, check_positive_int, normalize_ks
+from embedmetrics._engine.settings.options import (
+    AGGREGATION,
+    BLOCK_BYTES,
+    TIES_OPTION,
+    VALIDATE_ARGS,
+    Option,
+    choice,
+    optional,
+)
+from embedmetrics._engine.settings.policies import SIMILARITIES
+
+#: The measures of dense retrieval, in the order results list them.
+DENSE_METRICS = ("ndcg", "recall", "precision", "mrr", "map", "hit_rate", "r_precision")
+
+
+def check_cutoffs(name: str, value: Any) -> Any:
+    """A positive int or a non-empty sequence of them (returned as given)."""
+    normalize_ks(name, value, allow_none=False)
+    return value
+
+
+def check_metrics(name: str, value: Any) -> Any:
+    """``None`` or a non-empty sequence of ``DENSE_METRICS``."""
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, (list, tuple)) or len(value) == 0:
+        raise ValueError(f"Argument `{name}` must be a non-empty sequence of {DENSE_METRICS}, got {value!r}.")
+    for m in value:
+        check_choice(name, m, DENSE_METRICS)
+    return value
+
+
+def check_qrels_option(name: str, value: Any) -> Any:
+    """``None`` or ``(n, 3)`` integer judgements (checked and kept as an int64 tensor)."""
+    if value is None:
+        return None
+    from embedmetrics._engine.dense.qrels import check_qrels  # torch: only when judgements are given
+
+    return check_qrels(value)
+
+
+OPTIONS: dict[str, tuple[Option, ...]] = {
+    "DenseRetrieval": (
+        Option(
+            "qrels", "Tensor | None", None, "``(n, 3)`` integer judgements ``(query_id, doc_id, relevance)``",
+            check_qrels_option,
+        ),
+        Option("k", "int | Sequence[int]", 10, "a cut-off or a sequence of them", check_cutoffs),
+        Option(
+            "metrics", "Sequence[str] | None", None, f"a subset of {DENSE_METRICS}; ``None``: all",
+            check_metrics,
+        ),
+        Option(
+            "depth", "int | None", None, "length of the retrieved list; ``None``: the largest ``k``",
+            optional(check_positive_int), cli=True,
+        ),
+        Option(
+            "similarity", "str", "cosine", "``cosine``, ``dot`` or ``euclidean`` (minus the distance)",
+            choice(*SIMILARITIES), choices=SIMILARITIES, cli=True,
+        ),
+        Option(
+            "exclude_self", "bool", False, "drop the document whose id is the query's id from its ranking",
+            check_bool,
+        ),
+        TIES_OPTION,
+        AGGREGATION,
+        Option("return_run", "bool", False, "also return the run: doc ids and scores", check_bool),
+        BLOCK_BYTES,
+        VALIDATE_ARGS,
+    ),
+}  # fmt: skip
