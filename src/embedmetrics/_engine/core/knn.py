@@ -335,16 +335,16 @@ def _store_stats(
     """Per-query statistics of rows ``[start, stop)`` from their position terms."""
     start, stop = rows
     exp_rel, prec, rr = terms
-    length = counts.clamp(max=k)
-    denom_r = counts.clamp_min(1).to(torch.float64)
+    length = counts.clamp(max=k)  # pytorch-metric-learning's: R-precision of the first min(R, k)
+    denom_r = counts.to(torch.float64)
     if "precision_at_1" in out:
         out["precision_at_1"][start:stop] = exp_rel[:, 0]
     if "r_precision" in out:
-        out["r_precision"][start:stop] = _prefix_sum(exp_rel, length) / length.clamp_min(1)
+        out["r_precision"][start:stop] = tie_stats.ratio(tie_stats.upto(exp_rel, length), length.double())
     if prec is not None and "map_at_r" in out:
-        out["map_at_r"][start:stop] = _prefix_sum(prec, length) / denom_r
+        out["map_at_r"][start:stop] = tie_stats.ratio(tie_stats.upto(prec, length), denom_r)
     if prec is not None and "average_precision" in out:
-        out["average_precision"][start:stop] = prec.sum(dim=1) / denom_r
+        out["average_precision"][start:stop] = tie_stats.ratio(prec.sum(dim=1), denom_r)
     if rr is not None:
         out["reciprocal_rank"][start:stop] = rr.sum(dim=1)
 
@@ -472,12 +472,6 @@ def _position_terms(
         if rr is not None:
             rr[tied_rows] = tie_stats.reciprocal_rank_terms(ps)
     return exp_rel, prec, rr
-
-
-def _prefix_sum(terms: Tensor, length: Tensor) -> Tensor:
-    """Row sums of ``terms[:, :length]`` with a per-row ``length`` (``(rows,)`` int, ``0 <= length``)."""
-    at = (length - 1).clamp_min(0)[:, None]
-    return torch.where(length > 0, terms.cumsum(dim=1).gather(1, at).squeeze(1), 0.0)
 
 
 def _deterministic_neighbors(

@@ -133,3 +133,46 @@ def reciprocal_rank_terms(s: PositionStats) -> Tensor:
     t, r = s.t.gather(1, at), torch.where(found, s.r.gather(1, at), 0.0)
     start = (p - s.x).gather(1, at)
     return first_relevant(t, r, p - start) / (p + 1)
+
+
+# --------------------------------------------------------------------------- measures of ranked lists
+#
+# The one place where the rank measures of fixed-width ranked lists (dense retrieval's top-``depth``
+# lists, the kNN metrics' top-``k`` neighbours) are read off their per-position terms. Each measure is a
+# prefix sum of one term, at a fixed cut-off (``at``) or at a per-row length (``upto``), over a
+# normaliser (``ratio``: 0 where it is 0).
+
+
+class ListTerms(NamedTuple):
+    """``(rows, L)`` float64 per-position terms of ranked lists whose prefix sums are the measures."""
+
+    relevance: Tensor  # P(relevant)
+    precision: Tensor  # the summands of average precision
+    first: Tensor  # P(the first relevant item is here)
+
+    @classmethod
+    def of(cls, s: PositionStats) -> ListTerms:
+        """The terms of lists described by their tie statistics."""
+        p1 = _positions(s) + 1
+        return cls(expected_relevance(s), position_precision_terms(s), reciprocal_rank_terms(s) * p1)
+
+
+def at(terms: Tensor, ks: Tensor) -> Tensor:
+    """``(rows, len(ks))``: the sum of the first ``k`` terms of each row, for every cut-off ``k >= 1``."""
+    return terms.cumsum(dim=1).index_select(1, ks - 1)
+
+
+def upto(terms: Tensor, length: Tensor) -> Tensor:
+    """``(rows,)``: the sum of the first ``length[i]`` terms of row ``i`` (``0 <= length``)."""
+    last = (length - 1).clamp_min(0)[:, None]
+    return torch.where(length > 0, terms.cumsum(dim=1).gather(1, last).squeeze(1), 0.0)
+
+
+def ratio(num: Tensor, den: Tensor) -> Tensor:
+    """``num / den``, 0 where ``den`` is 0."""
+    return torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 0.0)
+
+
+def reciprocal_ranks(terms: ListTerms, positions: Tensor) -> Tensor:
+    """``P(first relevant at p) / (p + 1)`` per position (``positions``: ``p`` as float64)."""
+    return terms.first / (positions + 1)

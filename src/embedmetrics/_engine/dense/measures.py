@@ -94,12 +94,11 @@ def dense_options(values: Mapping[str, Any]) -> DenseOptions:
 
 @dataclass
 class Terms:
-    """``(Q, depth)`` float64 per-position terms whose prefix sums are the measures."""
+    """``(Q, depth)`` float64 per-position terms whose prefix sums are the measures: those of every
+    ranked list (``tie_stats.ListTerms``) and the gains (for nDCG)."""
 
-    relevance: Tensor
+    lists: tie_stats.ListTerms
     gain: Tensor
-    precision: Tensor
-    first: Tensor
 
 
 def _runs(keys: Tensor) -> tuple[Tensor, Tensor]:
@@ -182,50 +181,39 @@ def _boundary_gains(lists: TopLists, judgements: Judgements, start: Tensor, opti
 
 
 def _terms(ps: tie_stats.PositionStats, gain: Tensor) -> Terms:
-    p1 = torch.arange(1, gain.shape[1] + 1, device=gain.device, dtype=torch.float64)
-    return Terms(
-        tie_stats.expected_relevance(ps),
-        gain,
-        tie_stats.position_precision_terms(ps),
-        tie_stats.reciprocal_rank_terms(ps) * p1,
-    )
+    return Terms(tie_stats.ListTerms.of(ps), gain)
 
 
 # --------------------------------------------------------------------------- measures
 
 
 def measure_values(terms: Terms, judgements: Judgements, opts: DenseOptions) -> dict[str, Tensor]:
-    """``{key: (Q,) float64}`` per-query values (NaN for queries without judgements)."""
-    depth = terms.relevance.shape[1]
-    dev = terms.relevance.device
+    """``{key: (Q,) float64}`` per-query values (NaN for queries without judgements), read off the
+    terms by the list measures of ``tie_stats`` (shared with the kNN metrics)."""
+    lists = terms.lists
+    depth = lists.relevance.shape[1]
+    dev = lists.relevance.device
     p = torch.arange(depth, device=dev, dtype=torch.float64)
     disc = 1.0 / torch.log2(p + 2.0)
-    cols = torch.tensor([k - 1 for k in opts.ks], device=dev)
+    ks = torch.tensor(opts.ks, device=dev)
     R = judgements.num_relevant.double()[:, None]
-    kf = torch.tensor(opts.ks, device=dev, dtype=torch.float64)[None]
-
-    def at(x: Tensor) -> Tensor:
-        return x.cumsum(dim=1).index_select(1, cols)
-
-    def over(num: Tensor, den: Tensor) -> Tensor:
-        return torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 0.0)
-
-    found = at(terms.relevance)
+    found = tie_stats.at(lists.relevance, ks)
     table: dict[str, Any] = {
-        "ndcg": lambda: over(at(terms.gain * disc), judgements.ideal_dcg(opts.ks, disc)),
-        "recall": lambda: over(found, R),
-        "precision": lambda: found / kf,
-        "mrr": lambda: at(terms.first / (p + 1)),
-        "map": lambda: over(at(terms.precision), R),
-        "hit_rate": lambda: at(terms.first),
+        "ndcg": lambda: tie_stats.ratio(
+            tie_stats.at(terms.gain * disc, ks), judgements.ideal_dcg(opts.ks, disc)
+        ),
+        "recall": lambda: tie_stats.ratio(found, R),
+        "precision": lambda: found / ks.double()[None],
+        "mrr": lambda: tie_stats.at(tie_stats.reciprocal_ranks(lists, p), ks),
+        "map": lambda: tie_stats.ratio(tie_stats.at(lists.precision, ks), R),
+        "hit_rate": lambda: tie_stats.at(lists.first, ks),
     }
     skip = ~judgements.judged
     out: dict[str, Tensor] = {}
     for name in opts.metrics:
-        if name == "r_precision":
-            upto = (judgements.num_relevant.clamp(max=depth) - 1).clamp_min(0)[:, None]
-            value = over(terms.relevance.cumsum(dim=1).gather(1, upto), R)[:, 0]
-            out[name] = value.masked_fill(skip, math.nan)
+        if name == "r_precision":  # trec_eval's: the relevant among the first R, over R
+            upto = tie_stats.upto(lists.relevance, judgements.num_relevant.clamp(max=depth))
+            out[name] = tie_stats.ratio(upto, R[:, 0]).masked_fill(skip, math.nan)
             continue
         values = table[name]()
         for j, k in enumerate(opts.ks):
