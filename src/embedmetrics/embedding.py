@@ -22,6 +22,7 @@ from torch import Tensor
 from embedmetrics._engine.core.inputs import Arg, BatchSpec
 from embedmetrics._engine.core.scan import metric_shard
 from embedmetrics._engine.embedding import pairs as engine
+from embedmetrics._engine.settings.options import options_in
 from embedmetrics._metric.base import BaseMetric, Layout
 from embedmetrics._metric.sync import first_rows
 from embedmetrics._plotting import plot_metric
@@ -138,14 +139,7 @@ class ContrastiveAccuracy(_StoredEmbeddingMetric):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.read_options(
-            topk=topk,
-            normalize=normalize,
-            ties=ties,
-            eps=eps,
-            block_bytes=block_bytes,
-            validate_args=validate_args,
-        )
+        self.read_options(**options_in(self.options(), locals()))
         self._ks, self._single = engine.topk_cutoffs(topk)
 
     def update(self, z1: Tensor, z2: Tensor) -> None:
