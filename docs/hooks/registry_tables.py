@@ -85,10 +85,10 @@ def settings_table(options: Any) -> str:
 
 
 def settings_section(specs: Any) -> str:
-    """``## Settings``: the option table of every metric of a family (``embedmetrics._engine.<family>.options``)."""
+    """``## Settings``: the option table of every metric of a family (``_engine/<family>/options.py``)."""
     blocks = [
-        "## Settings\n\nEvery setting is declared once, with its check, default and effect; the constructors, "
-        "the functional twins, the sync agreement and `merge_state` read the same declaration."
+        "## Settings\n\nEvery setting is declared once, with its check, default and effect; the "
+        "constructors, the functional twins, the sync agreement and `merge_state` read the same declaration."
     ]
     blocks += [f"**`{spec.key}`**\n\n{settings_table(spec.options)}" for spec in specs]
     return "\n\n".join(blocks)

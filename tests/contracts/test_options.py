@@ -39,7 +39,8 @@ def test_every_table_is_well_formed(spec: MetricSpec) -> None:
     assert len(names) == len(set(names)), spec.key
     for option in spec.options:
         assert option.effect in {"state", "result", "none"}
-        assert option.doc and option.annotation, (spec.key, option.name)
+        assert option.doc, (spec.key, option.name)
+        assert option.annotation, (spec.key, option.name)
         if option.name != "qrels":  # a tensor default would be a shared mutable value
             assert option.read(option.default) == option.default, (spec.key, option.name)
     assert set(spec.state_settings) <= set(spec.settings)
@@ -99,7 +100,8 @@ def test_functional_signatures_show_every_option() -> None:
 
 def _hook() -> Any:
     loader = importlib.util.spec_from_file_location("registry_tables", DOCS / "hooks" / "registry_tables.py")
-    assert loader is not None and loader.loader is not None
+    assert loader is not None
+    assert loader.loader is not None
     hook = importlib.util.module_from_spec(loader)
     loader.loader.exec_module(hook)
     return hook
