@@ -121,8 +121,8 @@ def position_precision_terms(s: PositionStats) -> Tensor:
     return precision_terms(s.t, s.r, s.c, s.x, _positions(s))
 
 
-def reciprocal_rank_terms(s: PositionStats) -> Tensor:
-    """``(rows, K)``: P(first relevant item at p) / (p + 1); their row sum is the expected reciprocal rank.
+def first_relevant_terms(s: PositionStats) -> Tensor:
+    """``(rows, K)``: P(the first relevant item is at each position); their row sum is the hit rate.
 
     The first relevant item lies in the first block with a relevant item (``c = 0``, ``r > 0``).
     """
@@ -132,7 +132,12 @@ def reciprocal_rank_terms(s: PositionStats) -> Tensor:
     found = in_first.any(dim=1, keepdim=True)
     t, r = s.t.gather(1, at), torch.where(found, s.r.gather(1, at), 0.0)
     start = (p - s.x).gather(1, at)
-    return first_relevant(t, r, p - start) / (p + 1)
+    return first_relevant(t, r, p - start)
+
+
+def reciprocal_rank_terms(s: PositionStats) -> Tensor:
+    """``(rows, K)``: P(first relevant item at p) / (p + 1); their row sum is the expected reciprocal rank."""
+    return first_relevant_terms(s) / (_positions(s) + 1)
 
 
 # --------------------------------------------------------------------------- measures of ranked lists
@@ -153,13 +158,14 @@ class ListTerms(NamedTuple):
     @classmethod
     def of(cls, s: PositionStats) -> ListTerms:
         """The terms of lists described by their tie statistics."""
-        p1 = _positions(s) + 1
-        return cls(expected_relevance(s), position_precision_terms(s), reciprocal_rank_terms(s) * p1)
+        return cls(expected_relevance(s), position_precision_terms(s), first_relevant_terms(s))
 
 
-def at(terms: Tensor, ks: Tensor) -> Tensor:
-    """``(rows, len(ks))``: the sum of the first ``k`` terms of each row, for every cut-off ``k >= 1``."""
-    return terms.cumsum(dim=1).index_select(1, ks - 1)
+def at(terms: Tensor, last: Tensor) -> Tensor:
+    """``(rows, nk)``: the sum of the terms of columns ``0..last`` of each row (``last``: ``(nk,)`` for
+    every row alike, or ``(rows, nk)``), i.e. at the cut-off ``k = last + 1``."""
+    sums = terms.cumsum(dim=1)
+    return sums.index_select(1, last) if last.ndim == 1 else sums.gather(1, last)
 
 
 def upto(terms: Tensor, length: Tensor) -> Tensor:
@@ -173,6 +179,6 @@ def ratio(num: Tensor, den: Tensor) -> Tensor:
     return torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 0.0)
 
 
-def reciprocal_ranks(terms: ListTerms, positions: Tensor) -> Tensor:
-    """``P(first relevant at p) / (p + 1)`` per position (``positions``: ``p`` as float64)."""
-    return terms.first / (positions + 1)
+def reciprocal_ranks(first: Tensor) -> Tensor:
+    """``P(first relevant at p) / (p + 1)`` per position, from ``first_relevant_terms``."""
+    return first / torch.arange(1, first.shape[1] + 1, dtype=first.dtype, device=first.device)

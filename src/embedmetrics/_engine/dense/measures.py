@@ -196,17 +196,18 @@ def measure_values(terms: Terms, judgements: Judgements, opts: DenseOptions) -> 
     p = torch.arange(depth, device=dev, dtype=torch.float64)
     disc = 1.0 / torch.log2(p + 2.0)
     ks = torch.tensor(opts.ks, device=dev)
+    last = ks - 1
     R = judgements.num_relevant.double()[:, None]
-    found = tie_stats.at(lists.relevance, ks)
+    found = tie_stats.at(lists.relevance, last)
     table: dict[str, Any] = {
         "ndcg": lambda: tie_stats.ratio(
-            tie_stats.at(terms.gain * disc, ks), judgements.ideal_dcg(opts.ks, disc)
+            tie_stats.at(terms.gain * disc, last), judgements.ideal_dcg(opts.ks, disc)
         ),
         "recall": lambda: tie_stats.ratio(found, R),
         "precision": lambda: found / ks.double()[None],
-        "mrr": lambda: tie_stats.at(tie_stats.reciprocal_ranks(lists, p), ks),
-        "map": lambda: tie_stats.ratio(tie_stats.at(lists.precision, ks), R),
-        "hit_rate": lambda: tie_stats.at(lists.first, ks),
+        "mrr": lambda: tie_stats.at(tie_stats.reciprocal_ranks(lists.first), last),
+        "map": lambda: tie_stats.ratio(tie_stats.at(lists.precision, last), R),
+        "hit_rate": lambda: tie_stats.at(lists.first, last),
     }
     skip = ~judgements.judged
     out: dict[str, Tensor] = {}

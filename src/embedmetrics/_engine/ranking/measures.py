@@ -392,11 +392,6 @@ def _relevant_in_top(st: RankedRows, k: Tensor) -> Tensor:
     return c + r * (m - a).clamp_min(0) / t
 
 
-def _safe_div(num: Tensor, den: Tensor) -> Tensor:
-    """``num / den`` where ``den > 0``, else 0."""
-    return torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 0.0)
-
-
 def _items(st: RankedRows) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     """Per item of the first ``L`` columns: position ``p``, ranked mask and ``(t, r, c, x)`` (stats dtype)."""
     p = torch.arange(st.columns, dtype=st.fdt, device=st.gain.device)
@@ -438,8 +433,8 @@ def reciprocal_rank(st: RankedRows, ks: Ks) -> Tensor:
     r = st.crel.gather(1, e_i) - st.crel.gather(1, a_i)
     t, a = (e_i - a_i).to(fdt), a_i.to(fdt)
     p = torch.arange(st.columns, dtype=fdt, device=st.gain.device)
-    term = torch.where(found, tie_stats.first_relevant(t, r, p - a) / (p + 1), 0.0)
-    return term.cumsum(1).gather(1, _last_column(ks, st))
+    first = torch.where(found, tie_stats.first_relevant(t, r, p - a), 0.0)
+    return tie_stats.at(tie_stats.reciprocal_ranks(first), _last_column(ks, st))
 
 
 def precision(st: RankedRows, ks: Ks, adaptive_k: bool = False) -> Tensor:
@@ -447,12 +442,12 @@ def precision(st: RankedRows, ks: Ks, adaptive_k: bool = False) -> Tensor:
     k = _ks(ks, st)
     n = st.n.to(st.fdt).unsqueeze(1)
     den = torch.where(torch.isinf(k), n, torch.minimum(k, n) if adaptive_k else k)
-    return _safe_div(_relevant_in_top(st, k), den)
+    return tie_stats.ratio(_relevant_in_top(st, k), den)
 
 
 def recall(st: RankedRows, ks: Ks) -> Tensor:
     """Relevant in the top ``k`` over ``R``."""
-    return _safe_div(_relevant_in_top(st, _ks(ks, st)), st.R.to(st.fdt).unsqueeze(1))
+    return tie_stats.ratio(_relevant_in_top(st, _ks(ks, st)), st.R.to(st.fdt).unsqueeze(1))
 
 
 def fall_out(st: RankedRows, ks: Ks) -> Tensor:
@@ -460,13 +455,13 @@ def fall_out(st: RankedRows, ks: Ks) -> Tensor:
     k = _ks(ks, st)
     m = torch.minimum(k, st.n.to(st.fdt).unsqueeze(1))
     irrelevant = (st.n - st.found).to(st.fdt).unsqueeze(1)
-    return _safe_div(m - _relevant_in_top(st, k), irrelevant)
+    return tie_stats.ratio(m - _relevant_in_top(st, k), irrelevant)
 
 
 def r_precision(st: RankedRows) -> Tensor:
     """Relevant in the top ``R`` over ``R`` (one column); needs every column (``ks=(None,)``)."""
     R = st.R.to(st.fdt).unsqueeze(1)
-    return _safe_div(_relevant_in_top(st, R), R)
+    return tie_stats.ratio(_relevant_in_top(st, R), R)
 
 
 def average_precision(st: RankedRows, ks: Ks) -> Tensor:
@@ -476,8 +471,7 @@ def average_precision(st: RankedRows, ks: Ks) -> Tensor:
     """
     p, ranked, t, r, c, x = _items(st)
     term = torch.where(ranked & (r > 0), tie_stats.precision_terms(t, r, c, x, p), 0.0)
-    total = term.cumsum(1).gather(1, _last_column(ks, st))
-    return _safe_div(total, st.R.to(st.fdt).unsqueeze(1))
+    return tie_stats.ratio(tie_stats.at(term, _last_column(ks, st)), st.R.to(st.fdt).unsqueeze(1))
 
 
 def auroc(st: RankedRows, ks: Ks, max_fpr: float | None = None) -> Tensor:
@@ -540,13 +534,13 @@ def auroc(st: RankedRows, ks: Ks, max_fpr: float | None = None) -> Tensor:
         return upto + inside * c3 + j * inside * (inside + 1) / (2 * (o3 - j + 1))
 
     if max_fpr is None or max_fpr == 1.0:
-        value = _safe_div(area(N), P * N)
+        value = tie_stats.ratio(area(N), P * N)
     else:
         x = max_fpr * N
         q = torch.floor(x)
         part = area(q) + (x - q) * (area(torch.minimum(q + 1, N)) - area(q))
         lo = 0.5 * max_fpr**2
-        value = 0.5 * (1 + (_safe_div(part, P * N) - lo) / (max_fpr - lo))
+        value = 0.5 * (1 + (tie_stats.ratio(part, P * N) - lo) / (max_fpr - lo))
     value = torch.where((P > 0) & (N > 0), value, 0.0)
     return (weight * value).sum(2)
 
@@ -570,7 +564,7 @@ def normalized_dcg(st: RankedRows, ks: Ks) -> Tensor:
     cg = _running_sum(st.gain, fdt)
     block_gain = (cg.gather(1, e) - cg.gather(1, a)) / (e - a).to(fdt)
     last = _last_column(ks, st)
-    dcg = torch.where(p < st.n.unsqueeze(1), block_gain * disc, 0.0).cumsum(1).gather(1, last)
+    dcg = tie_stats.at(torch.where(p < st.n.unsqueeze(1), block_gain * disc, 0.0), last)
 
     # ideal ranking: the L largest gains of the row (later ones are past every cut-off)
     ideal = torch.topk(st.raw_gain.to(fdt), L, dim=1).values
@@ -583,7 +577,7 @@ def normalized_dcg(st: RankedRows, ks: Ks) -> Tensor:
         items = (ideal * _discount(ipos)).unsqueeze(2) * (ipos.unsqueeze(2) < k.unsqueeze(1))
         big = (st.raw_gain >= 1).sum(1).to(fdt)
         idcg = items.sum(1) + _extra_dcg(big, st.extra.to(fdt), k)
-    return _safe_div(dcg, idcg)
+    return tie_stats.ratio(dcg, idcg)
 
 
 def _extra_dcg(start: Tensor, count: Tensor, k: Tensor) -> Tensor:

@@ -1,0 +1,56 @@
+"""The retrieval engine's cut-off closed forms and the list measures of dense retrieval and the kNN
+metrics (``tie_stats.ListTerms`` read by ``at`` / ``upto`` / ``ratio``) are one set of definitions: on
+tie-heavy rankings they give the same per-query values."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from embedmetrics._engine.core import tie_stats
+from embedmetrics.functional import (
+    retrieval_average_precision,
+    retrieval_hit_rate,
+    retrieval_precision,
+    retrieval_r_precision,
+    retrieval_recall,
+    retrieval_reciprocal_rank,
+)
+
+
+def _list_terms(preds: torch.Tensor, target: torch.Tensor) -> tie_stats.ListTerms:
+    """Each row as a complete ranked list (its last tie block ends inside it)."""
+    order = torch.argsort(-preds, dim=1, stable=True)
+    keys = (-preds).gather(1, order).double()
+    relevant = target.gather(1, order)
+    last = keys[:, -1:] == keys
+    last_t = last.sum(1)
+    last_r = (last & relevant).sum(1)
+    return tie_stats.ListTerms.of(tie_stats.position_stats(keys, relevant, last_t, last_r, "average"))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_retrieval_closed_forms_are_the_shared_list_measures(seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    preds = torch.randint(0, 4, (300, 12), generator=g).double()  # many ties
+    target = torch.rand(300, 12, generator=g, dtype=torch.float64) < 0.3
+    target[:, 0] |= ~target.any(1)  # every query has a relevant document
+    terms = _list_terms(preds, target)
+    R = target.sum(1).double()
+    ks = (1, 3, 5, 12)
+    last = torch.tensor(ks) - 1
+    found = tie_stats.at(terms.relevance, last)
+    shared = {
+        retrieval_hit_rate: tie_stats.at(terms.first, last),
+        retrieval_reciprocal_rank: tie_stats.at(tie_stats.reciprocal_ranks(terms.first), last),
+        retrieval_precision: found / torch.tensor(ks, dtype=torch.float64),
+        retrieval_recall: tie_stats.ratio(found, R[:, None]),
+        retrieval_average_precision: tie_stats.ratio(tie_stats.at(terms.precision, last), R[:, None]),
+    }
+    for fn, want in shared.items():
+        got = fn(preds, target, k=ks, aggregation="none")
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-12, msg=fn.__name__)
+    r_prec = tie_stats.ratio(tie_stats.upto(terms.relevance, R.long()), R)
+    torch.testing.assert_close(
+        retrieval_r_precision(preds, target, aggregation="none"), r_prec, rtol=0, atol=1e-12
+    )
