@@ -22,8 +22,8 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.core.checks import Aggregation, ArgumentKindError, check_retrieval_inputs
-from embedmetrics._engine.core.inputs import tensors_from_numpy
+from embedmetrics._engine.core.checks import Aggregation, ArgumentKindError, check_ranking_batch
+from embedmetrics._engine.core.inputs import Arg, BatchSpec
 from embedmetrics._engine.ranking.curves import (
     cutoffs,
     finish_curve,
@@ -61,6 +61,10 @@ class RetrievalMetric(BaseMetric):
     plot_upper_bound: float = 1.0
 
     declaration: ClassVar[RetrievalDeclaration]
+    batch_spec = BatchSpec(
+        (Arg("preds", "scores"), Arg("target", "relevance"), Arg("indexes", "query_ids", optional=True)),
+        rule=check_ranking_batch,
+    )
     # the settings (their option table: ``embedmetrics._engine.ranking.options``)
     ties: str
     empty_target_action: str
@@ -101,6 +105,13 @@ class RetrievalMetric(BaseMetric):
         self.apply_options(settings.values, record={"metric": self.declaration.name, "k": self._ks})
         self.add_row_store("preds", "target", "indexes", "row_values", "row_status")
 
+    def _batch_context(self) -> dict[str, Any]:
+        return {
+            "metric": self.declaration.name,
+            "binary": self.declaration.binary,
+            "ignore_index": self.ignore_index,
+        }
+
     @classmethod
     def _table(cls) -> str:
         """The registry name whose option table this class reads (the nearest registered class)."""
@@ -119,17 +130,8 @@ class RetrievalMetric(BaseMetric):
             indexes: query id of every document, or ``None`` for 2-D ``(queries, documents)`` input
                 (1-D: a single query).
         """
-        names = ("preds", "target", "indexes")
-        preds, target, indexes = tensors_from_numpy(names, (preds, target, indexes), self.device)
-        check_retrieval_inputs(
-            self.declaration.name,
-            self.declaration.binary,
-            preds,
-            target,
-            indexes,
-            ignore_index=self.ignore_index,
-            validate_args=self.validate_args,
-        )
+        batch, _ = self.read_batch(preds, target, indexes)
+        preds, target, indexes = batch["preds"], batch["target"], batch["indexes"]
         if indexes is None:
             values, status = query_values(
                 self.declaration,

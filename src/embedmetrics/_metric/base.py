@@ -5,7 +5,7 @@
 - **A rejected batch costs nothing.** torchmetrics' ``forward`` resets the accumulated state before it
   calls ``update`` on the batch and merges the two afterwards, so a batch that raises (bad input, or a
   batch value that cannot be computed) used to drop the whole epoch. ``forward`` here validates the
-  batch against the accumulated state (``BaseMetric._check_batch``), then takes a shallow
+  batch against the accumulated state (``BaseMetric._read_batch_first``), then takes a shallow
   snapshot of the metric (references to the state tensors and copies of the state lists: no data is
   copied) and puts it back if anything raises. ``update`` validates a batch before it touches
   the state (every metric's own contract, tested for every class); a rejected ``update`` also leaves
@@ -102,9 +102,9 @@ class BaseMetric(SyncSafeMetric):
         self._settings = {}
 
     # ------------------------------------------------------------------ nothing lost
-    def _check_batch(self, *args: Any, **kwargs: Any) -> None:
-        """Validate a batch against the accumulated state without touching it: :meth:`read_batch` for a
-        class that declares its ``batch_spec`` (the retrieval family validates in ``update`` itself).
+    def _read_batch_first(self, *args: Any, **kwargs: Any) -> None:
+        """Validate a batch against the accumulated state without touching it: :meth:`read_batch` (every
+        metric declares its ``batch_spec``).
 
         ``forward`` calls it before torchmetrics resets the state for the batch value, so checks that
         compare with earlier batches (the feature dimension, say) still see them.
@@ -112,15 +112,20 @@ class BaseMetric(SyncSafeMetric):
         if type(self).batch_spec is not None:
             self.read_batch(*args, **kwargs)
 
-    def read_batch(self, *args: Any, **kwargs: Any) -> tuple[dict[str, Tensor], Optional[str]]:
+    def read_batch(self, *args: Any, **kwargs: Any) -> tuple[dict[str, Any], Optional[str]]:
         """One ``update`` call's batch, checked by the engine's one validator against ``batch_spec``,
         then against the accumulated state (dtype and widths, :meth:`_stateful_rules`); touches no state.
         Returns the named tensors (on the metric's device where they came as NumPy) and the role."""
         spec = type(self).batch_spec
         assert spec is not None
         validate = bool(getattr(self, "validate_args", True))
-        values, role = read_batch(spec, args, kwargs, device=self.device, validate_args=validate)
+        values, role = read_batch(
+            spec, args, kwargs, device=self.device, validate_args=validate, context=self._batch_context()
+        )
         layout_args = [a for a in spec.args if a.kind == "embeddings" and a.same_shape_as is None]
+        if not layout_args:  # a ranking: no embeddings, no layout to keep
+            self._stateful_rules(values, role)
+            return values, role
         first = values[layout_args[0].name]
         dtype = functools.reduce(torch.promote_types, (values[a.name].dtype for a in layout_args))
         widths = tuple(int(values[a.name].shape[1]) for a in layout_args)
@@ -128,13 +133,17 @@ class BaseMetric(SyncSafeMetric):
         self._stateful_rules(values, role)
         return values, role
 
+    def _batch_context(self) -> dict[str, Any]:
+        """The settings a batch must fit, for the spec's ``rule`` (override; default: none)."""
+        return {}
+
     def _stateful_rules(self, values: dict[str, Tensor], role: Optional[str]) -> None:
         """Rules of a batch against the state beyond dtype and width (override; default: none)."""
 
     @torch.jit.unused  # as torchmetrics: ``torch.jit.script(metric)`` works, forward runs in Python
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """Batch value, accumulating the batch; a batch that raises leaves the metric exactly as it was."""
-        self._check_batch(*args, **kwargs)
+        self._read_batch_first(*args, **kwargs)
         snapshot = {k: (list(v) if isinstance(v, list) else v) for k, v in self.__dict__.items()}
         try:
             return super().forward(*args, **kwargs)

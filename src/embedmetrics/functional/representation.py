@@ -20,10 +20,8 @@ from torch import Tensor
 
 from embedmetrics._engine.core.checks import (
     as_output,
-    check_bool,
     check_class_labels,
-    check_embeddings,
-    check_finite,
+    check_embedding_rows,
     check_row_pair,
     to_tensors,
 )
@@ -47,16 +45,8 @@ def _embeddings(
     names: tuple[str, ...], arrays: tuple[Any, ...], validate_args: bool
 ) -> tuple[list[Tensor], bool]:
     tensors, numpy = to_tensors(names, *arrays)
-    _check(names, tensors, validate_args)
+    check_embedding_rows(names, tensors, validate_args=validate_args)
     return tensors, numpy
-
-
-def _check(names: tuple[str, ...], tensors: list[Tensor], validate_args: bool) -> None:
-    validate = check_bool("validate_args", validate_args)  # checked again: the table's is the same check
-    for name, t in zip(names, tensors):
-        check_embeddings(name, t)
-        if validate:
-            check_finite(name, t)
 
 
 def _finish(value: Tensor, like: list[Tensor], numpy: bool) -> Any:
@@ -164,7 +154,7 @@ def lidar(
     """
     opts = read_options("lidar", OPTIONS["LiDAR"], {"delta": delta, "eps": eps})
     (t, raw_labels), numpy = to_tensors(("z", "labels"), z, labels)
-    _check(("z",), [t], validate_args)
+    check_embedding_rows(("z",), [t], validate_args=validate_args)
     lab = check_class_labels("labels", raw_labels, t)
     _, counts, sums, used = spectral.class_partials(t, lab)
     counts, sums = counts[: int(used)], sums[: int(used)]
@@ -260,7 +250,7 @@ def knn_accuracy(
     )
     names = ("bank", "bank_labels", "queries", "query_labels")
     (b, bl, q, ql), numpy = to_tensors(names, bank, bank_labels, queries, query_labels)
-    _check(("bank", "queries"), [b, q], validate_args)
+    check_embedding_rows(("bank", "queries"), [b, q], validate_args=validate_args)
     if b.shape[1] != q.shape[1]:
         raise ValueError(
             "Arguments `bank` and `queries` must have the same number of features, "

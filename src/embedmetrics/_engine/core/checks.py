@@ -113,6 +113,15 @@ def check_embeddings(name: str, z: Tensor, *, allow_empty: bool = False) -> None
         raise ValueError(f"Argument `{name}` must have at least one row, got shape {tuple(z.shape)}.")
 
 
+def check_embedding_rows(names: tuple[str, ...], tensors: list[Tensor], *, validate_args: bool) -> None:
+    """Each tensor is ``(n, d)`` embeddings; with ``validate_args`` (checked as a bool), also finite."""
+    validate = check_bool("validate_args", validate_args)
+    for name, t in zip(names, tensors):
+        check_embeddings(name, t)
+        if validate:
+            check_finite(name, t)
+
+
 def check_finite(name: str, x: Tensor) -> None:
     """Raise ``ValueError`` if ``x`` holds NaN or an infinity (reads the data: a host sync)."""
     if x.numel() == 0 or not x.is_floating_point():
@@ -205,6 +214,17 @@ def _check_scores_and_relevance(preds: Any, target: Any) -> None:
             f"Arguments `preds` and `target` must have the same shape, got {tuple(preds.shape)} "
             f"and {tuple(target.shape)}."
         )
+
+
+def check_ranking_batch(
+    batch: dict[str, Any], *, validate_args: bool, metric: str, binary: bool, ignore_index: int | None
+) -> None:
+    """The batch rule of the retrieval metrics' ``update`` (``preds``, ``target``, ``indexes``):
+    ``check_retrieval_inputs`` under the metric's settings."""
+    check_retrieval_inputs(
+        metric, binary, batch["preds"], batch["target"], batch["indexes"],
+        ignore_index=ignore_index, validate_args=validate_args,
+    )  # fmt: skip
 
 
 def _check_query_layout(preds: Tensor, indexes: Any) -> None:

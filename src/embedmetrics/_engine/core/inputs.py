@@ -83,8 +83,10 @@ def numpy_io(fn: F) -> F:
     return wrapped  # type: ignore[return-value]
 
 
-#: The kinds of ``update`` arguments.
-KINDS = ("embeddings", "class_labels", "labels", "ids")
+#: The kinds of ``update`` arguments: rows of embeddings and what belongs to them, or a ranking's
+#: scores, relevance and query ids (any equal shapes; checked as a whole by the spec's ``rule``).
+KINDS = ("embeddings", "class_labels", "labels", "ids", "scores", "relevance", "query_ids")
+_WHOLE_BATCH_KINDS = ("scores", "relevance", "query_ids")
 
 
 @dataclass(frozen=True)
@@ -95,16 +97,20 @@ class Arg:
     kind: str = "embeddings"
     same_shape_as: Optional[str] = None
     rows_of: Optional[str] = None
+    optional: bool = False  # may be left out or ``None``
 
 
 @dataclass(frozen=True)
 class BatchSpec:
     """The arguments of a metric's ``update``; ``roles``: the values of its ``role`` keyword (the first
-    is the default), empty when it has none; ``allow_empty``: a batch without rows is taken (a no-op)."""
+    is the default), empty when it has none; ``allow_empty``: a batch without rows is taken (a no-op);
+    ``rule``: a check of the whole batch, ``rule(batch, validate_args=..., **context)``, with the
+    metric's ``context`` (its settings that a batch must fit)."""
 
     args: tuple[Arg, ...]
     roles: tuple[str, ...] = ()
     allow_empty: bool = False
+    rule: Optional[Callable[..., None]] = None
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -118,6 +124,7 @@ def bind(spec: BatchSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict
     unknown = sorted(set(kwargs) - set(names))
     twice = sorted(set(values) & set(kwargs))
     values.update({n: kwargs[n] for n in names if n in kwargs})
+    values.update({a.name: None for a in spec.args if a.optional and a.name not in values})
     missing = [a.name for a in spec.args if a.name not in values]
     if len(args) > len(names) or unknown or twice or missing:
         raise ArgumentKindError(
@@ -140,14 +147,19 @@ def read_batch(
     *,
     device: torch.device,
     validate_args: bool,
-) -> tuple[dict[str, Tensor], Optional[str]]:
-    """The batch as named tensors and its role (see the module docstring); touches no state."""
+    context: Optional[dict[str, Any]] = None,
+) -> tuple[dict[str, Any], Optional[str]]:
+    """The batch as named tensors (``None`` for an optional argument left out) and its role (see the
+    module docstring); touches no state."""
     values = bind(spec, args, kwargs)
     role = values.pop("role", None)
     names = tuple(values)
     tensors = dict(zip(names, tensors_from_numpy(names, tuple(values.values()), device)))
     for a in spec.args:
-        tensors[a.name] = _checked(a, tensors[a.name], tensors, spec.allow_empty)
+        if a.kind not in _WHOLE_BATCH_KINDS and not (a.optional and tensors[a.name] is None):
+            tensors[a.name] = _checked(a, tensors[a.name], tensors, spec.allow_empty)
+    if spec.rule is not None:
+        spec.rule(tensors, validate_args=validate_args, **(context or {}))
     if validate_args:
         for a in spec.args:
             if a.kind == "embeddings":
