@@ -24,6 +24,7 @@ _EXTRAS = {"RetrievalMetric": "embedmetrics.retrieval"}
 _SUBMODULES = frozenset(
     (
         "cli",
+        "comparison",
         "dense",
         "embedding",
         "functional",
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
     from embedmetrics._config import set_compile as set_compile
     from embedmetrics._engine.core.checks import IncompatibleStateError as IncompatibleStateError
     from embedmetrics._engine.settings.arguments import ArgumentKindError as ArgumentKindError
+    from embedmetrics.comparison import ConfidenceInterval as ConfidenceInterval
     from embedmetrics.dense import DenseRetrieval as DenseRetrieval
     from embedmetrics.embedding import Alignment as Alignment
     from embedmetrics.embedding import ContrastiveAccuracy as ContrastiveAccuracy

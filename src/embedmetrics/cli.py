@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from embedmetrics import __version__
+from embedmetrics._engine.comparison.options import OPTIONS as COMPARISON_OPTIONS
 from embedmetrics._engine.dense.options import OPTIONS as DENSE_OPTIONS
 from embedmetrics._engine.settings.options import TIES_OPTION, Option
 from embedmetrics._engine.settings.policies import TIES
@@ -61,6 +62,8 @@ def option_flag(group: argparse._ArgumentGroup, option: Option, **overrides: Any
         kwargs["choices"] = option.choices
     elif option.annotation.startswith("int"):
         kwargs.update(type=int, metavar="N")
+    elif option.annotation == "float":
+        kwargs.update(type=float, metavar="X")
     kwargs.update(overrides)
     group.add_argument(option.flag, **kwargs)
 
@@ -95,7 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--view1", metavar="FILE", help="first view (n, d); row i pairs with row i of --view2")
     group.add_argument("--view2", metavar="FILE", help="second view (n, d)")
     group = report.add_argument_group("TREC run")
-    group.add_argument("--run", metavar="FILE", help="run file: qid Q0 docno rank score tag")
+    group.add_argument(
+        "--run",
+        metavar="FILE",
+        action="append",
+        help="run file: qid Q0 docno rank score tag; two or more: compare the systems (see below)",
+    )
     group.add_argument(
         "--qrels", metavar="FILE", help="qrels file: qid iter docno rel (or a BEIR .tsv with --queries)"
     )
@@ -105,6 +113,18 @@ def build_parser() -> argparse.ArgumentParser:
         choices=REPORT_TIES,
         help="tied scores in the run: expected value over random tie orders (average, default), worst "
         "or best case, or trec_eval's order (docno descending)",
+    )
+    group = report.add_argument_group("comparing runs (two or more --run with --qrels)")
+    for option in COMPARISON_OPTIONS["compare"]:
+        if option.cli:  # --test, --correction, --alpha: the options of embedmetrics.functional.compare
+            overrides = {"choices": (*option.choices, "none")} if option.name == "correction" else {}
+            option_flag(group, option, **overrides)
+    group.add_argument("--ci", action="store_true", help="show a bootstrap 95%% confidence interval per mean")
+    group.add_argument(
+        "--query-set",
+        choices=("same", "intersection"),
+        default="same",
+        help="runs with different queries: refuse (same, default) or compare on the common ones",
     )
     group = report.add_argument_group("dense retrieval (query embeddings against a corpus)")
     group.add_argument(
@@ -142,6 +162,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             raise ReportInputError("choose a command: `embedmetrics report` (see `embedmetrics --help`).")
         ks = parse_ks(args.k)
+        runs = args.run or []
+        args.run = runs[0] if len(runs) == 1 else None
+        if len(runs) > 1:  # comparing systems
+            from embedmetrics._report.preflight import preflight_comparison
+
+            preflight_comparison(args, runs)
+            from embedmetrics._report.compare import run_comparison
+
+            return run_comparison(args, runs, ks)
         trec = None
         if args.run is not None and args.queries is None:  # read the files while torch imports
             from embedmetrics._report.preflight import preflight, read_trec_while_importing

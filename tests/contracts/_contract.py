@@ -3,6 +3,7 @@ batches, spoil a batch, snapshot a state, compare results. Nothing here names a 
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterator
 from typing import Any, Optional
@@ -22,7 +23,16 @@ Call = tuple[tuple[Any, ...], dict[str, Any]]
 
 
 def build(spec: MetricSpec, case: Case, **overrides: Any) -> Any:
-    return spec.load_class()(**{**case.init, **overrides})
+    # a copy of the arguments: a wrapped metric (``ConfidenceInterval``) is never shared between builds
+    init = copy.deepcopy({**case.init, **overrides})
+    inner = init.get("metric")
+    if (
+        inner is not None
+        and "validate_args" in overrides
+        and "validate_args" not in {o.name for o in spec.options}
+    ):
+        inner.validate_args = init.pop("validate_args")  # a wrapper: the setting is its metric's
+    return spec.load_class()(**init)
 
 
 def call(stream: Stream) -> Call:
@@ -139,6 +149,9 @@ BAD_KINDS = (
 def snapshot(metric: Any) -> dict[str, Any]:
     """Every state of ``metric`` as bytes (bitwise comparison), with the update counter."""
     out: dict[str, Any] = {"_update_count": metric._update_count}
+    for child_name, child in metric.named_children():  # a wrapper's metric
+        if hasattr(child, "_defaults"):
+            out.update({f"{child_name}.{k}": v for k, v in snapshot(child).items()})
     for name in metric._defaults:
         value = getattr(metric, name)
         items = value if isinstance(value, list) else [value]

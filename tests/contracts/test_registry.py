@@ -17,7 +17,7 @@ from embedmetrics._metric.base import BaseMetric
 from embedmetrics._metric.registry import FAMILIES, HELPERS, REGISTRY, class_names, functional_names
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-_MODULES = ("retrieval", "embedding", "neighbors", "representation", "dense", "losses")
+_MODULES = ("retrieval", "embedding", "neighbors", "representation", "dense", "losses", "comparison")
 
 
 def test_names_are_unique_and_families_known() -> None:

@@ -213,3 +213,53 @@ def shape_case(spec: MetricSpec, dtype: torch.dtype = torch.float32, seed: int =
         return fn(*streams[0].args)
 
     return Case({}, [Stream((x, y))], functional, {}, exact=False, order_exact=False)
+
+
+def _per_query(rows: int, systems: int, dtype: torch.dtype, seed: int) -> Tensor:
+    """``(systems, rows)`` per-query values in ``[0, 1]`` with ties and zero differences."""
+    g = _gen(seed)
+    base = torch.randint(0, 6, (rows,), generator=g).to(torch.float64) / 5
+    noise = torch.randint(-1, 2, (systems, rows), generator=g).to(torch.float64) / 10
+    return (base + noise).clamp(0, 1).to(dtype)
+
+
+def paired_values_case(spec: MetricSpec, dtype: torch.dtype = torch.float32, seed: int = 0) -> Case:
+    """Per-query values of two systems on 30 queries (a functional-only comparison)."""
+    a, b = _per_query(30, 2, dtype, seed)
+    fn = spec.load_functional()
+    return Case(
+        {}, [Stream((a, b))], lambda streams: fn(*streams[0].args), {}, exact=False, order_exact=False
+    )
+
+
+def systems_case(spec: MetricSpec, dtype: torch.dtype = torch.float32, seed: int = 0) -> Case:
+    """Per-query values of four systems on 30 queries (``compare``: its numbers as a dict)."""
+    values = _per_query(30, 4, dtype, seed)
+    fn = spec.load_functional()
+    fields = ("means", "statistic", "p_value", "p_value_corrected", "mean_difference", "effect_size")
+
+    def functional(streams: list[Stream]) -> Any:
+        result = fn(streams[0].args[0], test="randomization", n_resamples=500)
+        return {name: getattr(result, name) for name in fields}
+
+    return Case({}, [Stream((values,), embeddings=None)], functional, {}, exact=False, order_exact=False)
+
+
+def interval_case(spec: MetricSpec, dtype: torch.dtype = torch.float32, seed: int = 0) -> Case:
+    """``ConfidenceInterval`` of the per-query MRR of flat retrieval input (the functional: the
+    per-query MRR of all rows, then ``bootstrap_ci``)."""
+    from embedmetrics.functional import retrieval_reciprocal_rank
+    from embedmetrics.retrieval import RetrievalMRR
+
+    inner = retrieval_case(spec, dtype, seed)
+    fn = spec.load_functional()
+
+    def functional(streams: list[Stream]) -> Any:
+        (preds, target, indexes), *rest = (s.args for s in streams)
+        assert not rest, "one stream"
+        values = retrieval_reciprocal_rank(preds, target, indexes=indexes, aggregation="none")
+        ci = fn(values, n_resamples=200)
+        return {"value": ci.mean, "ci_low": ci.low, "ci_high": ci.high}
+
+    init = {"metric": RetrievalMRR(aggregation="none"), "n_resamples": 200}
+    return Case(init, inner.streams, functional, {"confidence": 0.8}, exact=True, order_exact=True)

@@ -28,6 +28,7 @@ FAMILIES = (
     "dense",
     "shape-similarity",
     "losses",
+    "comparison",
 )
 
 #: Where each family declares its option tables (``OPTIONS``: registry name -> ``Option``s).
@@ -39,6 +40,7 @@ OPTION_TABLES = {
     "dense": "embedmetrics._engine.dense.options",
     "shape-similarity": "embedmetrics._engine.embedding.options",
     "losses": "embedmetrics._engine.embedding.options",
+    "comparison": "embedmetrics._engine.comparison.options",
 }
 
 
@@ -204,6 +206,11 @@ REGISTRY: tuple[MetricSpec, ...] = (
         "losses",
         loss=True,
         differentiable=True,
+    ),
+    MetricSpec(None, "embedmetrics.functional", "paired_test", "comparison", inputs="paired_values_case"),
+    MetricSpec(None, "embedmetrics.functional", "compare", "comparison", inputs="systems_case"),
+    MetricSpec(
+        "ConfidenceInterval", "embedmetrics.comparison", "bootstrap_ci", "comparison", inputs="interval_case"
     ),
 )
 

@@ -95,13 +95,31 @@ def _settings_row(metric: Metric) -> list[int]:
     return row
 
 
-def _settings_mismatch(metric: Metric, group: Any) -> IncompatibleStateError:
-    """Every rank gathers every rank's settings (a collective all ranks reach together) and names the
-    settings that differ."""
+def refuse_disagreeing_settings(metric: Metric, group: Any = None) -> None:
+    """In a process group, raise the same ``IncompatibleStateError`` on every rank when the ranks built
+    ``metric`` with other settings (``metric.settings_text()``; a collective every rank reaches)."""
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) == 1:
+        return
+    texts = _gathered_settings(metric, group)
+    if any(t != texts[0] for t in texts):
+        raise _settings_error(metric, texts)
+
+
+def _gathered_settings(metric: Metric, group: Any) -> list[Any]:
+    """Every rank's ``settings_text()`` (a collective all ranks reach together)."""
     describe = getattr(metric, "settings_text", None)
     mine = describe() if callable(describe) else {}
     texts: list[Any] = [None] * dist.get_world_size(group)
     dist.all_gather_object(texts, mine, group=group)
+    return texts
+
+
+def _settings_mismatch(metric: Metric, group: Any) -> IncompatibleStateError:
+    """Every rank gathers every rank's settings and names the settings that differ."""
+    return _settings_error(metric, _gathered_settings(metric, group))
+
+
+def _settings_error(metric: Metric, texts: list[Any]) -> IncompatibleStateError:
     names = sorted({n for t in texts for n in t if len({repr(o.get(n)) for o in texts}) > 1})
     detail = "; ".join(f"`{n}`: {', '.join(str(t.get(n)) for t in texts)} (by rank)" for n in names)
     return IncompatibleStateError(

@@ -174,3 +174,35 @@ def plot_per_class(
         _legend_outside(ax)
     ax.set_title("precision_at_1 per class")
     return out.save(fig, "precision_at_1_per_class")
+
+
+def plot_comparison(out: Figures, values: dict[str, dict[str, torch.Tensor]], measure: str) -> list[str]:
+    """Comparing runs: the per-query differences of ``measure`` against the first run (box plots), and
+    every run's mean of every measure with its bootstrap 95% interval."""
+    from embedmetrics.functional import bootstrap_ci
+
+    plt = _pyplot()
+    by_system = values[measure]
+    names = list(by_system)
+    base = by_system[names[0]]
+    fig, ax = plt.subplots(figsize=(6, 0.6 * len(names) + 1.5))
+    diffs = [(by_system[n] - base).double().numpy() for n in names[1:]]
+    ax.boxplot(diffs, vert=False, tick_labels=[f"{n} − {names[0]}" for n in names[1:]])
+    ax.axvline(0.0, color="grey", linewidth=1)
+    ax.set_xlabel(f"per-query difference of {measure}")
+    ax.set_title("Paired differences against the first run")
+    paths = [out.save(fig, "comparison_paired_differences")]
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(values)), 4))
+    xs = np.arange(len(values))
+    for i, name in enumerate(names):
+        cis = [bootstrap_ci(per_system[name]) for per_system in values.values()]
+        means = np.array([float(c.mean) for c in cis])
+        err = np.array([[float(c.mean - c.low) for c in cis], [float(c.high - c.mean) for c in cis]])
+        ax.errorbar(xs + 0.12 * (i - (len(names) - 1) / 2), means, yerr=err, fmt="o", capsize=3, label=name)
+    ax.set_xticks(xs, list(values), rotation=45, ha="right")
+    ax.set_ylabel("mean over queries (95% bootstrap CI)")
+    ax.set_title("Runs compared")
+    ax.grid(alpha=0.3)
+    _legend_outside(ax)
+    paths.append(out.save(fig, "comparison_means_ci"))
+    return paths

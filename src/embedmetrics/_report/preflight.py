@@ -26,6 +26,11 @@ EVALUATION_MODULES = ("embedmetrics._report.command", "embedmetrics.functional")
 def preflight(args: argparse.Namespace) -> None:
     """Every check that needs no input file: option pairs, the JSON path, the plot directory."""
     check_arguments(args)
+    _check_outputs(args)
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """The JSON path is writable, the plot directory exists (created) and matplotlib is there."""
     if args.json not in (None, "-"):
         output.check_writable(args.json)  # before the work, not after it
     if args.plot is not None:
@@ -37,6 +42,20 @@ def preflight(args: argparse.Namespace) -> None:
         except OSError as err:
             reason = err.strerror or err
             raise ReportInputError(f"{args.plot}: cannot create the plot directory: {reason}.") from None
+
+
+def preflight_comparison(args: argparse.Namespace, runs: list[str]) -> None:
+    """The checks of a comparison of runs (``--run`` twice or more): only runs and qrels, writable
+    outputs."""
+    if args.qrels is None:
+        raise ReportInputError(f"comparing {len(runs)} runs needs --qrels too.")
+    others = {"--embeddings": args.embeddings, "--view1": args.view1, "--queries": args.queries}
+    given = [flag for flag, value in others.items() if value is not None]
+    if given:
+        raise ReportInputError(f"comparing runs takes runs and --qrels only; got {', '.join(given)} too.")
+    if args.dpi < 1:
+        raise ReportInputError(f"--dpi must be a positive number of dots per inch, got {args.dpi}.")
+    _check_outputs(args)
 
 
 def check_arguments(args: argparse.Namespace) -> None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from embedmetrics._metric.registry import functional_names
+from embedmetrics.functional.comparison import bootstrap_ci as bootstrap_ci
+from embedmetrics.functional.comparison import compare as compare
+from embedmetrics.functional.comparison import paired_test as paired_test
 from embedmetrics.functional.dense import dense_retrieval as dense_retrieval
 from embedmetrics.functional.embedding import alignment_score as alignment_score
 from embedmetrics.functional.embedding import contrastive_accuracy_score as contrastive_accuracy_score

@@ -14,6 +14,7 @@ state: checks against the accumulated state (widths, dtypes, ids seen before) ar
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
@@ -60,7 +61,12 @@ def to_numpy(value: Any) -> Any:
         array = value.to(torch.float64 if value.is_floating_point() else torch.int64).numpy()
         return array[()] if array.ndim == 0 else array
     if isinstance(value, tuple):
-        return tuple(to_numpy(v) for v in value)
+        converted = [to_numpy(v) for v in value]
+        return type(value)(*converted) if hasattr(value, "_fields") else tuple(converted)  # NamedTuples kept
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(
+            value, **{f.name: to_numpy(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        )
     if isinstance(value, dict):
         return {k: to_numpy(v) for k, v in value.items()}
     return value

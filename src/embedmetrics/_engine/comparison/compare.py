@@ -1,0 +1,162 @@
+"""Comparing ``S`` systems on the same queries: every pair tested at once, corrected, summarised."""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+from torch import Tensor
+
+from embedmetrics._engine.comparison.corrections import correct
+from embedmetrics._engine.comparison.paired import run_test
+
+
+def check_per_query(names: tuple[str, ...], values: list[Tensor]) -> Tensor:
+    """``(len(values), Q)`` float64: 1-D per-query values of one length ``Q >= 2``, without NaN."""
+    for name, v in zip(names, values):
+        if v.ndim != 1:
+            raise ValueError(f"Argument `{name}` must be 1-D per-query values, got shape {tuple(v.shape)}.")
+        if v.is_complex() or not (
+            v.is_floating_point() or v.dtype == torch.bool or v.dtype.is_signed or v.dtype == torch.uint8
+        ):
+            raise TypeError(f"Argument `{name}` must hold real numbers, got dtype {v.dtype}.")
+    lengths = {name: int(v.shape[0]) for name, v in zip(names, values)}
+    if len(set(lengths.values())) > 1:
+        raise ValueError(
+            f"Arguments {', '.join(f'`{n}`' for n in names)} must have the same length (the same "
+            f"queries), got {lengths}."
+        )
+    out = torch.stack([v.detach().to(torch.float64) for v in values])
+    for name, row in zip(names, out):
+        if bool(torch.isnan(row).any()):
+            raise ValueError(
+                f"Argument `{name}` must not contain NaN per-query values, "
+                f"got {int(torch.isnan(row).sum())} NaN."
+            )
+    if out.shape[1] < 2:
+        raise ValueError(
+            f"Arguments {', '.join(f'`{n}`' for n in names)} must hold at least 2 queries, "
+            f"got {out.shape[1]}."
+        )
+    return out
+
+
+def result_dtype(values: list[Tensor]) -> torch.dtype:
+    """The dtype of the results: float64 for float64 values, else the default dtype."""
+    return torch.float64 if any(v.dtype == torch.float64 for v in values) else torch.get_default_dtype()
+
+
+def systems_of(values: Any) -> tuple[list[str], list[Tensor]]:
+    """Names and per-query tensors of ``values``: a mapping name -> values, or an ``(S, Q)`` tensor."""
+    if isinstance(values, Mapping):
+        return [str(k) for k in values], [torch.as_tensor(v) for v in values.values()]
+    tensor = torch.as_tensor(values)
+    if tensor.ndim != 2:
+        raise ValueError(
+            "Argument `values` must be a mapping of systems or an (S, Q) tensor, "
+            f"got shape {tuple(tensor.shape)}."
+        )
+    return [str(i) for i in range(tensor.shape[0])], list(tensor)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Every pair of ``S`` systems tested on the same queries (see :func:`compare`).
+
+    ``pairs[i] = (a, b)`` with ``statistic``, ``p_value``, ``p_value_corrected``,
+    ``mean_difference`` (``a - b``) and ``effect_size`` at ``i``; ``significant[s, t]``: systems ``s``
+    and ``t`` differ at ``alpha`` after the correction (symmetric).
+    """
+
+    names: list[str]
+    means: Tensor
+    pairs: list[tuple[str, str]]
+    statistic: Tensor
+    p_value: Tensor
+    p_value_corrected: Tensor
+    mean_difference: Tensor
+    effect_size: Tensor
+    significant: Tensor
+    test: str
+    correction: Optional[str]
+    alpha: float
+
+    def beats(self, name: str) -> list[str]:
+        """The systems ``name`` is significantly better than (higher mean, significant difference)."""
+        s = self.names.index(name)
+        return [
+            t
+            for j, t in enumerate(self.names)
+            if bool(self.significant[s, j]) and bool(self.means[s] > self.means[j])
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain Python values (JSON-ready)."""
+        rows = zip(
+            self.pairs,
+            self.statistic.tolist(),
+            self.p_value.tolist(),
+            self.p_value_corrected.tolist(),
+            self.mean_difference.tolist(),
+            self.effect_size.tolist(),
+        )
+        return {
+            "test": self.test, "correction": self.correction, "alpha": self.alpha,
+            "means": dict(zip(self.names, self.means.tolist())),
+            "pairs": [
+                {"a": a, "b": b, "statistic": st, "p_value": p, "p_value_corrected": pc,
+                 "mean_difference": md, "effect_size": es, "significant": pc <= self.alpha}
+                for (a, b), st, p, pc, md, es in rows
+            ],
+            "beats": {n: self.beats(n) for n in self.names},
+        }  # fmt: skip
+
+    def letters(self) -> dict[str, str]:
+        """The letter of each system in the markers (``a``, ``b``, ...)."""
+        alphabet = string.ascii_lowercase
+        return {n: alphabet[i % 26] + ("" if i < 26 else str(i // 26)) for i, n in enumerate(self.names)}
+
+    def to_markdown(self, digits: int = 4) -> str:
+        """A Markdown table: each system's mean with the letters of the systems it beats as superscripts."""
+        letters = self.letters()
+        lines = ["| | system | mean |", "| --- | --- | --- |"]
+        for name, mean in zip(self.names, self.means.tolist()):
+            marks = "".join(letters[t] for t in self.beats(name))
+            sup = f"<sup>{marks}</sup>" if marks else ""
+            lines.append(f"| {letters[name]} | {name} | {mean:.{digits}f}{sup} |")
+        rule = f"{self.test} test" + (f", {self.correction} correction" if self.correction else "")
+        lines.append("")
+        lines.append(
+            f"Superscripts: the systems a mean is significantly better than ({rule}, alpha = {self.alpha})."
+        )
+        return "\n".join(lines)
+
+
+def compare_systems(
+    dtype: torch.dtype,
+    names: list[str],
+    values: Tensor,
+    test: str,
+    correction: Optional[str],
+    alpha: float,
+    n_resamples: int,
+    seed: int,
+) -> Comparison:
+    """Every pair of the ``(S, Q)`` values, tested two-sided at once (one resample matrix for all)."""
+    S = values.shape[0]
+    index = [(i, j) for i in range(S) for j in range(i + 1, S)]
+    left = torch.tensor([i for i, _ in index], dtype=torch.long, device=values.device)
+    right = torch.tensor([j for _, j in index], dtype=torch.long, device=values.device)
+    result = run_test(values[left] - values[right], test, "two-sided", n_resamples, seed)
+    corrected = correct(result.p_value, correction)
+    significant = torch.zeros(S, S, dtype=torch.bool, device=values.device)
+    significant[left, right] = corrected <= alpha
+    significant = significant | significant.T
+    stat, p, diff, effect = (v.to(dtype) for v in result)
+    return Comparison(
+        names, values.mean(dim=1).to(dtype), [(names[i], names[j]) for i, j in index], stat, p,
+        corrected.to(dtype), diff, effect, significant, test, correction, alpha,
+    )  # fmt: skip

@@ -1,0 +1,224 @@
+"""Paired significance tests on per-query values, for one pair or many pairs at once.
+
+Every test takes the paired differences ``d = a - b`` of ``P`` pairs of systems over the same ``Q``
+queries (``(P, Q)`` float64) and returns, per pair, the statistic, the p-value, the mean difference and an
+effect size:
+
+- ``"t"``: Student's paired t-test, ``t = mean(d) / (sd(d) / sqrt(Q))`` with ``Q - 1`` degrees of
+  freedom (``scipy.stats.ttest_rel``); effect size Cohen's ``d_z = mean(d) / sd(d)``.
+- ``"wilcoxon"``: the Wilcoxon signed-rank test with scipy's choices (zeros dropped, tied ``|d|``
+  ranked by their average rank; the exact null distribution for up to 50 queries without ties or zeros,
+  every sign flip enumerated for up to 13 queries with ties or zeros, else the normal approximation
+  with the tie correction and no continuity correction; ``scipy.stats.wilcoxon``); the statistic is
+  ``min(W+, W-)`` (two-sided) or ``W+``; effect size the matched-pairs rank-biserial correlation.
+- ``"randomization"``: Fisher's paired randomization (sign-flip) test of ``mean(d)``: ``n_resamples``
+  random sign vectors, shared by every pair, applied as one matrix product; p-value
+  ``(1 + #{resampled statistics at least as extreme}) / (1 + n_resamples)``.
+- ``"bootstrap"``: the paired bootstrap test of ``mean(d)``: ``n_resamples`` resamples of the queries
+  (with replacement), shared by every pair, as one matrix product of resample counts; the resampled
+  means are centred on the observed one (the null) and compared with it as above.
+
+The resamples are drawn on the CPU from ``seed`` (then moved to the values' device), so a seed gives the
+same p-values on every device and in every run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from torch import Tensor
+
+#: Elements of one resample block (sign or count matrix rows times queries).
+_BLOCK = 1 << 22
+#: Relative tolerance of "at least as extreme" (sums of the same numbers in another order).
+_TOLERANCE = 1e-12
+
+
+class PairedResult(NamedTuple):
+    """Per pair (``(P,)`` float64 each): the test statistic, its p-value, the mean difference ``a - b``
+    and the effect size."""
+
+    statistic: Tensor
+    p_value: Tensor
+    mean_difference: Tensor
+    effect_size: Tensor
+
+
+def run_test(d: Tensor, test: str, alternative: str, n_resamples: int, seed: int) -> PairedResult:
+    """The paired test ``test`` on the ``(P, Q)`` differences ``d`` (see the module docstring)."""
+    if test == "t":
+        return _t_test(d, alternative)
+    if test == "wilcoxon":
+        results = [_wilcoxon(row, alternative) for row in d]
+        return PairedResult(*(torch.stack(parts) for parts in zip(*results)))
+    mean = d.mean(dim=1)
+    null = (
+        _sign_flip_means(d, n_resamples, seed)
+        if test == "randomization"
+        else _bootstrap_null(d, n_resamples, seed)
+    )
+    return PairedResult(mean, _resampled_p(mean, null, alternative), mean, _cohen_dz(d))
+
+
+# ----------------------------------------------------------------------------- t
+
+
+def _cohen_dz(d: Tensor) -> Tensor:
+    sd = d.std(dim=1)
+    return d.mean(dim=1) / sd
+
+
+def _t_test(d: Tensor, alternative: str) -> PairedResult:
+    from scipy.special import stdtr  # type: ignore[import-untyped]  # the t distribution (scipy)
+
+    n = d.shape[1]
+    mean, sd = d.mean(dim=1), d.std(dim=1)
+    t = mean / (sd / math.sqrt(n))
+    tt = t.cpu().numpy()
+    if alternative == "greater":
+        p = stdtr(n - 1, -tt)
+    elif alternative == "less":
+        p = stdtr(n - 1, tt)
+    else:
+        p = 2 * stdtr(n - 1, -np.abs(tt))
+    p_value = torch.as_tensor(np.asarray(p, dtype=np.float64), device=d.device)
+    return PairedResult(t, p_value, mean, mean / sd)
+
+
+# ----------------------------------------------------------------------------- wilcoxon
+
+
+def _signed_ranks(d: Tensor) -> tuple[Tensor, Tensor, bool]:
+    """Average ranks of ``|d|`` over the non-zero differences (0 for zeros), the tie correction
+    ``sum(t^3 - t)`` and whether there are ties."""
+    nonzero = d != 0
+    values = d.abs()[nonzero]
+    ranks = torch.zeros_like(d)
+    if values.numel() == 0:
+        return ranks, d.new_zeros(()), False
+    sorted_values, order = torch.sort(values)
+    _, inverse, counts = torch.unique_consecutive(sorted_values, return_inverse=True, return_counts=True)
+    ends = counts.cumsum(0).to(d.dtype)
+    average = (ends - counts.to(d.dtype) + 1 + ends) / 2
+    in_order = torch.empty_like(values)
+    in_order[order] = average[inverse]
+    ranks[nonzero] = in_order
+    c = counts.to(d.dtype)
+    return ranks, (c**3 - c).sum(), bool((counts > 1).any())
+
+
+def _wilcoxon(d: Tensor, alternative: str) -> PairedResult:
+    ranks, tie_term, ties = _signed_ranks(d)
+    r_plus, r_minus = ranks[d > 0].sum(), ranks[d < 0].sum()
+    count = float((d != 0).sum())
+    n, zeros = d.shape[0], bool((d == 0).any())
+    if n <= 50 and not (ties or zeros):
+        p = _wilcoxon_exact(int(count), float(r_plus), alternative)
+    elif n <= 13:
+        p = _wilcoxon_enumerated(d, ranks, float(r_plus), alternative)
+    else:
+        p = _wilcoxon_normal(count, float(r_plus), float(tie_term), alternative)
+    statistic = torch.minimum(r_plus, r_minus) if alternative == "two-sided" else r_plus
+    total = r_plus + r_minus
+    effect = torch.where(total > 0, (r_plus - r_minus) / torch.where(total > 0, total, 1.0), 0.0)
+    return PairedResult(statistic, d.new_tensor(p), d.mean(), effect)
+
+
+def _wilcoxon_exact(count: int, r_plus: float, alternative: str) -> float:
+    """The exact null distribution of ``W+`` for ``count`` ranks without ties (a subset-sum count)."""
+    top = count * (count + 1) // 2
+    ways = np.zeros(top + 1)
+    ways[0] = 1.0
+    for rank in range(1, count + 1):
+        ways[rank:] = ways[rank:] + ways[: top + 1 - rank].copy()
+    pmf = ways / 2.0**count
+    lo, hi = math.ceil(r_plus), math.floor(r_plus)
+    cdf, sf = float(pmf[: lo + 1].sum()), float(pmf[hi:].sum())
+    if alternative == "less":
+        return cdf
+    if alternative == "greater":
+        return sf
+    return min(1.0, 2 * min(sf, cdf))
+
+
+def _wilcoxon_enumerated(d: Tensor, ranks: Tensor, r_plus: float, alternative: str) -> float:
+    """Every sign flip of the ``n <= 13`` differences: the exact permutation p-value (as scipy)."""
+    n = d.shape[0]
+    signs = torch.tensor(list(itertools.product((1.0, -1.0), repeat=n)), dtype=d.dtype, device=d.device)
+    null = ((signs * d) > 0).to(d.dtype) @ ranks
+    gamma = abs(r_plus) * torch.finfo(d.dtype).eps * 100
+    less = float((null <= r_plus + gamma).to(d.dtype).mean())
+    greater = float((null >= r_plus - gamma).to(d.dtype).mean())
+    if alternative == "less":
+        return less
+    if alternative == "greater":
+        return greater
+    return min(1.0, 2 * min(less, greater))
+
+
+def _wilcoxon_normal(count: float, r_plus: float, tie_term: float, alternative: str) -> float:
+    """The normal approximation with the tie correction (no continuity correction)."""
+    mean = count * (count + 1) / 4
+    se = math.sqrt((count * (count + 1) * (2 * count + 1) - tie_term / 2) / 24)
+    z = (r_plus - mean) / se if se > 0 else math.nan
+    at = {"greater": -z, "less": z}.get(alternative, -abs(z))
+    p = float(torch.special.ndtr(torch.tensor(at, dtype=torch.float64)))
+    return p if alternative != "two-sided" else 2 * p
+
+
+# ----------------------------------------------------------------------------- resampling
+
+
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _blocks(n_resamples: int, n: int) -> list[int]:
+    rows = max(1, _BLOCK // max(n, 1))
+    return [min(rows, n_resamples - start) for start in range(0, n_resamples, rows)]
+
+
+def _sign_flip_means(d: Tensor, n_resamples: int, seed: int) -> Tensor:
+    """``(P, n_resamples)``: the mean of every pair's differences under random sign vectors."""
+    g, n = _generator(seed), d.shape[1]
+    parts = []
+    for rows in _blocks(n_resamples, n):
+        signs = torch.randint(0, 2, (rows, n), generator=g).to(d.device, d.dtype) * 2 - 1
+        parts.append(d @ signs.T / n)
+    return torch.cat(parts, dim=1)
+
+
+def _bootstrap_null(d: Tensor, n_resamples: int, seed: int) -> Tensor:
+    """``(P, n_resamples)``: resampled means minus the observed mean (the null of the bootstrap test)."""
+    return bootstrap_means(d.T, n_resamples, seed).T - d.mean(dim=1, keepdim=True)
+
+
+def bootstrap_means(values: Tensor, n_resamples: int, seed: int) -> Tensor:
+    """``(n_resamples, m)``: the means of the ``(Q, m)`` values over resamples of the ``Q`` rows (with
+    replacement), as products of resample counts."""
+    g, n, values = _generator(seed), values.shape[0], values.contiguous()  # one summation order
+    parts = []
+    for rows in _blocks(n_resamples, n):
+        picks = torch.randint(0, n, (rows, n), generator=g)
+        counts = torch.zeros(rows, n, dtype=values.dtype).scatter_add_(
+            1, picks, torch.ones(rows, n, dtype=values.dtype)
+        )
+        parts.append(counts.to(values.device) @ values / n)
+    return torch.cat(parts, dim=0)
+
+
+def _resampled_p(observed: Tensor, null: Tensor, alternative: str) -> Tensor:
+    """``(1 + #{null at least as extreme as observed}) / (1 + resamples)`` per pair."""
+    obs = observed[:, None]
+    gamma = obs.abs() * _TOLERANCE
+    if alternative == "greater":
+        extreme = null >= obs - gamma
+    elif alternative == "less":
+        extreme = null <= obs + gamma
+    else:
+        extreme = null.abs() >= obs.abs() - gamma
+    return (extreme.sum(dim=1).to(null.dtype) + 1) / (null.shape[1] + 1)

@@ -1,0 +1,134 @@
+"""A module metric's value with its bootstrap confidence interval (``ConfidenceInterval``).
+
+The functions that compare systems (``paired_test``, ``compare``, ``bootstrap_ci``) are in
+``embedmetrics.functional``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor
+from torchmetrics import Metric
+from torchmetrics.wrappers.abstract import WrapperMetric
+
+from embedmetrics._engine.comparison.bootstrap import bootstrap_interval
+from embedmetrics._engine.comparison.options import OPTIONS
+from embedmetrics._engine.settings.arguments import ArgumentKindError
+from embedmetrics._engine.settings.options import options_in, read_options
+from embedmetrics._metric.sync import refuse_disagreeing_settings
+
+__all__ = ["ConfidenceInterval"]
+
+
+class ConfidenceInterval(WrapperMetric):
+    r"""A metric's value with a bootstrap confidence interval over its per-query values.
+
+    Wraps a module metric that returns per-query values (a retrieval metric built with
+    ``aggregation="none"``, say). ``update`` and ``forward`` go to the wrapped metric, which keeps the
+    per-query values across batches and processes as it always does (its state, its sync); ``compute``
+    returns their mean with the bounds of a bootstrap interval
+    ([`bootstrap_ci`][embedmetrics.functional.bootstrap_ci]): a dict ``{"value", "ci_low", "ci_high"}``
+    that Lightning logs with ``self.log_dict(metric.compute())``. Fewer than two queries give NaN bounds.
+
+    Args:
+        metric: the wrapped module metric, whose ``compute`` returns ``(Q,)`` or ``(Q, m)`` per-query
+            values (retrieval metrics: ``aggregation="none"``).
+        confidence: confidence level, in ``(0, 1)``.
+        n_resamples: bootstrap resamples.
+        method: ``"percentile"`` or ``"bca"``.
+        seed: seed of the resamples (the same seed, the same interval, on every process and device).
+        kwargs: passed to ``torchmetrics.Metric``.
+
+    Examples:
+        >>> import torch
+        >>> from embedmetrics import ConfidenceInterval, RetrievalMRR
+        >>> metric = ConfidenceInterval(RetrievalMRR(aggregation="none"), confidence=0.9)
+        >>> gen = torch.Generator().manual_seed(0)
+        >>> for _ in range(4):
+        ...     metric.update(torch.rand(25, 10, generator=gen), torch.rand(25, 10, generator=gen) < 0.2)
+        >>> {k: round(float(v), 3) for k, v in metric.compute().items()}
+        {'value': 0.43, 'ci_low': 0.381, 'ci_high': 0.48}
+    """
+
+    full_state_update: bool = False
+    is_differentiable: bool = False
+    higher_is_better: bool | None = None
+    confidence: float
+    n_resamples: int
+    method: str
+    seed: int
+
+    def __init__(
+        self,
+        metric: Metric,
+        confidence: float = 0.95,
+        n_resamples: int = 10_000,
+        method: str = "percentile",
+        seed: int = 0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if not isinstance(metric, Metric):
+            raise ArgumentKindError(f"Argument `metric` must be a torchmetrics Metric, got {metric!r}.")
+        aggregation = getattr(metric, "aggregation", "none")
+        if not (isinstance(aggregation, str) and aggregation == "none"):
+            raise ValueError(
+                "Argument `metric` must return per-query values: build it with aggregation='none', "
+                f"got aggregation={aggregation!r}."
+            )
+        table = OPTIONS[type(self).__name__]
+        for name, value in read_options(type(self).__name__, table, options_in(table, locals())).items():
+            setattr(self, name, value)
+        self.metric = metric
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        """Update the wrapped metric."""
+        self.metric.update(*args, **kwargs)
+        self._update_count += 1
+
+    def forward(self, *args: Any, **kwargs: Any) -> dict[str, Tensor]:
+        """Update the wrapped metric; the value and interval of this batch's per-query values."""
+        values = self.metric(*args, **kwargs)
+        self._update_count += 1
+        return self._interval(values)
+
+    def compute(self) -> dict[str, Tensor]:
+        """The mean of every per-query value seen (on every process) and its confidence interval."""
+        refuse_disagreeing_settings(self)  # every rank must draw the same interval
+        return self._interval(self.metric.compute())
+
+    def settings_text(self) -> dict[str, str]:
+        """The settings of the interval (the wrapped metric checks its own at its sync)."""
+        return {o.name: repr(getattr(self, o.name)) for o in OPTIONS[type(self).__name__]}
+
+    def reset(self) -> None:
+        """Reset the wrapped metric."""
+        self.metric.reset()
+        super().reset()
+
+    def merge_state(self, incoming_state: dict[str, Any] | Metric) -> None:
+        """Merge another ``ConfidenceInterval``'s (or the wrapped kind's) state into the wrapped metric."""
+        other = incoming_state.metric if isinstance(incoming_state, ConfidenceInterval) else incoming_state
+        self.metric.merge_state(other)
+
+    def _interval(self, values: Tensor) -> dict[str, Tensor]:
+        if not isinstance(values, Tensor) or values.ndim not in (1, 2):
+            raise ValueError(
+                "The wrapped metric must return (Q,) or (Q, m) per-query values, got "
+                f"{tuple(values.shape) if isinstance(values, Tensor) else type(values).__name__}."
+            )
+        dtype = values.dtype if values.is_floating_point() else torch.get_default_dtype()
+        columns = values.detach().to(torch.float64).reshape(values.shape[0], -1)
+        if columns.shape[0] < 2:
+            mean = columns.mean(dim=0) if columns.shape[0] else torch.full_like(columns[0:1].sum(0), math.nan)
+            nan = torch.full_like(mean, math.nan)
+            bounds: tuple[Tensor, ...] = (mean, nan, nan)
+        else:
+            bounds = tuple(
+                bootstrap_interval(columns, self.confidence, self.n_resamples, self.method, self.seed)
+            )
+        shape = values.shape[1:]
+        return {key: v.reshape(shape).to(dtype) for key, v in zip(("value", "ci_low", "ci_high"), bounds)}

@@ -1,0 +1,202 @@
+r"""Comparing systems on per-query values: paired tests, all-pairs comparisons with corrections, and
+bootstrap confidence intervals (faces over ``embedmetrics._engine.comparison``).
+
+The inputs are the per-query values every retrieval, dense and kNN metric returns with
+``aggregation="none"`` (or ``per_query=True``), in the same query order for every system. Tensors or
+NumPy arrays; the results are float64 tensors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Optional
+
+import torch
+
+from embedmetrics._engine.comparison.bootstrap import Interval, bootstrap_interval
+from embedmetrics._engine.comparison.compare import (
+    Comparison,
+    check_per_query,
+    compare_systems,
+    result_dtype,
+    systems_of,
+)
+from embedmetrics._engine.comparison.options import OPTIONS
+from embedmetrics._engine.comparison.paired import PairedResult, run_test
+from embedmetrics._engine.core.inputs import numpy_io
+from embedmetrics._engine.settings.options import options_in, read_options
+
+__all__ = ["Comparison", "Interval", "PairedResult", "bootstrap_ci", "compare", "paired_test"]
+
+
+@numpy_io
+def paired_test(
+    a: Any,
+    b: Any,
+    test: str = "t",
+    alternative: str = "two-sided",
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> PairedResult:
+    r"""A paired significance test of ``a`` against ``b``: per-query values of two systems on the same
+    queries, in the same order.
+
+    With the differences :math:`d_i = a_i - b_i` of :math:`Q` queries:
+
+    - ``"t"``: Student's paired t-test, :math:`t = \bar d / (s_d / \sqrt{Q})` with :math:`Q - 1`
+      degrees of freedom; equals ``scipy.stats.ttest_rel``. Effect size: Cohen's :math:`d_z = \bar d / s_d`.
+    - ``"wilcoxon"``: the Wilcoxon signed-rank test, with scipy's handling of zeros (dropped) and ties
+      (average ranks) and its choice of the exact null distribution or the normal approximation; equals
+      ``scipy.stats.wilcoxon``. Statistic :math:`\min(W^+, W^-)` (two-sided) or :math:`W^+`; effect size
+      the rank-biserial correlation :math:`(W^+ - W^-) / (W^+ + W^-)`.
+    - ``"randomization"``: Fisher's paired randomization test of :math:`\bar d`: the signs of the
+      differences flipped at random ``n_resamples`` times (one matrix product, no loop), p-value
+      :math:`(1 + \#\{|\bar d^*| \ge |\bar d|\}) / (1 + n)`.
+    - ``"bootstrap"``: the paired bootstrap test of :math:`\bar d`: queries resampled with replacement,
+      the resampled means centred on :math:`\bar d`, p-value as for the randomization test.
+
+    The resamples come from ``seed`` (drawn on the CPU): the same seed gives the same p-value on any
+    device.
+
+    Args:
+        a: per-query values of system A, ``(Q,)``.
+        b: per-query values of system B, ``(Q,)``, the same queries in the same order.
+        test: ``"t"``, ``"wilcoxon"``, ``"randomization"`` or ``"bootstrap"``.
+        alternative: ``"two-sided"``, ``"greater"`` (A better) or ``"less"``.
+        n_resamples: resamples of the randomization and bootstrap tests.
+        seed: seed of the resamples.
+
+    Returns:
+        ``PairedResult(statistic, p_value, mean_difference, effect_size)``, 0-dim float64 tensors.
+
+    Raises:
+        ValueError: different lengths, NaN values, fewer than 2 queries, ``n_resamples < 1``, an unknown
+            test or alternative.
+
+    Examples:
+        >>> import torch
+        >>> from embedmetrics.functional import paired_test
+        >>> a = torch.tensor([0.50, 0.62, 0.71, 0.44, 0.90, 0.38, 0.66, 0.57])
+        >>> b = torch.tensor([0.41, 0.60, 0.52, 0.40, 0.85, 0.30, 0.61, 0.58])
+        >>> result = paired_test(a, b, test="t")
+        >>> round(float(result.statistic), 4), round(float(result.p_value), 4)
+        (3.0059, 0.0198)
+        >>> round(float(paired_test(a, b, test="wilcoxon").p_value), 4)
+        0.0156
+    """
+    opts = read_options("paired_test", OPTIONS["paired_test"], options_in(OPTIONS["paired_test"], locals()))
+    given = [torch.as_tensor(a), torch.as_tensor(b)]
+    d = check_per_query(("a", "b"), given)
+    result = run_test(
+        (d[0] - d[1])[None], opts["test"], opts["alternative"], opts["n_resamples"], opts["seed"]
+    )
+    return PairedResult(*(v[0].to(result_dtype(given)) for v in result))
+
+
+@numpy_io
+def compare(
+    values: Mapping[str, Any] | Any,
+    test: str = "t",
+    correction: Optional[str] = "holm",
+    alpha: float = 0.05,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> Comparison:
+    """Every pair of ``S`` systems compared by a two-sided :func:`paired_test`, the p-values corrected
+    for the ``S (S - 1) / 2`` comparisons.
+
+    The resampling tests use one matrix of resamples for every pair (one matrix product for all of
+    them). ``correction="holm"`` (Holm's step-down, controls the family-wise error rate like Bonferroni
+    and rejects at least as much), ``"bonferroni"`` or ``None``.
+
+    Args:
+        values: a mapping system name -> per-query values ``(Q,)``, or an ``(S, Q)`` tensor (systems
+            named ``"0"``, ``"1"``, ...), the same queries in the same order.
+        test: ``"t"``, ``"wilcoxon"``, ``"randomization"`` or ``"bootstrap"``.
+        correction: ``"holm"``, ``"bonferroni"`` or ``None``.
+        alpha: significance level, in ``(0, 1)``.
+        n_resamples: resamples of the randomization and bootstrap tests.
+        seed: seed of the resamples.
+
+    Returns:
+        A :class:`Comparison`: per pair the statistic, the raw and corrected p-values, the mean difference
+        and the effect size; the significance matrix; ``beats(name)``; ``to_dict()``; ``to_markdown()``.
+
+    Examples:
+        >>> import torch
+        >>> from embedmetrics.functional import compare
+        >>> gen = torch.Generator().manual_seed(0)
+        >>> base = torch.rand(200, generator=gen)
+        >>> noise = 0.01 * torch.randn(200, generator=gen)
+        >>> runs = {"bm25": base, "dense": base + 0.05, "hybrid": base + 0.051 + noise}
+        >>> result = compare(runs, test="t", correction="holm")
+        >>> result.beats("hybrid"), result.beats("bm25")
+        (['bm25'], [])
+        >>> print(result.to_markdown(digits=3).splitlines()[2])
+        | a | bm25 | 0.481 |
+    """
+    opts = read_options("compare", OPTIONS["compare"], options_in(OPTIONS["compare"], locals()))
+    names, tensors = systems_of(values)
+    if len(names) < 2:
+        raise ValueError(f"Argument `values` must hold at least 2 systems, got {len(names)}.")
+    checked = check_per_query(tuple(f"values[{n!r}]" for n in names), tensors)
+    return compare_systems(
+        result_dtype(tensors),
+        names,
+        checked,
+        opts["test"],
+        opts["correction"],
+        opts["alpha"],
+        opts["n_resamples"],
+        opts["seed"],
+    )
+
+
+@numpy_io
+def bootstrap_ci(
+    values: Any,
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    method: str = "percentile",
+    seed: int = 0,
+) -> Interval:
+    r"""A bootstrap confidence interval of the mean of per-query values.
+
+    The queries are resampled with replacement ``n_resamples`` times (one matrix product of resample
+    counts); ``"percentile"`` takes the :math:`(1 \pm \mathrm{confidence})/2` quantiles of the resampled
+    means, ``"bca"`` shifts them by the bias correction and the jackknife acceleration (Efron's BCa),
+    as ``scipy.stats.bootstrap`` does. The same seed gives the same interval on any device.
+
+    Args:
+        values: per-query values ``(Q,)``, or ``(Q, m)`` for ``m`` measures (one interval each).
+        confidence: confidence level, in ``(0, 1)``.
+        n_resamples: resamples.
+        method: ``"percentile"`` or ``"bca"``.
+        seed: seed of the resamples.
+
+    Returns:
+        ``Interval(mean, low, high)``, float64 tensors (0-dim for 1-D values).
+
+    Examples:
+        >>> import torch
+        >>> from embedmetrics.functional import bootstrap_ci
+        >>> values = torch.linspace(0.0, 1.0, 101)
+        >>> ci = bootstrap_ci(values, confidence=0.9)
+        >>> round(float(ci.mean), 2), round(float(ci.low), 2), round(float(ci.high), 2)
+        (0.5, 0.45, 0.55)
+    """
+    opts = read_options(
+        "bootstrap_ci", OPTIONS["bootstrap_ci"], options_in(OPTIONS["bootstrap_ci"], locals())
+    )
+    tensor = torch.as_tensor(values)
+    columns = tensor[:, None] if tensor.ndim == 1 else tensor
+    if columns.ndim != 2:
+        raise ValueError(
+            f"Argument `values` must be (Q,) or (Q, m) per-query values, got shape {tuple(tensor.shape)}."
+        )
+    checked = check_per_query(tuple(f"values[:, {j}]" for j in range(columns.shape[1])), list(columns.T)).T
+    interval = bootstrap_interval(
+        checked, opts["confidence"], opts["n_resamples"], opts["method"], opts["seed"]
+    )
+    out = Interval(*(v.to(result_dtype([tensor])) for v in interval))
+    return Interval(*(v[0] for v in out)) if tensor.ndim == 1 else out
