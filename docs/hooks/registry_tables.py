@@ -29,6 +29,7 @@ PAGES = {
     "dense": ("Dense retrieval", "dense.md"),
     "shape-similarity": ("Shape similarity (nidl)", "representation.md"),
     "losses": ("Losses", "losses.md"),
+    "comparison": ("Comparing systems", "comparing.md"),
 }
 
 

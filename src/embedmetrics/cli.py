@@ -68,6 +68,22 @@ def option_flag(group: argparse._ArgumentGroup, option: Option, **overrides: Any
     group.add_argument(option.flag, **kwargs)
 
 
+def _comparison_flags(report: argparse.ArgumentParser) -> None:
+    """The flags of a comparison of runs: ``compare``'s options marked for the command line, and more."""
+    group = report.add_argument_group("comparing runs (two or more --run with --qrels)")
+    for option in COMPARISON_OPTIONS["compare"]:
+        if option.cli:  # --test, --correction, --alpha: the options of embedmetrics.functional.compare
+            overrides = {"choices": (*option.choices, "none")} if option.name == "correction" else {}
+            option_flag(group, option, **overrides)
+    group.add_argument("--ci", action="store_true", help="show a bootstrap 95%% confidence interval per mean")
+    group.add_argument(
+        "--query-set",
+        choices=("same", "intersection"),
+        default="same",
+        help="runs with different queries: refuse (same, default) or compare on the common ones",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``embedmetrics`` parser with its ``report`` subcommand."""
     parser = _Parser(
@@ -114,18 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="tied scores in the run: expected value over random tie orders (average, default), worst "
         "or best case, or trec_eval's order (docno descending)",
     )
-    group = report.add_argument_group("comparing runs (two or more --run with --qrels)")
-    for option in COMPARISON_OPTIONS["compare"]:
-        if option.cli:  # --test, --correction, --alpha: the options of embedmetrics.functional.compare
-            overrides = {"choices": (*option.choices, "none")} if option.name == "correction" else {}
-            option_flag(group, option, **overrides)
-    group.add_argument("--ci", action="store_true", help="show a bootstrap 95%% confidence interval per mean")
-    group.add_argument(
-        "--query-set",
-        choices=("same", "intersection"),
-        default="same",
-        help="runs with different queries: refuse (same, default) or compare on the common ones",
-    )
+    _comparison_flags(report)
     group = report.add_argument_group("dense retrieval (query embeddings against a corpus)")
     group.add_argument(
         "--queries", metavar="FILE", help="query embeddings (ids: an 'ids' array or FILE's .ids.txt sidecar)"

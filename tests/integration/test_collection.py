@@ -66,6 +66,7 @@ def _all_metrics() -> dict[str, Callable[[], Metric]]:
         "hr1": lambda: em.RetrievalHitRate(k=1),
         "hr10": lambda: em.RetrievalHitRate(k=10),
         "mrr": em.RetrievalMRR,
+        "mrr_ci": lambda: em.ConfidenceInterval(em.RetrievalMRR(aggregation="none"), n_resamples=300),
         "p3": lambda: em.RetrievalPrecision(k=3),
         "r3": lambda: em.RetrievalRecall(k=3),
         "ndcg": em.RetrievalNormalizedDCG,

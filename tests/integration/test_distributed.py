@@ -154,6 +154,11 @@ def _cases() -> dict[str, Case]:
     )
     if hasattr(em, "RetrievalHitRate"):
         cases["RetrievalHitRate(k=3, flat)"] = Case(lambda: em.RetrievalHitRate(k=3), _retrieval_flat)
+    if hasattr(em, "ConfidenceInterval"):
+        cases["ConfidenceInterval(RetrievalMRR, flat)"] = Case(
+            lambda: em.ConfidenceInterval(em.RetrievalMRR(aggregation="none"), n_resamples=300),
+            _retrieval_flat,
+        )
     if hasattr(em, "ContrastiveAccuracy"):
         cases["ContrastiveAccuracy(topk=(1, 5))"] = Case(lambda: em.ContrastiveAccuracy(topk=(1, 5)), _pairs)
     if hasattr(em, "Uniformity"):

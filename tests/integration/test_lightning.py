@@ -224,3 +224,43 @@ def test_dense_retrieval_in_the_callback() -> None:
         trainer = _trainer(callbacks=[callback()], **kwargs)
         trainer.validate(h.EvalModule(), dataloaders=h.loader(), verbose=False)
         _assert_values(dict(trainer.callback_metrics), expected, str(kwargs))
+
+
+class _IntervalModule(pl.LightningModule):
+    """Logs the nDCG@3 of the validation set with its bootstrap interval (``ConfidenceInterval``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(1, 1)
+        self.ndcg = em.ConfidenceInterval(em.RetrievalNormalizedDCG(k=3, aggregation="none"), n_resamples=500)
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        preds, target = batch
+        self.ndcg.update(preds, target)
+
+    def on_validation_epoch_end(self) -> None:
+        self.log_dict({f"val/ndcg_{k}": v for k, v in self.ndcg.compute().items()})
+        self.ndcg.reset()
+
+
+def test_confidence_interval_logs_value_and_bounds() -> None:
+    gen = torch.Generator().manual_seed(0)
+    preds, target = torch.rand(40, 8, generator=gen), torch.rand(40, 8, generator=gen) < 0.3
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(preds, target), batch_size=16)
+    trainer = _trainer()
+    trainer.validate(_IntervalModule(), dataloaders=loader, verbose=False)
+    logged = dict(trainer.callback_metrics)
+    per_query = em.functional.retrieval_normalized_dcg(preds, target, k=3, aggregation="none")
+    ci = em.functional.bootstrap_ci(per_query, n_resamples=500)
+    _assert_values(
+        logged,
+        {
+            "val/ndcg_value": float(ci.mean),
+            "val/ndcg_ci_low": float(ci.low),
+            "val/ndcg_ci_high": float(ci.high),
+        },
+        "ConfidenceInterval",
+    )
+    assert (
+        float(logged["val/ndcg_ci_low"]) < float(logged["val/ndcg_value"]) < float(logged["val/ndcg_ci_high"])
+    )

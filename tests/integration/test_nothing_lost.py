@@ -112,6 +112,10 @@ CASES: dict[str, tuple[Callable[[], Metric], list[Batch]]] = {
         _retrieval_pool(True),
     ),
     "RetrievalMRR": (lambda: em.RetrievalMRR(empty_target_action="error"), _retrieval_pool(True)),
+    "ConfidenceInterval": (
+        lambda: em.ConfidenceInterval(em.RetrievalMRR(empty_target_action="error", aggregation="none")),
+        _retrieval_pool(True),
+    ),
     "RetrievalPrecision": (
         lambda: em.RetrievalPrecision(k=2, empty_target_action="error"),
         _retrieval_pool(True),

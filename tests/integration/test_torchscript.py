@@ -14,6 +14,7 @@ import embedmetrics as em
 _ARGS: dict[str, tuple[Any, ...]] = {
     "RetrievalRecallAtFixedPrecision": (0.5,),
     "DenseRetrieval": (torch.tensor([[0, 0, 1]]),),
+    "ConfidenceInterval": (em.RetrievalMRR(aggregation="none"),),
 }
 _METRICS = sorted(
     n for n in em.__all__ if isinstance(getattr(em, n), type) and issubclass(getattr(em, n), Metric)
@@ -21,7 +22,7 @@ _METRICS = sorted(
 
 
 def test_every_module_metric_is_listed() -> None:
-    assert len(_METRICS) == 21
+    assert len(_METRICS) == 22
 
 
 @pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")

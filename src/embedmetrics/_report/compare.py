@@ -125,16 +125,13 @@ def run_comparison(args: argparse.Namespace, paths: list[str], ks: list[int]) ->
         if args.ci:
             entry["ci"] = {n: list(map(float, bootstrap_ci(v)[1:])) for n, v in values.items()}
         results[measure] = (comparison, values, entry)
-    document = output.to_json(
-        {"comparison": {m: e for m, (_, _, e) in results.items()}},
-        {"systems": dict(zip(names, paths)), "queries_compared": len(queries), "k": ks, "ties": args.ties},
-    )
+    info = {"systems": dict(zip(names, paths)), "queries_compared": len(queries), "k": ks, "ties": args.ties}
+    document = output.dump({"comparison": {m: e for m, (_, _, e) in results.items()}, "info": info})
     if args.json == "-":
         sys.stdout.write(document + "\n")
         return 0
-    notes = [
-        f"{len(queries)} queries compared; {opts['test']} test, correction {opts['correction']}, alpha {opts['alpha']}"
-    ]
+    rule = f"{opts['test']} test, correction {opts['correction']}, alpha {opts['alpha']}"
+    notes = [f"{len(queries)} queries compared; {rule}"]
     if args.json is not None:
         output.write_json(args.json, document)
         notes.append(f"json: {args.json}")

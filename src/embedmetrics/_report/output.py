@@ -54,6 +54,11 @@ def to_json(results: dict[str, dict[str, float]], info: dict[str, Any]) -> str:
     """``{"embeddings": {...}, "views": {...}, "trec": {...}, "info": {...}}`` (families present only)."""
     document: dict[str, Any] = {f: results[f] for f in FAMILIES if f in results}
     document["info"] = info
+    return dump(document)
+
+
+def dump(document: dict[str, Any]) -> str:
+    """A document as the report's JSON (NaN and infinities as ``null``)."""
     return json.dumps(_clean(document), indent=2, allow_nan=False)
 
 

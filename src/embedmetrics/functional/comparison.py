@@ -9,7 +9,7 @@ NumPy arrays; the results are float64 tensors.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -87,9 +87,8 @@ def paired_test(
     opts = read_options("paired_test", OPTIONS["paired_test"], options_in(OPTIONS["paired_test"], locals()))
     given = [torch.as_tensor(a), torch.as_tensor(b)]
     d = check_per_query(("a", "b"), given)
-    result = run_test(
-        (d[0] - d[1])[None], opts["test"], opts["alternative"], opts["n_resamples"], opts["seed"]
-    )
+    pair = (torch.tensor([0]), torch.tensor([1]))
+    result = run_test(d, *pair, opts["test"], opts["alternative"], opts["n_resamples"], opts["seed"])
     return PairedResult(*(v[0].to(result_dtype(given)) for v in result))
 
 
@@ -97,7 +96,7 @@ def paired_test(
 def compare(
     values: Mapping[str, Any] | Any,
     test: str = "t",
-    correction: Optional[str] = "holm",
+    correction: str | None = "holm",
     alpha: float = 0.05,
     n_resamples: int = 10_000,
     seed: int = 0,
@@ -133,7 +132,7 @@ def compare(
         >>> result.beats("hybrid"), result.beats("bm25")
         (['bm25'], [])
         >>> print(result.to_markdown(digits=3).splitlines()[2])
-        | a | bm25 | 0.481 |
+        | a | bm25 | 0.474 |
     """
     opts = read_options("compare", OPTIONS["compare"], options_in(OPTIONS["compare"], locals()))
     names, tensors = systems_of(values)

@@ -32,6 +32,7 @@ def bootstrap_interval(
     boot = bootstrap_means(values, n_resamples, seed)  # (n_resamples, m)
     tail = (1 - confidence) / 2
     levels = torch.tensor([tail, 1 - tail], dtype=values.dtype, device=values.device)[:, None]
+    levels = levels.expand(2, values.shape[1])
     if method == "bca":
         levels = _bca_levels(values, boot, mean, levels)
     bounds = torch.stack([_quantile(boot[:, j], levels[:, j]) for j in range(values.shape[1])], dim=1)

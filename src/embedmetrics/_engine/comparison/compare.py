@@ -150,7 +150,7 @@ def compare_systems(
     index = [(i, j) for i in range(S) for j in range(i + 1, S)]
     left = torch.tensor([i for i, _ in index], dtype=torch.long, device=values.device)
     right = torch.tensor([j for _, j in index], dtype=torch.long, device=values.device)
-    result = run_test(values[left] - values[right], test, "two-sided", n_resamples, seed)
+    result = run_test(values, left, right, test, "two-sided", n_resamples, seed)
     corrected = correct(result.p_value, correction)
     significant = torch.zeros(S, S, dtype=torch.bool, device=values.device)
     significant[left, right] = corrected <= alpha

@@ -12,11 +12,13 @@ effect size:
   with the tie correction and no continuity correction; ``scipy.stats.wilcoxon``); the statistic is
   ``min(W+, W-)`` (two-sided) or ``W+``; effect size the matched-pairs rank-biserial correlation.
 - ``"randomization"``: Fisher's paired randomization (sign-flip) test of ``mean(d)``: ``n_resamples``
-  random sign vectors, shared by every pair, applied as one matrix product; p-value
+  random sign vectors (8 from each random byte), shared by every pair: every system's resampled sums
+  come from a table of the signed sums of each 8 queries, and a pair's are the difference of its
+  systems' (no ``n_resamples x Q`` matrix, no Python loop); p-value
   ``(1 + #{resampled statistics at least as extreme}) / (1 + n_resamples)``.
 - ``"bootstrap"``: the paired bootstrap test of ``mean(d)``: ``n_resamples`` resamples of the queries
-  (with replacement), shared by every pair, as one matrix product of resample counts; the resampled
-  means are centred on the observed one (the null) and compared with it as above.
+  (with replacement), shared by every pair, as one matrix product of resample counts with the systems'
+  values; the resampled means are centred on the observed one (the null) and compared with it as above.
 
 The resamples are drawn on the CPU from ``seed`` (then moved to the values' device), so a seed gives the
 same p-values on every device and in every run.
@@ -48,19 +50,23 @@ class PairedResult(NamedTuple):
     effect_size: Tensor
 
 
-def run_test(d: Tensor, test: str, alternative: str, n_resamples: int, seed: int) -> PairedResult:
-    """The paired test ``test`` on the ``(P, Q)`` differences ``d`` (see the module docstring)."""
+def run_test(
+    values: Tensor, left: Tensor, right: Tensor, test: str, alternative: str, n_resamples: int, seed: int
+) -> PairedResult:
+    """The paired test ``test`` of the pairs ``(values[left[p]], values[right[p]])`` of the ``(S, Q)``
+    per-query values (see the module docstring)."""
+    d = values[left] - values[right]
     if test == "t":
         return _t_test(d, alternative)
     if test == "wilcoxon":
         results = [_wilcoxon(row, alternative) for row in d]
         return PairedResult(*(torch.stack(parts) for parts in zip(*results)))
     mean = d.mean(dim=1)
-    null = (
-        _sign_flip_means(d, n_resamples, seed)
-        if test == "randomization"
-        else _bootstrap_null(d, n_resamples, seed)
-    )
+    resample = _sign_flip_sums if test == "randomization" else _bootstrap_sums
+    per_system = resample(values, n_resamples, seed)  # (S, n_resamples): one product for every pair
+    null = (per_system[left] - per_system[right]) / d.shape[1]
+    if test == "bootstrap":
+        null = null - mean[:, None]  # centred on the observed mean: the null of the bootstrap test
     return PairedResult(mean, _resampled_p(mean, null, alternative), mean, _cohen_dz(d))
 
 
@@ -73,7 +79,10 @@ def _cohen_dz(d: Tensor) -> Tensor:
 
 
 def _t_test(d: Tensor, alternative: str) -> PairedResult:
-    from scipy.special import stdtr  # type: ignore[import-untyped]  # the t distribution (scipy)
+    try:
+        from scipy.special import stdtr  # type: ignore[import-untyped]  # the t distribution
+    except ImportError:
+        raise ImportError("The paired t-test needs scipy: pip install 'embedmetrics[compare]'.") from None
 
     n = d.shape[1]
     mean, sd = d.mean(dim=1), d.std(dim=1)
@@ -182,19 +191,36 @@ def _blocks(n_resamples: int, n: int) -> list[int]:
     return [min(rows, n_resamples - start) for start in range(0, n_resamples, rows)]
 
 
-def _sign_flip_means(d: Tensor, n_resamples: int, seed: int) -> Tensor:
-    """``(P, n_resamples)``: the mean of every pair's differences under random sign vectors."""
-    g, n = _generator(seed), d.shape[1]
-    parts = []
-    for rows in _blocks(n_resamples, n):
-        signs = torch.randint(0, 2, (rows, n), generator=g).to(d.device, d.dtype) * 2 - 1
-        parts.append(d @ signs.T / n)
+#: ``(256, 8)``: the signs (``±1``) that the 8 bits of each byte value give.
+_BYTE_SIGNS = (((torch.arange(256)[:, None] >> torch.arange(8)) & 1) * 2 - 1).to(torch.float64)
+
+
+def _sign_flip_sums(values: Tensor, n_resamples: int, seed: int) -> Tensor:
+    """``(S, n_resamples)``: ``Σ_q s_q x_q`` of every system under random sign vectors ``s`` (the same for
+    every system, so a pair's sign-flipped sum of differences is the difference of its systems' sums).
+
+    Each random byte signs 8 queries: a table of the signed sums of every 8 queries under each of the
+    256 byte values turns a resample into ``Q / 8`` lookups (no ``n_resamples x Q`` sign matrix).
+    """
+    g, (S, n) = _generator(seed), values.shape
+    groups = (n + 7) // 8
+    padded = torch.zeros(S, groups * 8, dtype=values.dtype, device=values.device)
+    padded[:, :n] = values  # padding queries count 0 whatever their sign
+    table = (padded.reshape(S, groups, 8) @ _BYTE_SIGNS.to(values).T).permute(1, 2, 0).contiguous()
+    parts = []  # table[j, byte]: the signed sums of group j of every system, (groups, 256, S)
+    for rows in _blocks(n_resamples, groups):
+        raw = torch.randint(0, 256, (groups, rows), generator=g, dtype=torch.uint8)
+        picks = raw.to(device=values.device, dtype=torch.long)
+        sums = table[0].index_select(0, picks[0])
+        for j in range(1, groups):  # a loop over the Q / 8 query groups, never over resamples
+            sums.add_(table[j].index_select(0, picks[j]))
+        parts.append(sums.T)
     return torch.cat(parts, dim=1)
 
 
-def _bootstrap_null(d: Tensor, n_resamples: int, seed: int) -> Tensor:
-    """``(P, n_resamples)``: resampled means minus the observed mean (the null of the bootstrap test)."""
-    return bootstrap_means(d.T, n_resamples, seed).T - d.mean(dim=1, keepdim=True)
+def _bootstrap_sums(values: Tensor, n_resamples: int, seed: int) -> Tensor:
+    """``(S, n_resamples)``: every system's sum over the same resamples of the queries."""
+    return bootstrap_means(values.T, n_resamples, seed).T * values.shape[1]
 
 
 def bootstrap_means(values: Tensor, n_resamples: int, seed: int) -> Tensor:

@@ -1,0 +1,96 @@
+"""``embedmetrics report --run A --run B --run C --qrels Q``: the systems compared from TREC files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import scipy.stats
+
+from embedmetrics._io.trec import join_run, read_qrels, read_run
+from embedmetrics._report.compare import per_query_values
+from embedmetrics.cli import main
+from oracles.trec_runs import write_runs
+
+
+def _args(runs: list[Path], qrels: Path) -> list[str]:
+    return ["report", *(a for p in runs for a in ("--run", str(p))), "--qrels", str(qrels), "--k", "5,10"]
+
+
+def test_the_table_marks_the_significant_pairs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs, qrels = write_runs(tmp_path)
+    assert main([*_args(runs, qrels), "--ci", "--json", str(tmp_path / "out.json")]) == 0
+    table = capsys.readouterr().out
+    rows = {line.split()[1]: line for line in table.splitlines() if line[:2] in ("a ", "b ", "c ")}
+    assert set(rows) == {"bm25", "dense", "hybrid"}
+    document = json.loads((tmp_path / "out.json").read_text())["comparison"]
+    ndcg = document["ndcg@10"]
+    assert ndcg["test"] == "t"
+    assert ndcg["correction"] == "holm"
+    for pair in ndcg["pairs"]:  # every p-value is scipy's paired t-test on the per-query values
+        values = {
+            n: per_query_values(
+                join_run(read_run(str(tmp_path / f"{n}.trec")), read_qrels(str(qrels))).tensors(),
+                [5, 10],
+                "average",
+            )["ndcg@10"].numpy()
+            for n in (pair["a"], pair["b"])
+        }
+        assert pair["p_value"] == pytest.approx(
+            scipy.stats.ttest_rel(values[pair["a"]], values[pair["b"]]).pvalue, rel=1e-9
+        )
+    beaten = document["ndcg@10"]["beats"]["hybrid"]
+    assert "bm25" in beaten
+    assert "^a" in rows["hybrid"]  # bm25 is system a
+    assert "[" in rows["bm25"]  # the interval with --ci
+    low, high = document["ndcg@10"]["ci"]["dense"]
+    assert low < document["ndcg@10"]["means"]["dense"] < high
+
+
+def test_different_query_sets_are_refused_unless_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs, qrels = write_runs(tmp_path)
+    lines = runs[1].read_text().splitlines(keepends=True)
+    runs[1].write_text("".join(line for line in lines if not line.startswith(("q3 ", "q17 "))))
+    assert main(_args(runs, qrels)) == 2
+    error = capsys.readouterr().err
+    assert "dense lacks 2 (q17, q3)" in error
+    assert "--query-set intersection" in error
+    assert main([*_args(runs, qrels), "--query-set", "intersection", "--json", "-"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["info"]["queries_compared"] == 78
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--alpha", "1.5"], "--alpha must be a number in (0, 1), got 1.5"),
+        (["--test", "z"], "invalid choice"),
+        (["--correction", "sidak"], "invalid choice"),
+        (["--embeddings", "x.npy"], "runs and --qrels only"),
+    ],
+)
+def test_bad_options_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    runs, qrels = write_runs(tmp_path)
+    assert main([*_args(runs, qrels), *extra]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_comparison_needs_qrels(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs, _ = write_runs(tmp_path)
+    assert main(["report", "--run", str(runs[0]), "--run", str(runs[1])]) == 2
+    assert "needs --qrels" in capsys.readouterr().err
+
+
+def test_figures_of_a_comparison(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs, qrels = write_runs(tmp_path)
+    assert main([*_args(runs, qrels), "--test", "randomization", "--plot", str(tmp_path / "fig")]) == 0
+    assert sorted(p.name for p in (tmp_path / "fig").iterdir()) == [
+        "comparison_means_ci.png",
+        "comparison_paired_differences.png",
+    ]
+    assert "randomization test" in capsys.readouterr().out
