@@ -197,3 +197,17 @@ def assert_same(got: Any, want: Any, *, exact: bool, what: str = "") -> None:
 def float_leaves(value: Any) -> list[Tensor]:
     """The floating-point tensors of a result (the values, not ids or run document ids)."""
     return [v for _, v in leaves(value) if isinstance(v, Tensor) and v.is_floating_point()]
+
+
+def docs_hook() -> Any:
+    """The MkDocs hook that writes the registry's tables (``docs/hooks/registry_tables.py``), loaded."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "docs" / "hooks" / "registry_tables.py"
+    spec = importlib.util.spec_from_file_location("registry_tables", path)
+    assert spec is not None
+    assert spec.loader is not None
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    return hook

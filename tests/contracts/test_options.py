@@ -3,7 +3,6 @@ and the command line flags are all derived from each metric's option table, and 
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from embedmetrics._metric.registry import REGISTRY, MetricSpec
 from embedmetrics.cli import build_parser
 
 from ._contract import STATEFUL, build
+from ._contract import docs_hook as _hook
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 WITH_CLASS = [s for s in REGISTRY if s.name is not None]
@@ -98,15 +98,6 @@ def test_functional_signatures_show_every_option() -> None:
         assert not any(p.kind is p.VAR_KEYWORD for p in params.values()), spec.key
         for option in spec.options:
             assert option.name in params, (spec.key, option.name)
-
-
-def _hook() -> Any:
-    loader = importlib.util.spec_from_file_location("registry_tables", DOCS / "hooks" / "registry_tables.py")
-    assert loader is not None
-    assert loader.loader is not None
-    hook = importlib.util.module_from_spec(loader)
-    loader.loader.exec_module(hook)
-    return hook
 
 
 @pytest.mark.parametrize("spec", REGISTRY, ids=lambda s: s.key)

@@ -6,7 +6,6 @@ import importlib
 import importlib.util
 import inspect
 from pathlib import Path
-from typing import Any
 
 import pytest
 from torch import nn
@@ -15,6 +14,8 @@ import embedmetrics
 import embedmetrics.functional
 from embedmetrics._metric.base import BaseMetric
 from embedmetrics._metric.registry import FAMILIES, HELPERS, REGISTRY, class_names, functional_names
+
+from ._contract import docs_hook as _hook
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 _MODULES = ("retrieval", "embedding", "neighbors", "representation", "dense", "losses", "comparison")
@@ -58,15 +59,6 @@ def test_settings_are_constructor_arguments(spec) -> None:  # type: ignore[no-un
     for setting in spec.settings:
         assert setting in params or setting == "k", (spec.key, setting)
     assert spec.load_functional() is getattr(embedmetrics.functional, str(spec.functional))
-
-
-def _hook() -> Any:
-    spec = importlib.util.spec_from_file_location("registry_tables", DOCS / "hooks" / "registry_tables.py")
-    assert spec is not None
-    assert spec.loader is not None
-    hook = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hook)
-    return hook
 
 
 def test_the_api_reference_documents_every_metric() -> None:

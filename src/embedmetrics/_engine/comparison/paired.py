@@ -146,12 +146,7 @@ def _wilcoxon_exact(count: int, r_plus: float, alternative: str) -> float:
         ways[rank:] = ways[rank:] + ways[: top + 1 - rank].copy()
     pmf = ways / 2.0**count
     lo, hi = math.ceil(r_plus), math.floor(r_plus)
-    cdf, sf = float(pmf[: lo + 1].sum()), float(pmf[hi:].sum())
-    if alternative == "less":
-        return cdf
-    if alternative == "greater":
-        return sf
-    return min(1.0, 2 * min(sf, cdf))
+    return _one_or_two_sided(float(pmf[: lo + 1].sum()), float(pmf[hi:].sum()), alternative)
 
 
 def _wilcoxon_enumerated(d: Tensor, ranks: Tensor, r_plus: float, alternative: str) -> float:
@@ -161,7 +156,11 @@ def _wilcoxon_enumerated(d: Tensor, ranks: Tensor, r_plus: float, alternative: s
     null = ((signs * d) > 0).to(d.dtype) @ ranks
     gamma = abs(r_plus) * torch.finfo(d.dtype).eps * 100
     less = float((null <= r_plus + gamma).to(d.dtype).mean())
-    greater = float((null >= r_plus - gamma).to(d.dtype).mean())
+    return _one_or_two_sided(less, float((null >= r_plus - gamma).to(d.dtype).mean()), alternative)
+
+
+def _one_or_two_sided(less: float, greater: float, alternative: str) -> float:
+    """The p-value of ``alternative`` from the two one-sided ones (two-sided: twice the smaller, <= 1)."""
     if alternative == "less":
         return less
     if alternative == "greater":
