@@ -15,8 +15,11 @@ compilation excluded (one warm-up call). Reported:
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import math
 import subprocess
+import sys
 import tempfile
 import textwrap
 from pathlib import Path
@@ -57,7 +60,9 @@ def _ranx_pair(python: str, a: np.ndarray, b: np.ndarray, n: int, repeat: int) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ranx-python", required=True, help="a Python where `import ranx` works")
+    parser.add_argument(
+        "--ranx-python", default=None, help="a Python where `import ranx` works (default: this one, if so)"
+    )
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--resamples", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=3)
@@ -68,7 +73,14 @@ def main() -> None:
         base + 0.02 + 0.1 * rng.standard_normal(args.queries),
         base + 0.1 * rng.standard_normal(args.queries),
     )
-    ranx = _ranx_pair(args.ranx_python, a, b, args.resamples, args.repeat)
+    python = args.ranx_python or (sys.executable if importlib.util.find_spec("ranx") else None)
+    if python is None:
+        print("ranx is not installed here and --ranx-python was not given: ours only")
+    ranx = (
+        _ranx_pair(python, a, b, args.resamples, args.repeat)
+        if python
+        else {"seconds": math.nan, "p": math.nan}
+    )
     ta, tb = torch.tensor(a), torch.tensor(b)
     ours, t_pair = timed(
         lambda: paired_test(ta, tb, test="randomization", n_resamples=args.resamples), "cpu", args.repeat,
