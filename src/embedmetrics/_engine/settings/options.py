@@ -94,16 +94,6 @@ def options_in(options: Sequence[Option], scope: Mapping[str, Any]) -> dict[str,
     return {o.name: scope[o.name] for o in options if o.name in scope}
 
 
-def settings_of(options: Sequence[Option]) -> tuple[str, ...]:
-    """The options that change a result (every process must agree on them)."""
-    return tuple(o.name for o in options if o.effect != "none")
-
-
-def state_settings_of(options: Sequence[Option]) -> tuple[str, ...]:
-    """The options that change the meaning of the stored state."""
-    return tuple(o.name for o in options if o.effect == "state")
-
-
 # ----------------------------------------------------------------------------- checks
 
 
