@@ -243,31 +243,27 @@ def documented(name: str, face: str) -> Callable[[Face], Face]:
     """Decorator of a face (``face="functional"`` or ``"module"``) of metric ``name``: sets its docstring
     from the declaration (and, for a module class, which metric it computes)."""
     metric = METRICS[name]
+    doc = functional_docstring(metric) if face == "functional" else module_docstring(metric)
+    return _attach(metric, face, doc)
+
+
+def documented_curve(face: str, fixed_precision: bool) -> Callable[[Face], Face]:
+    """Decorator setting a curve face's docstring (and, for a module class, its declaration)."""
+    return _attach(CURVE, face, curve_docstring(face, fixed_precision))
+
+
+def _attach(metric: RetrievalDeclaration, face: str, doc: str) -> Callable[[Face], Face]:
+    """Give a face its docstring and its written-out signature; a module class also its declaration, a
+    functional the array convention (``numpy_io``)."""
 
     def decorate(obj: Face) -> Face:
-        obj.__doc__ = functional_docstring(metric) if face == "functional" else module_docstring(metric)
+        obj.__doc__ = doc
         if face == "module":
             obj.declaration = metric
             return cast(Face, _module_signature(obj, metric))
         wrapped = numpy_io(obj)  # the library's one array convention (NumPy in, NumPy out)
         # the options written out, on the face and on the function it wraps (which docs tools unwrap to)
         obj.__signature__ = wrapped.__signature__ = full_signature(obj, metric)
-        return wrapped
-
-    return decorate
-
-
-def documented_curve(face: str, fixed_precision: bool) -> Callable[[Face], Face]:
-    """Decorator setting a curve face's docstring (and, for a module class, its declaration)."""
-
-    def decorate(obj: Face) -> Face:
-        obj.__doc__ = curve_docstring(face, fixed_precision)
-        if face == "module":
-            obj.declaration = CURVE
-            return cast(Face, _module_signature(obj, CURVE))
-        wrapped = numpy_io(obj)  # the library's one array convention (NumPy in, NumPy out)
-        # the options written out, on the face and on the function it wraps (which docs tools unwrap to)
-        obj.__signature__ = wrapped.__signature__ = full_signature(obj, CURVE)
         return wrapped
 
     return decorate

@@ -20,48 +20,13 @@ from torch import Tensor
 from embedmetrics._engine.comparison.options import OPTIONS
 from embedmetrics._engine.settings.options import read_options
 from embedmetrics._io.errors import ReportInputError
-from embedmetrics._io.trec import TrecTensors, join_run, read_qrels, read_run
+from embedmetrics._io.trec import join_run, read_qrels, read_run
 from embedmetrics._report import output, plots
-from embedmetrics.functional import (
-    bootstrap_ci,
-    compare,
-    retrieval_average_precision,
-    retrieval_hit_rate,
-    retrieval_normalized_dcg,
-    retrieval_precision,
-    retrieval_r_precision,
-    retrieval_recall,
-    retrieval_reciprocal_rank,
-)
+from embedmetrics._report.evaluate import per_query_trec
+from embedmetrics.functional import bootstrap_ci, compare
 
 #: Queries named in an error about different query sets.
 _SHOWN = 5
-
-
-def per_query_values(data: TrecTensors, ks: list[int], ties: str) -> dict[str, Tensor]:
-    """measure -> ``(Q,)`` per-query values, in the order of ``data.query_ids`` (ascending index)."""
-    common: dict[str, Any] = {
-        "indexes": data.indexes, "retrieved": data.retrieved, "ties": ties, "empty_target_action": "neg",
-        "aggregation": "none", "validate_args": False,
-    }  # fmt: skip
-    binary = data.target > 0
-    columns = {
-        "hit_rate": retrieval_hit_rate(data.preds, binary, ks, **common),
-        "ndcg": retrieval_normalized_dcg(data.preds, data.target, ks, **common),
-        "precision": retrieval_precision(data.preds, binary, ks, **common),
-        "recall": retrieval_recall(data.preds, binary, ks, **common),
-    }
-    out: dict[str, Tensor] = {}
-    for name in ("hit_rate", "mrr", "ndcg", "map", "precision", "recall", "r_precision"):
-        if name in columns:
-            out.update({f"{name}@{k}": columns[name][:, j] for j, k in enumerate(ks)})
-        elif name == "mrr":
-            out[name] = retrieval_reciprocal_rank(data.preds, binary, **common)
-        elif name == "map":
-            out[name] = retrieval_average_precision(data.preds, binary, **common)
-        else:
-            out[name] = retrieval_r_precision(data.preds, binary, **common)
-    return out
 
 
 def system_names(paths: list[str]) -> list[str]:
@@ -94,6 +59,12 @@ def aligned_queries(names: list[str], query_ids: list[list[str]], policy: str) -
     return [q for q in query_ids[0] if q in common]
 
 
+def _positions(query_ids: list[str], queries: list[str]) -> Tensor:
+    """Where each of ``queries`` stands in ``query_ids``."""
+    where = {q: i for i, q in enumerate(query_ids)}
+    return torch.tensor([where[q] for q in queries], dtype=torch.long)
+
+
 def _options(args: argparse.Namespace) -> dict[str, Any]:
     correction = None if args.correction == "none" else args.correction
     given = {"test": args.test, "correction": correction, "alpha": args.alpha}
@@ -110,7 +81,7 @@ def run_comparison(args: argparse.Namespace, paths: list[str], ks: list[int]) ->
     names = system_names(paths)
     joined = [join_run(read_run(p), qrels, trec_eval_ties=args.ties == "trec_eval").tensors() for p in paths]
     ties = "average" if args.ties == "trec_eval" else args.ties
-    per_run = [per_query_values(data, ks, ties) for data in joined]
+    per_run = [per_query_trec(data, ks, ties) for data in joined]
     queries = aligned_queries(names, [data.query_ids for data in joined], args.query_set)
     rows = [
         torch.tensor([data.query_ids.index(q) for q in queries]) if data.query_ids != queries else None

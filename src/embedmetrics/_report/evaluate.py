@@ -64,12 +64,8 @@ def _query_rows(data: TrecTensors) -> tuple[Tensor, Tensor, dict[str, Any]]:
     return preds, target, {"retrieved": retrieved}
 
 
-def evaluate_trec(data: TrecTensors, ks: Sequence[int], ties: str, curve_k: int = 0) -> TrecResult:
-    """hit_rate@k, mrr, ndcg@k, map, precision@k, recall@k, r_precision as trec_eval defines them.
-
-    Each functional is called once with every cut-off; with ``curve_k`` the hit-rate and recall
-    calls also cover ``1..curve_k`` for the plot.
-    """
+def _trec_functionals() -> dict[str, Any]:
+    """The seven retrieval functionals of the TREC measures, by measure (imported on first use)."""
     from embedmetrics.functional import (
         retrieval_average_precision,
         retrieval_hit_rate,
@@ -80,6 +76,20 @@ def evaluate_trec(data: TrecTensors, ks: Sequence[int], ties: str, curve_k: int 
         retrieval_reciprocal_rank,
     )
 
+    return {
+        "hit_rate": retrieval_hit_rate, "mrr": retrieval_reciprocal_rank, "ndcg": retrieval_normalized_dcg,
+        "map": retrieval_average_precision, "precision": retrieval_precision, "recall": retrieval_recall,
+        "r_precision": retrieval_r_precision,
+    }  # fmt: skip
+
+
+def evaluate_trec(data: TrecTensors, ks: Sequence[int], ties: str, curve_k: int = 0) -> TrecResult:
+    """hit_rate@k, mrr, ndcg@k, map, precision@k, recall@k, r_precision as trec_eval defines them.
+
+    Each functional is called once with every cut-off; with ``curve_k`` the hit-rate and recall
+    calls also cover ``1..curve_k`` for the plot.
+    """
+    fn = _trec_functionals()
     preds, target, rows = _query_rows(data)
     binary = target > 0
     # the values were checked when the files were read (finite scores, integer grades, clipped at 0):
@@ -88,18 +98,38 @@ def evaluate_trec(data: TrecTensors, ks: Sequence[int], ties: str, curve_k: int 
     klist = list(ks)
     curve_ks = list(range(1, curve_k + 1))
     wide = sorted(set(klist) | set(curve_ks))
-    hit = dict(zip(wide, _floats(retrieval_hit_rate(preds, binary, wide, **common))))
-    recall = dict(zip(wide, _floats(retrieval_recall(preds, binary, wide, **common))))
-    ndcg = _floats(retrieval_normalized_dcg(preds, target, klist, **common))
-    precision = _floats(retrieval_precision(preds, binary, klist, **common))
+    hit = dict(zip(wide, _floats(fn["hit_rate"](preds, binary, wide, **common))))
+    recall = dict(zip(wide, _floats(fn["recall"](preds, binary, wide, **common))))
+    ndcg = _floats(fn["ndcg"](preds, target, klist, **common))
+    precision = _floats(fn["precision"](preds, binary, klist, **common))
     out: dict[str, float] = {f"hit_rate@{k}": hit[k] for k in klist}
-    out["mrr"] = _floats(retrieval_reciprocal_rank(preds, binary, **common))[0]
+    out["mrr"] = _floats(fn["mrr"](preds, binary, **common))[0]
     out.update({f"ndcg@{k}": v for k, v in zip(klist, ndcg)})
-    out["map"] = _floats(retrieval_average_precision(preds, binary, **common))[0]
+    out["map"] = _floats(fn["map"](preds, binary, **common))[0]
     out.update({f"precision@{k}": v for k, v in zip(klist, precision)})
     out.update({f"recall@{k}": recall[k] for k in klist})
-    out["r_precision"] = _floats(retrieval_r_precision(preds, binary, **common))[0]
+    out["r_precision"] = _floats(fn["r_precision"](preds, binary, **common))[0]
     return TrecResult(out, curve_ks, [hit[k] for k in curve_ks], [recall[k] for k in curve_ks])
+
+
+def per_query_trec(data: TrecTensors, ks: Sequence[int], ties: str) -> dict[str, Tensor]:
+    """measure -> ``(Q,)`` per-query values of the measures of ``evaluate_trec``, in the order of
+    ``data.query_ids`` (ascending index: the order of the rows of ``_query_rows`` and of flat input)."""
+    fn = _trec_functionals()
+    preds, target, rows = _query_rows(data)
+    binary = target > 0
+    common: dict[str, Any] = {
+        "ties": ties, "empty_target_action": "neg", "aggregation": "none", "validate_args": False, **rows,
+    }  # fmt: skip
+    klist = list(ks)
+    out: dict[str, Tensor] = {}
+    for name in ("hit_rate", "mrr", "ndcg", "map", "precision", "recall", "r_precision"):
+        if name in ("mrr", "map", "r_precision"):
+            out[name] = fn[name](preds, binary, **common)
+            continue
+        values = fn[name](preds, target if name == "ndcg" else binary, klist, **common)
+        out.update({f"{name}@{k}": values[:, j] for j, k in enumerate(klist)})
+    return out
 
 
 def evaluate_views(z1: Tensor, z2: Tensor, ks: Sequence[int]) -> dict[str, float]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from embedmetrics._io.trec import join_run, read_qrels, read_run
-from embedmetrics._report.compare import per_query_values
+from embedmetrics._report.evaluate import per_query_trec
 from embedmetrics.functional import compare
 from oracles.trec_runs import SYSTEMS, write_runs
 
@@ -34,7 +34,7 @@ MEASURES = {
 def _ours(directory: Path) -> dict[str, object]:
     runs, qrels_path = write_runs(directory)
     qrels = read_qrels(str(qrels_path))
-    values = [per_query_values(join_run(read_run(str(p)), qrels).tensors(), [5, 10], "average") for p in runs]
+    values = [per_query_trec(join_run(read_run(str(p)), qrels).tensors(), [5, 10], "average") for p in runs]
     return {
         ranx_name: compare({n: v[ours] for n, v in zip(SYSTEMS, values)}, test="t", correction=None)
         for ranx_name, ours in MEASURES.items()

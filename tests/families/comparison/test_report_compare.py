@@ -9,7 +9,7 @@ import pytest
 import scipy.stats
 
 from embedmetrics._io.trec import join_run, read_qrels, read_run
-from embedmetrics._report.compare import per_query_values
+from embedmetrics._report.evaluate import per_query_trec
 from embedmetrics.cli import main
 from oracles.trec_runs import write_runs
 
@@ -30,7 +30,7 @@ def test_the_table_marks_the_significant_pairs(tmp_path: Path, capsys: pytest.Ca
     assert ndcg["correction"] == "holm"
     for pair in ndcg["pairs"]:  # every p-value is scipy's paired t-test on the per-query values
         values = {
-            n: per_query_values(
+            n: per_query_trec(
                 join_run(read_run(str(tmp_path / f"{n}.trec")), read_qrels(str(qrels))).tensors(),
                 [5, 10],
                 "average",
@@ -94,3 +94,19 @@ def test_figures_of_a_comparison(tmp_path: Path, capsys: pytest.CaptureFixture[s
         "comparison_paired_differences.png",
     ]
     assert "randomization test" in capsys.readouterr().out
+
+
+def test_per_query_values_follow_the_query_ids(tmp_path: Path) -> None:
+    """Value ``i`` is query ``query_ids[i]``'s (the runs are aligned by query id on this order)."""
+    from embedmetrics.functional import retrieval_normalized_dcg
+
+    runs, qrels = write_runs(tmp_path)
+    data = join_run(read_run(str(runs[0])), read_qrels(str(qrels))).tensors()
+    values = per_query_trec(data, [10], "average")["ndcg@10"]
+    assert values.shape == (len(data.query_ids),)
+    for i in range(len(data.query_ids)):
+        rows = data.indexes == i
+        one = retrieval_normalized_dcg(
+            data.preds[rows], data.target[rows], k=10, retrieved=data.retrieved[rows]
+        )
+        assert float(values[i]) == pytest.approx(float(one), abs=1e-12), data.query_ids[i]

@@ -219,11 +219,16 @@ def _sign_flip_sums(values: Tensor, n_resamples: int, seed: int) -> Tensor:
 
 def _bootstrap_sums(values: Tensor, n_resamples: int, seed: int) -> Tensor:
     """``(S, n_resamples)``: every system's sum over the same resamples of the queries."""
-    return bootstrap_means(values.T, n_resamples, seed).T * values.shape[1]
+    return resampled_sums(values.T, n_resamples, seed).T
 
 
 def bootstrap_means(values: Tensor, n_resamples: int, seed: int) -> Tensor:
-    """``(n_resamples, m)``: the means of the ``(Q, m)`` values over resamples of the ``Q`` rows (with
+    """``(n_resamples, m)``: the means of the ``(Q, m)`` values over resamples of the ``Q`` rows."""
+    return resampled_sums(values, n_resamples, seed) / values.shape[0]
+
+
+def resampled_sums(values: Tensor, n_resamples: int, seed: int) -> Tensor:
+    """``(n_resamples, m)``: the sums of the ``(Q, m)`` values over resamples of the ``Q`` rows (with
     replacement), as products of resample counts."""
     g, n, values = _generator(seed), values.shape[0], values.contiguous()  # one summation order
     parts = []
@@ -232,7 +237,7 @@ def bootstrap_means(values: Tensor, n_resamples: int, seed: int) -> Tensor:
         counts = torch.zeros(rows, n, dtype=values.dtype).scatter_add_(
             1, picks, torch.ones(rows, n, dtype=values.dtype)
         )
-        parts.append(counts.to(values.device) @ values / n)
+        parts.append(counts.to(values.device) @ values)
     return torch.cat(parts, dim=0)
 
 

@@ -132,14 +132,10 @@ def evaluate_curve(
 
 
 def evaluate_recall_at_precision(
-    preds: Tensor,
-    target: Tensor,
-    min_precision: float = 0.0,
-    max_k: int | None = None,
-    adaptive_k: bool = False,
-    **given: Any,
+    preds: Tensor, target: Tensor, min_precision: float, *curve: Any, **given: Any
 ) -> tuple[Tensor, Tensor]:
-    """The functional recall at a fixed precision: the curve, then ``recall_at_precision``."""
+    """The functional recall at a fixed precision: the curve (``curve``: ``max_k``, ``adaptive_k``), then
+    ``recall_at_precision``."""
     floor = check_min_precision("min_precision", min_precision)
-    precision, recall, top_k = evaluate_curve(preds, target, max_k, adaptive_k, **given)
+    precision, recall, top_k = evaluate_curve(preds, target, *curve, **given)
     return recall_at_precision(precision, recall, top_k, floor)
