@@ -31,8 +31,15 @@ test: $(VENV)/.dev-installed
 	$(BIN)/python -m pytest -q
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir $(VENV)/site
 
-bench: $(VENV)/.dev-installed
-	for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done
+$(VENV)/.bench-installed: $(VENV)/.dev-installed
+	$(BIN)/python -m pip install -q -e ".[dev,report,bench]"
+	$(BIN)/python -m pip install -q --no-deps nidl==0.0.2
+	touch $@
+
+## Every benchmark, one table of ratios (ours vs peer, ours vs bound); `make bench DEVICE=cuda` on a GPU.
+DEVICE ?= cpu
+bench: $(VENV)/.bench-installed
+	$(BIN)/python benchmarks/run_all.py --device $(DEVICE) $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) site .mypy_cache .ruff_cache

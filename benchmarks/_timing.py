@@ -3,6 +3,7 @@ timed``)."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -28,3 +29,48 @@ def timed(fn: Callable[[], Any], device: str, repeat: int = 1, *, warmup: bool =
         sync(device)
         best = min(best, time.perf_counter() - start)
     return value, best
+
+
+#: The prefix of the machine-readable result lines that ``run_all.py`` collects from every script.
+ROW_PREFIX = "BENCH "
+
+
+def emit(
+    workload: str,
+    ours: float,
+    *,
+    unit: str = "s",
+    peer: str | None = None,
+    peer_value: float | None = None,
+    bound: str | None = None,
+    bound_value: float | None = None,
+    equal: bool | None = None,
+    device: str = "cpu",
+) -> None:
+    """Print one result row for ``run_all.py``: ours, the peer's figure and the bound's, measured side by
+    side in one run (``unit``: ``"s"`` for wall-clock seconds, ``"GB"`` for peak memory above the
+    baseline); ``equal``: whether both sides gave the same values."""
+    row = {
+        "workload": workload, "unit": unit, "ours": ours, "peer": peer, "peer_value": peer_value,
+        "bound": bound, "bound_value": bound_value, "equal": equal, "device": device,
+    }  # fmt: skip
+    print(ROW_PREFIX + json.dumps(row), flush=True)
+
+
+def product_bound(
+    a: torch.Tensor, b: torch.Tensor, device: str, repeat: int = 2, *, half: bool = False
+) -> float:
+    """Seconds of the bare product ``a @ b.T`` in row blocks of about 12 MiB written into one reused buffer
+    (no page faults on fresh memory): the floor of any exact scan over all pairs. ``half``: half of it,
+    the floor of a symmetric product (``a`` = ``b``)."""
+    rows = max(1, (12 * 2**20) // (4 * b.shape[0]))
+    buffer = torch.empty(rows, b.shape[0], dtype=a.dtype, device=a.device)
+    b_t = b.T
+
+    def product() -> None:
+        for lo in range(0, a.shape[0], rows):
+            block = a[lo : lo + rows]
+            torch.mm(block, b_t, out=buffer[: block.shape[0]])
+
+    _, seconds = timed(product, device, repeat, warmup=True)
+    return seconds / 2 if half else seconds

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from _timing import timed
+from _timing import emit, timed
 from embedmetrics.functional import compare, paired_test
 
 _RANX = textwrap.dedent(
@@ -102,6 +102,16 @@ def main() -> None:
     print(f" (p={float(ours.p_value):.4f})   {ranx['seconds'] / t_pair:6.1f}x")
     ratio = t_all / ranx["seconds"]
     print(f"10 systems x 45 pairs x 5 measures: ours {t_all * 1e3:8.2f} ms = {ratio:.2f} x one ranx pair")
+    peer = "ranx 0.3 (own process)" if python else None
+    peer_s = ranx["seconds"] if python else None
+    size = f"{args.queries} queries x {args.resamples:,} resamples"
+    emit(f"randomization test, one pair, {size}", t_pair, peer=peer, peer_value=peer_s)
+    emit(
+        f"randomization test, 45 pairs x 5 measures (vs one ranx pair), {size}",
+        t_all,
+        peer=peer,
+        peer_value=peer_s,
+    )
 
 
 if __name__ == "__main__":

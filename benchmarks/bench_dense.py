@@ -34,6 +34,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from _timing import emit
+
 KS = (1, 10, 100)
 CHUNK = 50_000
 
@@ -223,6 +225,35 @@ def main() -> None:
             if name not in ("ours", "bare", "bare_buffer"):
                 same = all(abs(r["values"][k] - ours["values"][k]) < 1e-5 for k in ours["values"])
                 print(f"{name} values equal ours: {same}")
+        emit_rows(results, f"{args.queries:,} queries x {args.docs:,} x {args.dim}", args.device)
+
+
+def emit_rows(results: dict[str, Any], size: str, device: str) -> None:
+    """The rows of ``run_all.py``: time against faiss (or, on a GPU, the chunked search) and the bound,
+    peak memory against the chunked search."""
+    ours, bound = results["ours"], results.get("bare_buffer")
+
+    def same(name: str) -> bool:
+        return all(abs(results[name]["values"][k] - ours["values"][k]) < 1e-5 for k in ours["values"])
+
+    peer = "faiss" if "faiss" in results else "chunked" if "chunked" in results else None
+    emit(
+        f"dense retrieval, {size}, depth 100", ours["seconds"], peer=PEERS.get(peer),
+        peer_value=results[peer]["seconds"] if peer else None, bound="the bare product",
+        bound_value=bound["seconds"] if bound else None, equal=same(peer) if peer else None, device=device,
+    )  # fmt: skip
+    if "chunked" in results:
+        emit(
+            f"dense retrieval, {size}, peak memory", ours["peak_gb"], unit="GB", peer=PEERS["chunked"],
+            peer_value=results["chunked"]["peak_gb"], equal=same("chunked"), device=device,
+        )  # fmt: skip
+
+
+#: The peers' names in the table of ``run_all.py``.
+PEERS = {
+    "faiss": "faiss IndexFlatIP + trec_eval scoring",
+    "chunked": "sentence-transformers' chunked search",
+}
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
+from _timing import emit, product_bound, timed
 from embedmetrics.functional import contrastive_accuracy_score, uniformity_score
 
 TOPKS = (1, 5, 10)
@@ -66,6 +67,10 @@ def ours_uniformity(z1: torch.Tensor, _: torch.Tensor) -> torch.Tensor:
 
 IMPLS: dict[str, dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]] = {
     "contrastive_accuracy k=1": {"full": full_contrastive, "ours": ours_contrastive},
+    "contrastive_accuracy k=5": {
+        "full": lambda a, b: full_contrastive(a, b, (5,)),
+        "ours": lambda a, b: ours_contrastive(a, b, (5,)),
+    },
     "contrastive_accuracy k=1,5,10": {
         "full": lambda a, b: full_contrastive(a, b, TOPKS),
         "ours": lambda a, b: ours_contrastive(a, b, TOPKS),
@@ -130,6 +135,47 @@ def best_time(fn: Callable[[], torch.Tensor], repeat: int) -> tuple[float, torch
     return min(times), value
 
 
+def nidl_functions() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] | None:
+    """nidl 0.0.2's own functions (``pip install --no-deps nidl==0.0.2``: its metrics need only torch),
+    by the name of the matching row of ``IMPLS``; ``None`` where nidl is not installed."""
+    try:
+        from nidl.metrics import contrastive_accuracy_score, uniformity_score
+    except ImportError:
+        return None
+    return {
+        "contrastive_accuracy k=5": lambda a, b: contrastive_accuracy_score(a, b, topk=5),
+        "uniformity t=2": lambda a, _: uniformity_score(a, t=2.0),
+    }
+
+
+def peer_rows(z1: torch.Tensor, z2: torch.Tensor, repeat: int, device: str) -> None:
+    """Ours against nidl itself (or, without nidl, the full-matrix algorithm it uses) and the bound."""
+    peers = nidl_functions()
+    name = "nidl 0.0.2" if peers is not None else "full similarity matrix (nidl's algorithm)"
+    if peers is None:
+        peers = {m: IMPLS[m]["full"] for m in ("contrastive_accuracy k=5", "uniformity t=2")}
+    a, b = F.normalize(z1, dim=1), F.normalize(z2, dim=1)
+    size = f"{z1.shape[0]:,} x {z1.shape[1]}"
+    for metric, peer in peers.items():
+        v_peer, t_peer = timed(lambda f=peer: f(z1, z2), device, repeat)
+        v_ours, t_ours = timed(lambda f=IMPLS[metric]["ours"]: f(z1, z2), device, repeat)
+        equal = abs(float(v_ours.reshape(-1)[0]) - float(v_peer)) < 1e-6
+        uniform = metric.startswith("uniformity")
+        bound = product_bound(a, a if uniform else b, device, half=uniform)
+        title = "uniformity t=2" if uniform else "contrastive accuracy top-5"
+        what = "half the bare product" if uniform else "the bare product"
+        print(f"{title}: ours {t_ours:.3f} s, {name} {t_peer:.3f} s, {what} {bound:.3f} s")
+        emit(
+            f"{title}, {size}",
+            t_ours,
+            peer=name,
+            peer_value=t_peer,
+            bound=what,
+            bound_value=bound,
+            equal=equal,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, default=16384)
@@ -137,6 +183,7 @@ def main() -> None:
     parser.add_argument("--big", type=int, default=65536, help="n of the ours-only memory run (0: skip)")
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--child", nargs=4, metavar=("METRIC", "IMPL", "N", "D"))
+    parser.add_argument("--device", default="cpu", help="cuda: the time rows on the GPU (memory rows: CPU)")
     args = parser.parse_args()
     if args.child:
         metric, impl, n, d = args.child
@@ -161,6 +208,12 @@ def main() -> None:
             f"{metric:31s} {t_full:8.2f} {t_ours:8.2f} {t_full / t_ours:7.1f}x "
             f"{m_full:9.0f} {m_ours:9.0f} {m_ours / m_full:9.3f}"
         )
+        if metric in ("contrastive_accuracy k=1,5,10", "uniformity t=2"):
+            title = metric.replace("_", " ").replace("k=1,5,10", "top-(1, 5, 10)")
+            peer = "full similarity matrix"
+            emit(f"{title}, {args.n:,} x {args.d}, peak memory", m_ours / 1024, unit="GB", peer=peer,
+                 peer_value=m_full / 1024, equal=True)  # fmt: skip
+    peer_rows(z1.to(args.device), z2.to(args.device), args.repeat, args.device)
     if args.big:
         print(
             f"\nours only, n={args.big}, d={args.d} (the full similarity matrix alone: "

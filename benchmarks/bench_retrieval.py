@@ -24,6 +24,7 @@ import torch
 import torchmetrics.retrieval as tmr
 
 import embedmetrics as em
+from _timing import emit
 
 BATCH = 65_536
 
@@ -97,6 +98,7 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=20)
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (both libraries)")
     parser.add_argument("--metrics", default=None, help="comma-separated names of the rows to run")
+    parser.add_argument("--device", default="cpu", help="where the data and both libraries' metrics live")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -104,7 +106,8 @@ def main() -> None:
     torch.manual_seed(0)
     preds2d, target2d, index2d = make_data(queries, args.docs)
     perm = torch.randperm(preds2d.numel())  # shuffled flat input: queries scatter over batches
-    preds, target, indexes = (x.reshape(-1)[perm] for x in (preds2d, target2d, index2d))
+    preds, target, indexes = (x.reshape(-1)[perm].to(args.device) for x in (preds2d, target2d, index2d))
+    preds2d, target2d = preds2d.to(args.device), target2d.to(args.device)
     print(
         f"torch {torch.__version__}, threads {torch.get_num_threads()}; {queries:,} queries x "
         f"{args.docs} docs, k=10, batches of {BATCH:,} documents"
@@ -115,18 +118,23 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     only = set(args.metrics.split(",")) if args.metrics else None
+    dev = args.device
     for name, ours, theirs in CASES:
         if only and name not in only:
             continue
-        t_tm, v_tm = timed(lambda f=theirs: run_flat(f(), preds, target, indexes))
-        t_flat, v_flat = timed(lambda f=ours: run_flat(f(), preds, target, indexes))
-        t_rows, v_rows = timed(lambda f=ours: run_rows(f(), preds2d, target2d))
+        t_tm, v_tm = timed(lambda f=theirs: run_flat(f().to(dev), preds, target, indexes))
+        t_flat, v_flat = timed(lambda f=ours: run_flat(f().to(dev), preds, target, indexes))
+        t_rows, v_rows = timed(lambda f=ours: run_rows(f().to(dev), preds2d, target2d))
         for v in (v_flat, v_rows):  # the same values as torchmetrics (tie-free data)
             assert max(abs(a - b) for a, b in zip(v_tm, v)) < 1e-5, (name, v_tm, v)
         print(
             f"{name:<24}{t_tm:>17.3f}s{t_flat:>11.3f}s{t_tm / t_flat:>8.1f}x"
             f"{t_rows:>11.3f}s{t_tm / t_rows:>8.1f}x"
         )
+        size = f"{queries:,} queries x {args.docs} documents"
+        peer = "torchmetrics (flat)"
+        emit(f"{name}, {size}, flat", t_flat, peer=peer, peer_value=t_tm, equal=True, device=dev)
+        emit(f"{name}, {size}, 2-D", t_rows, peer=peer, peer_value=t_tm, equal=True, device=dev)
 
 
 if __name__ == "__main__":
