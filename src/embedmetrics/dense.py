@@ -130,8 +130,8 @@ class DenseRetrieval(BaseMetric):
     def update(self, embeddings: Tensor, ids: Tensor, role: str = "query") -> None:
         """Add query rows (``role="query"``) or corpus rows (``role="corpus"``) with their int ids."""
         batch, which = self.read_batch(embeddings, ids, role)
-        getattr(self, str(which)).append(batch["embeddings"])
-        getattr(self, f"{which}_ids").append(batch["ids"])
+        self.append_rows(str(which), batch["embeddings"])
+        self.append_rows(f"{which}_ids", batch["ids"])
 
     def compute(self) -> dict[str, Any]:
         """The measures of every query against the whole corpus (see the class docstring)."""

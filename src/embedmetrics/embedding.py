@@ -72,7 +72,7 @@ class _StoredEmbeddingMetric(_EmbeddingMetric):
 
     def _store(self, *zs: Any) -> None:
         for name, z in zip(self._views, self._batch(*zs)):
-            getattr(self, name).append(z)
+            self.append_rows(name, z)
 
     def _rows(self) -> list[Tensor] | None:
         """The stored rows of every view as ``(n, d)`` tensors, or ``None`` when nothing was stored."""

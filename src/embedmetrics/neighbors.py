@@ -682,8 +682,8 @@ class EmbeddingAccuracy(BaseMetric):
             role: ``"both"`` (queries and references, same source), ``"query"`` or ``"reference"``.
         """
         batch, which = self.read_batch(embeddings, labels, role)
-        getattr(self, f"{which}_embeddings").append(batch["embeddings"])
-        getattr(self, f"{which}_labels").append(batch["labels"].to(torch.int64))
+        self.append_rows(f"{which}_embeddings", batch["embeddings"])
+        self.append_rows(f"{which}_labels", batch["labels"].to(torch.int64))
 
     def _role_tensors(self) -> dict[str, tuple[Tensor, Tensor]] | None:
         """The rows and labels of every role (an empty role as ``(0, d)`` rows), or ``None`` when no

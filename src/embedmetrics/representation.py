@@ -232,7 +232,7 @@ class LiDAR(_SummaryMetric):
         super().__init__(**kwargs)
         self.read_options(delta=delta, eps=eps, validate_args=validate_args)
         self.add_running_sum("gram")
-        self.add_row_store("class_labels", "class_counts", "class_sums")
+        self.add_row_store("class_labels", "class_counts", "class_sums", buffered=False)  # folded here
         self._trimmer = SlotTrimmer()
         self._folded_rows = 0
 
@@ -242,9 +242,9 @@ class LiDAR(_SummaryMetric):
         t, lab = batch["z"], batch["labels"]
         classes, counts, sums, used = spectral.class_partials(t, lab)  # fixed slots: no host sync
         self.accumulate(gram=spectral.column_sums(t)[1], input_dtype=self._tag(t.dtype))
-        self.class_labels.append(classes)
-        self.class_counts.append(counts)
-        self.class_sums.append(sums)
+        self.append_rows("class_labels", classes)
+        self.append_rows("class_counts", counts)
+        self.append_rows("class_sums", sums)
         self._trimmer.submit(used, (classes, counts, sums))
         self._trimmer.trim((self.class_labels, self.class_counts, self.class_sums))
         self._fold_recurring_classes()
@@ -422,8 +422,8 @@ class KNNAccuracy(_RepresentationMetric):
         """Add labelled rows to the bank (``role="bank"``) or to the queries (``role="query"``)."""
         batch, which = self.read_batch(embeddings, labels, role)
         t, lab = batch["embeddings"], batch["labels"]
-        getattr(self, str(which)).append(t)
-        getattr(self, f"{which}_labels").append(lab)
+        self.append_rows(str(which), t)
+        self.append_rows(f"{which}_labels", lab)
 
     def compute(self) -> Tensor:
         """Accuracy of every query against the whole bank (NaN without a bank row or a query)."""

@@ -143,12 +143,12 @@ class RetrievalMetric(BaseMetric):
                 ignore_index=self.ignore_index,
                 options=self._options,
             )
-            self.row_values.append(values.to(out_dtype(preds)))
-            self.row_status.append(status)
+            self.append_rows("row_values", values.to(out_dtype(preds)))
+            self.append_rows("row_status", status)
         else:
-            self.preds.append(preds.reshape(-1))
-            self.target.append(target.reshape(-1))
-            self.indexes.append(indexes.reshape(-1).to(torch.int64))
+            self.append_rows("preds", preds.reshape(-1))
+            self.append_rows("target", target.reshape(-1))
+            self.append_rows("indexes", indexes.reshape(-1).to(torch.int64))
 
     def compute(self) -> Tensor:
         """The metric over every query seen since the last ``reset``."""

@@ -35,6 +35,7 @@ from torchmetrics import Metric
 from embedmetrics._engine.core.checks import IncompatibleStateError, check_same_settings
 from embedmetrics._engine.core.inputs import BatchSpec, read_batch
 from embedmetrics._engine.settings.options import Option, read_options
+from embedmetrics._metric import row_buffer
 from embedmetrics._metric.registry import MetricSpec, spec_of
 from embedmetrics._metric.sync import SyncSafeMetric, first_rows, settings_fingerprint
 
@@ -80,7 +81,9 @@ class BaseMetric(SyncSafeMetric):
     """Base of every module metric (see the module docstring for what it guarantees)."""
 
     _settings: dict[str, str]
-    __jit_ignored_attributes__: ClassVar[list[str]] = [*Metric.__jit_ignored_attributes__, "_settings"]
+    __jit_ignored_attributes__: ClassVar[list[str]] = [
+        *Metric.__jit_ignored_attributes__, "_settings", "_row_buffer_list",
+    ]  # fmt: skip
     #: Row stores that hold the embeddings (one dtype and width for all of them; see ``input_layout``).
     _embedding_states: ClassVar[tuple[str, ...]] = ()
     #: What ``update`` takes (the engine's one batch validator reads it); ``None``: validated in ``update``.
@@ -173,20 +176,66 @@ class BaseMetric(SyncSafeMetric):
         return guarded
 
     # ------------------------------------------------------------------ row store
-    def add_row_store(self, *names: str) -> None:
-        """List states that batches are appended to (``dist_reduce_fx="cat"``), concatenated once by
-        ``stored_rows``: appending costs nothing, unlike a state rebuilt by ``torch.cat`` on every
-        update. The rows may have any trailing shape (``SyncSafeMetric`` syncs them when ranks idle)."""
+    def add_row_store(self, *names: str, buffered: bool = True) -> None:
+        """List states (``dist_reduce_fx="cat"``) that batches are appended to with ``append_rows``: each
+        holds one tensor, the leading rows of a buffer with room to grow (``row_buffer``), so an append
+        costs O(batch) amortized and ``stored_rows`` copies nothing. ``buffered=False``: the batches stay
+        apart (a metric that trims or folds them itself). The rows may have any trailing shape
+        (``SyncSafeMetric`` syncs them when ranks idle)."""
         for name in names:
             self.add_state(name, default=[], dist_reduce_fx="cat")
+        if buffered:
+            self._row_stores = (*getattr(self, "_row_stores", ()), *names)
+
+    def append_rows(self, name: str, rows: Tensor) -> None:
+        """Append ``rows`` to row store ``name`` (amortized O(len(rows)); no host sync)."""
+        state = getattr(self, name)
+        if name not in getattr(self, "_row_stores", ()):
+            state.append(rows)  # a store that keeps its batches apart (``buffered=False``)
+            return
+        self._compact_rows(name, [*state, rows], keep_older=not state)
+
+    def _compact_rows(self, name: str, parts: list[Tensor], keep_older: bool = False) -> None:
+        """Make ``parts`` the one tensor of row store ``name``, in place (compute groups share the list).
+        ``keep_older``: the store was empty (``forward`` reset it), so the buffer of the rows it held
+        before stays ours until ``forward`` merges them back."""
+        owned = self._row_buffers.get(name, [])
+        rows, buffer = row_buffer.extend(parts, owned)
+        state = getattr(self, name)
+        state[:] = [rows]
+        kept = owned[-1:] if keep_older else []
+        self._row_buffers[name] = kept + ([] if buffer is None else [buffer])
+
+    @property
+    def _row_buffers(self) -> dict[str, list[Tensor]]:
+        """The buffers this metric allocated for its row stores (``row_buffer``), by store."""
+        buffers: Optional[dict[str, list[Tensor]]] = self.__dict__.get("_row_buffer_list")
+        if buffers is None:
+            buffers = self.__dict__["_row_buffer_list"] = {}
+        return buffers
 
     def stored_rows(self, name: str) -> Optional[Tensor]:
-        """The rows of row store ``name`` concatenated (a synced state is already one tensor), or
-        ``None`` when it holds none."""
+        """The rows of row store ``name`` as one tensor (a synced state is one already), or ``None`` when
+        it holds none."""
         state = getattr(self, name)
         if isinstance(state, list):
-            return torch.cat(state) if state else None
+            if len(state) > 1 and name not in getattr(self, "_row_stores", ()):
+                return torch.cat(state)
+            if len(state) > 1:
+                self._compact_rows(name, list(state))
+            return state[0] if state else None
         return state if state.numel() else None
+
+    def _copy_state_dict(self) -> dict[str, Any]:
+        """The state for ``forward`` and ``sync`` to put back: the tensors themselves (lists copied).
+        torchmetrics clones every tensor here, which made each ``forward`` O(every row so far); no state
+        tensor is ever changed in place here (updates assign new tensors or append past the end of a
+        row store's view, and ``reset`` assigns fresh defaults), so references keep the state."""
+        return {
+            name: (list(v) if isinstance(v, list) else v)
+            for name in self._defaults
+            for v in [getattr(self, name)]
+        }
 
     # ------------------------------------------------------------------ running sums
     def add_running_sum(self, *names: str) -> None:
@@ -202,8 +251,13 @@ class BaseMetric(SyncSafeMetric):
         self._running_sums = (*getattr(self, "_running_sums", ()), *names)
 
     def _reduce_states(self, incoming_state: dict[str, Any]) -> None:
-        """torchmetrics' merge (``forward``, ``merge_state``); running sums are folded at once."""
+        """torchmetrics' merge (``forward``, ``merge_state``); row stores and running sums are folded at
+        once."""
         super()._reduce_states(incoming_state)
+        for name in getattr(self, "_row_stores", ()):
+            state = getattr(self, name)
+            if isinstance(state, list) and len(state) > 1:
+                self._compact_rows(name, list(state))
         for name in getattr(self, "_running_sums", ()):
             total = self.running_sum(name)
             setattr(self, name, [] if total is None else [total[None]])
