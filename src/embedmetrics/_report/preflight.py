@@ -13,6 +13,8 @@ import argparse
 import contextlib
 import importlib
 import os
+import pickle
+import sys
 import threading
 
 from embedmetrics._io.errors import ReportInputError
@@ -95,17 +97,54 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 
 def read_trec_while_importing(args: argparse.Namespace) -> JoinedRun:
-    """The run and qrels of ``args``, read and joined while a thread imports ``EVALUATION_MODULES``.
+    """The run and qrels of ``args``, read and joined while ``EVALUATION_MODULES`` are imported.
 
-    The thread only warms the import: an import error is left for the caller's own import to raise,
-    and a reading error is raised here once the thread is done, as without it.
+    Where the process can fork and has not imported torch yet (the command line), a child process reads
+    and joins (on another core: the import and the reading never wait for each other's lock) and sends
+    the arrays back; otherwise a thread imports while this one reads. Either way only the import is
+    warmed: an import error is left for the caller's own import to raise, and a reading error is
+    raised here, as without it.
     """
+    if hasattr(os, "fork") and "torch" not in sys.modules:
+        return _read_in_child(args)
     worker = threading.Thread(target=_import_quietly, args=EVALUATION_MODULES, daemon=True)
     worker.start()
     try:
         return read_and_join(args)
     finally:
         worker.join()
+
+
+def _read_in_child(args: argparse.Namespace) -> JoinedRun:
+    """``read_and_join(args)`` in a forked child while this process imports; the child sends the joined
+    arrays (or the message of a ``ReportInputError``) through a pipe. Any other failure of the child
+    is read again here, so that it raises with its own traceback."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    readable, writable = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: read, send, leave without running the parent's exit handlers
+        os.close(readable)
+        try:
+            result: tuple[str, object] = ("joined", read_and_join(args))
+        except ReportInputError as err:
+            result = ("error", str(err))
+        except BaseException:
+            result = ("failed", None)
+        with os.fdopen(writable, "wb") as out:
+            pickle.dump(result, out, protocol=pickle.HIGHEST_PROTOCOL)
+        os._exit(0)
+    os.close(writable)
+    _import_quietly(*EVALUATION_MODULES)
+    with os.fdopen(readable, "rb") as incoming:
+        try:
+            kind, value = pickle.load(incoming)
+        except EOFError:  # the child died before it could answer
+            kind, value = "failed", None
+    os.waitpid(pid, 0)
+    if kind == "error":
+        raise ReportInputError(str(value))
+    return value if isinstance(value, JoinedRun) else read_and_join(args)
 
 
 def read_and_join(args: argparse.Namespace) -> JoinedRun:

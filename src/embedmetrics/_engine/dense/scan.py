@@ -100,17 +100,27 @@ def query_side(queries: Tensor, similarity: str, dtype: torch.dtype) -> Tensor:
     return torch.cat([q * -2.0, q.new_ones(q.shape[0], 1)], dim=1)
 
 
-def corpus_side(rows: Tensor, similarity: str, n_cols: int) -> Tensor:
-    """``(n_cols, d')`` right factor of the key product for ``rows``, zero rows as padding."""
+def corpus_width(dim: int, similarity: str) -> int:
+    """Columns of a corpus row in the key product (Euclidean appends ``||r||²``)."""
+    return dim + 1 if similarity == "euclidean" else dim
+
+
+def corpus_side(rows: Tensor, similarity: str, n_cols: int, out: Optional[Tensor] = None) -> Tensor:
+    """``(n_cols, d')`` right factor of the key product for ``rows``, zero rows as padding; written
+    into ``out`` (flat, reused by every block: no fresh pages) when given."""
+    n, width = rows.shape[0], corpus_width(rows.shape[1], similarity)
+    if out is None:
+        out = rows.new_empty(n_cols * width)
+    side = out[: n_cols * width].view(n_cols, width)
     if similarity == "cosine":
-        rows = l2_normalize(rows, 1e-12)
+        torch.div(rows, rows.norm(dim=1, keepdim=True).clamp_min(1e-12), out=side[:n])  # l2_normalize
     elif similarity == "euclidean":
-        rows = torch.cat([rows, (rows * rows).sum(dim=1, keepdim=True)], dim=1)
-    if rows.shape[0] == n_cols:
-        return rows
-    out = rows.new_zeros(n_cols, rows.shape[1])
-    out[: rows.shape[0]] = rows
-    return out
+        side[:n, :-1] = rows
+        torch.sum(rows * rows, dim=1, out=side[:n, -1])
+    else:
+        side[:n] = rows
+    side[n:] = 0.0
+    return side
 
 
 @dataclass
@@ -169,6 +179,7 @@ class KeyBuffers:
 
     keys: Tensor
     distinct: Optional[Tensor]
+    corpus: Tensor
 
     def view(self, which: str, rows: int, cols: int) -> Tensor:
         flat = self.keys if which == "keys" else self.distinct
@@ -190,11 +201,11 @@ def _block_keys(
     inf = float("inf")
     s = buffers.view("keys", q.shape[0], padded)
     if layout.order is None or layout.inverse is None:
-        torch.mm(q, corpus_side(layout.rows[u0:u1], similarity, padded).T, out=s)
+        torch.mm(q, corpus_side(layout.rows[u0:u1], similarity, padded, buffers.corpus).T, out=s)
         s[:, c1 - c0 :] = inf
         return s
     keys_u = buffers.view("distinct", q.shape[0], u1 - u0 + 1)
-    torch.mm(q, corpus_side(layout.rows[u0:u1], similarity, u1 - u0 + 1).T, out=keys_u)
+    torch.mm(q, corpus_side(layout.rows[u0:u1], similarity, u1 - u0 + 1, buffers.corpus).T, out=keys_u)
     keys_u[:, -1] = inf
     local = torch.full((padded,), u1 - u0, dtype=torch.int64, device=q.device)
     local[: c1 - c0] = layout.inverse[layout.order[c0:c1]] - u0
@@ -232,12 +243,14 @@ def scan_corpus(
 
     self_pos = ordered(columns_of(query_ids, corpus_ids)) if exclude_self else None
     entry_pos = ordered(columns_of(judgements.entry_doc, corpus_ids))
-    columns = max(1, block_budget(block_bytes, q.device, DENSE_BLOCK_BYTES) // (n_q * q.element_size()))
-    columns = _unpadded_width(columns, depth)
+    # a block holds its keys and its corpus rows as the product's right factor
+    width = corpus_width(corpus.shape[1], similarity)
+    budget = block_budget(block_bytes, q.device, DENSE_BLOCK_BYTES)
+    columns = _unpadded_width(max(1, budget // ((n_q + width) * q.element_size())), depth)
     blocks = layout.blocks(columns)
     widest = max(_padded_width(b[3] - b[2], depth)[0] for b in blocks)
     distinct = None if layout.order is None else q.new_empty(n_q * (max(b[1] - b[0] for b in blocks) + 1))
-    buffers = KeyBuffers(q.new_empty(n_q * widest), distinct)
+    buffers = KeyBuffers(q.new_empty(n_q * widest), distinct, q.new_empty((widest + 1) * width))
     running: Optional[TopLists] = None
     for done, block in enumerate(blocks, start=1):
         c0, c1 = block[2], block[3]
