@@ -155,3 +155,33 @@ def test_a_failing_background_import_leaves_reading_alone(
     joined = preflight.read_trec_while_importing(argparse.Namespace(run=run, qrels=qrels, ties="average"))
     assert joined.query_ids == ["q1", "q2"]
     assert joined.target.tolist() == [0, 1, 2]
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_a_forked_reader_sends_the_joined_arrays_or_the_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the command line (no torch yet) a child process reads and joins while this one imports: the
+    arrays that come back equal a direct read; a bad file raises the child's one-line error here; any
+    other failure is read again here, so it raises with its own exception and traceback."""
+    from embedmetrics._io.errors import ReportInputError
+    from embedmetrics._report import preflight
+
+    run, qrels = _trec_files(tmp_path)
+    args = argparse.Namespace(run=run, qrels=qrels, ties="trec_eval")
+    direct, forked = preflight.read_and_join(args), preflight._read_in_child(args)
+    for name in ("preds", "target", "indexes", "retrieved"):
+        assert getattr(forked, name).tolist() == getattr(direct, name).tolist()
+    assert forked.query_ids == direct.query_ids
+    (tmp_path / "bad.txt").write_text("q1 Q0 d1 1 0.9 t\nq1 Q0 d2 two 0.8\n")
+    with pytest.raises(ReportInputError, match=r"bad\.txt:2: expected 6 fields"):
+        preflight._read_in_child(
+            argparse.Namespace(run=str(tmp_path / "bad.txt"), qrels=qrels, ties="average")
+        )
+
+    def broken(_args: argparse.Namespace) -> None:
+        raise ZeroDivisionError("a bug, not bad input")
+
+    monkeypatch.setattr(preflight, "read_and_join", broken)
+    with pytest.raises(ZeroDivisionError, match="a bug"):
+        preflight._read_in_child(args)
