@@ -30,7 +30,7 @@ import numpy as np
 
 from embedmetrics._io.errors import ReportInputError
 from embedmetrics._io.id_codes import first_appearance_codes, pack_names, sorted_codes, unpack
-from embedmetrics._io.progress import progress_bar
+from embedmetrics._io.progress import progress_bar, show_progress
 from embedmetrics._io.trec_arrow import arrow_table
 
 if TYPE_CHECKING:
@@ -120,6 +120,9 @@ def _read_bytes(path: str) -> bytes:
     chunks = []
     name = os.path.basename(path)
     try:
+        if not show_progress():  # no bar to move: one read, no copy to join the chunks
+            with open(path, "rb") as handle:
+                return handle.read()
         with (
             open(path, "rb") as handle,
             progress_bar(
@@ -376,11 +379,19 @@ def _vocabulary_names(vocabulary: np.ndarray) -> list[str]:
     return [str(name) for name in names.tolist()]
 
 
-def _trec_eval_order(score: np.ndarray, doc: np.ndarray, n_docs: int) -> np.ndarray:
-    """The rows by trec_eval's order: score descending, then docno descending (doc codes follow the
-    sorted docno strings). One sort by score, then a stable sort of ``score rank * n_docs + reversed doc
-    code`` in that order, which is sorted already except inside runs of equal scores (timsort's best
-    case); the two-key ``lexsort`` where that key would not fit in 64 bits."""
+def _trec_eval_order(score: np.ndarray, doc: np.ndarray, n_docs: int, query: np.ndarray) -> np.ndarray:
+    """An order of the rows that ranks every query's rows as trec_eval does: score descending, then
+    docno descending (doc codes follow the sorted docno strings); rows of different queries are never
+    compared, so only their order within each query counts.
+
+    A run written query by query, scores descending (what retrieval toolkits write), is in that order
+    already except inside runs of equal scores: a stable sort of ``tie run * n_docs + reversed doc code``,
+    sorted already but for those runs (timsort's best case), orders it. Any other file: one sort by
+    score, then the same stable sort with the score's rank; the two-key ``lexsort`` where that key would
+    not fit in 64 bits."""
+    grouped = _grouped_order(score, doc, n_docs, query)
+    if grouped is not None:
+        return grouped
     by_score = np.argsort(-score)
     ordered = score[by_score]
     new = np.empty(score.size, dtype=bool)
@@ -391,6 +402,30 @@ def _trec_eval_order(score: np.ndarray, doc: np.ndarray, n_docs: int) -> np.ndar
         return np.lexsort((-doc, -score))
     key = rank * n_docs + (n_docs - 1 - doc[by_score])
     return by_score[np.argsort(key, kind="stable")]
+
+
+def _grouped_order(
+    score: np.ndarray, doc: np.ndarray, n_docs: int, query: np.ndarray
+) -> Optional[np.ndarray]:
+    """``_trec_eval_order`` of a run whose queries each fill one stretch of rows, scores not increasing
+    within it; ``None`` for any other run."""
+    if score.size < 2:
+        return None
+    same = query[1:] == query[:-1]
+    present = np.zeros(int(query.max()) + 1, dtype=bool)
+    present[query] = True
+    if int(same.size - same.sum()) + 1 != int(present.sum()):
+        return None  # a query in more than one stretch
+    if bool((same & (score[1:] > score[:-1])).any()):
+        return None
+    new_run = np.empty(score.size, dtype=np.int64)
+    new_run[0] = 0
+    np.not_equal(score[1:], score[:-1], out=new_run[1:], casting="unsafe")
+    new_run[1:] |= ~same
+    run = np.cumsum(new_run)
+    if int(run[-1]) >= (2**62) // n_docs:
+        return None
+    return np.argsort(run * n_docs + (n_docs - 1 - doc), kind="stable")
 
 
 def _judged(
@@ -434,7 +469,7 @@ def join_run(run: Run, qrels: Qrels, *, trec_eval_ties: bool = False) -> JoinedR
     run_rel, was_retrieved = _judged(run_q, run_d, qr_q, qr_d, qr_rel, max(docs.size, 1))
     missing = (qr_rel >= 1) & ~was_retrieved
     if trec_eval_ties:
-        order = _trec_eval_order(run_s, run_d, max(docs.size, 1))
+        order = _trec_eval_order(run_s, run_d, max(docs.size, 1), run_q)
         run_s = np.empty(order.size, dtype=np.float64)
         run_s[order] = -np.arange(order.size, dtype=np.float64)
     n_missing = int(missing.sum())

@@ -226,11 +226,21 @@ def test_errors_name_the_line(tmp_path: Path, which: str, raw: bytes, message: s
     data=st.data(),
 )
 def test_trec_eval_order_is_score_then_docno_descending(scores: list[float], data: st.DataObject) -> None:
+    """Within every query: score descending, then docno descending, whether the run is written query by
+    query with scores descending (the fast path: no sort by score) or in any order."""
     score = np.array(scores)
     doc = np.array(data.draw(st.lists(st.integers(0, 9), min_size=score.size, max_size=score.size)))
-    want = np.lexsort((-doc, -score))
+    query = np.array(data.draw(st.lists(st.integers(0, 2), min_size=score.size, max_size=score.size)))
+    if data.draw(st.booleans()):  # as toolkits write runs: query by query, scores descending
+        written = np.lexsort((-score, query))
+        score, doc, query = score[written], doc[written], query[written]
     for n_docs in (10, 2**61):  # the one-key sort, and the lexsort where the key would overflow
-        got = trec._trec_eval_order(score, doc, n_docs)
-        # rows equal in both keys may come in any order: compare the keys in the order given
-        assert np.array_equal(score[got], score[want]), n_docs
-        assert np.array_equal(doc[got], doc[want]), n_docs
+        got = trec._trec_eval_order(score, doc, n_docs, query)
+        assert sorted(got.tolist()) == list(range(score.size))
+        for q in np.unique(query):
+            mine = got[query[got] == q]
+            rows = np.flatnonzero(query == q)
+            want = rows[np.lexsort((-doc[rows], -score[rows]))]
+            # rows equal in both keys may come in any order: compare the keys in the order given
+            assert np.array_equal(score[mine], score[want]), n_docs
+            assert np.array_equal(doc[mine], doc[want]), n_docs
