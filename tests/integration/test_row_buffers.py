@@ -7,6 +7,9 @@ over each other's rows.
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import pytest
 import torch
 
@@ -113,3 +116,24 @@ def test_extend_refuses_other_widths_as_cat_does() -> None:
     assert buffer is not None
     with pytest.raises(RuntimeError):
         row_buffer.extend([rows, torch.zeros(1, 1)], [buffer])
+
+
+def test_checkpoints_and_pickles_hold_the_rows_not_the_spare_room() -> None:
+    """The buffer has room for up to as many rows again; a state dict, a pickle and a copy hold only
+    the rows, and the copy grows its own buffer."""
+    metric = em.RetrievalMRR()
+    metric.persistent(True)
+    batches = _batches(40, size=500)
+    for batch in batches:
+        metric.update(*batch)
+    stored = metric.preds[0]
+    assert stored.untyped_storage().nbytes() > 1.2 * stored.numel() * stored.element_size()  # spare room
+    saved = metric.state_dict()["preds"][0]
+    assert saved.untyped_storage().nbytes() == saved.numel() * saved.element_size()
+    rows_bytes = stored.numel() * (4 + 1 + 8)  # float32 scores, bool relevance, int64 query ids
+    assert len(pickle.dumps(metric)) < 1.1 * rows_bytes + 20_000
+    copied = copy.deepcopy(metric)
+    copied.update(*batches[0])
+    metric.update(*batches[0])
+    torch.testing.assert_close(copied.compute(), metric.compute())
+    torch.testing.assert_close(metric.compute(), _oracle([*batches, batches[0]]))

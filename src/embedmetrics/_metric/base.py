@@ -206,6 +206,16 @@ class BaseMetric(SyncSafeMetric):
         kept = owned[-1:] if keep_older else []
         self._row_buffers[name] = kept + ([] if buffer is None else [buffer])
 
+    def __getstate__(self) -> dict[str, Any]:
+        """torchmetrics' pickled state, row stores without their buffers' spare room (a copy or an
+        unpickled metric allocates its own buffer at its first append)."""
+        state: dict[str, Any] = super().__getstate__()
+        state.pop("_row_buffer_list", None)
+        for name in getattr(self, "_row_stores", ()):
+            if isinstance(state.get(name), list):
+                state[name] = [row_buffer.trimmed(t) for t in state[name]]
+        return state
+
     @property
     def _row_buffers(self) -> dict[str, list[Tensor]]:
         """The buffers this metric allocated for its row stores (``row_buffer``), by store."""
@@ -415,8 +425,12 @@ class BaseMetric(SyncSafeMetric):
     def state_dict(  # type: ignore[override]
         self, destination: dict[str, Any] | None = None, prefix: str = "", keep_vars: bool = False
     ) -> dict[str, Any]:
-        """torchmetrics' ``state_dict``; with persistent states it also records the settings."""
+        """torchmetrics' ``state_dict`` (row stores without their buffers' spare room); with persistent
+        states it also records the settings."""
         out: dict[str, Any] = super().state_dict(destination=destination, prefix=prefix, keep_vars=keep_vars)
+        for name in getattr(self, "_row_stores", ()):
+            if isinstance(out.get(prefix + name), list):
+                out[prefix + name] = [row_buffer.trimmed(t) for t in out[prefix + name]]
         if self._settings and any(self._persistent.values()):
             text = json.dumps(self._settings, sort_keys=True).encode()
             out[prefix + SETTINGS_KEY] = torch.frombuffer(bytearray(text), dtype=torch.uint8).clone()

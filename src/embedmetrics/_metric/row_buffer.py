@@ -69,3 +69,11 @@ def extend(parts: Sequence[Tensor], buffers: Sequence[Tensor]) -> tuple[Tensor, 
         buffer[at : at + part.shape[0]].copy_(part)
         at += part.shape[0]
     return buffer[:at], buffer
+
+
+def trimmed(rows: Tensor) -> Tensor:
+    """``rows`` in memory of its own size: a copy where it is the leading rows of a larger buffer (so a
+    checkpoint or a pickle holds the rows, not the spare room)."""
+    if rows.untyped_storage().nbytes() > rows.numel() * rows.element_size():
+        return rows.clone()
+    return rows
