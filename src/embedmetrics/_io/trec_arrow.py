@@ -35,7 +35,8 @@ def is_plain(data: bytes) -> bool:
     return bool(data) and not data.translate(None, _PLAIN_BYTES)
 
 
-def _arrow() -> Optional[tuple[Any, Any, Any]]:
+def arrow_modules() -> Optional[tuple[Any, Any, Any]]:
+    """``(pyarrow, pyarrow.compute, pyarrow.csv)``, or ``None`` where pyarrow is not installed."""
     try:
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -98,7 +99,7 @@ def arrow_table(
     ``wanted`` = (query, document, value) of ``n_fields``; ``None`` where another reader must read it."""
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
-    modules = _arrow()
+    modules = arrow_modules()
     if modules is None or not is_plain(data):
         return None
     pa, pc, pcsv = modules

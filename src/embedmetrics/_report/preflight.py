@@ -19,6 +19,7 @@ import threading
 
 from embedmetrics._io.errors import ReportInputError
 from embedmetrics._io.trec import JoinedRun, join_run, read_qrels, read_run
+from embedmetrics._io.trec_arrow import arrow_modules
 from embedmetrics._report import output
 
 #: The modules whose import the TREC files are read beside (the command, and the metrics it calls).
@@ -119,6 +120,7 @@ def _read_in_child(args: argparse.Namespace) -> JoinedRun:
     """``read_and_join(args)`` in a forked child while this process imports; the child sends the joined
     arrays (or the message of a ``ReportInputError``) through a pipe. Any other failure of the child
     is read again here, so that it raises with its own traceback."""
+    arrow_modules()  # imported here, where there is time to spare, not on the child's longer path
     sys.stdout.flush()
     sys.stderr.flush()
     readable, writable = os.pipe()

@@ -72,6 +72,24 @@ def test_a_hash_collision_falls_back_to_exact_grouping(monkeypatch: pytest.Monke
     assert distinct.distinct_rows(z[:2]).all_distinct
 
 
+def test_wide_rows_equal_on_the_probe_columns_are_hashed_whole() -> None:
+    """Wide rows are first hashed on a few spread-out columns; rows equal there (but not elsewhere), and
+    truly identical rows, still come out exactly as ``np.unique`` of the rows says."""
+    g = torch.Generator().manual_seed(3)
+    z = torch.randn(50, 200, generator=g)
+    z[:, ::7] = 1.0  # every probed column (a stride of 7 for 32 of 200) equal in every row
+    assert distinct_rows(z).all_distinct
+    z[10], z[20] = z[3], z[3]
+    found = distinct_rows(z)
+    _, want_inverse = np.unique(z.numpy(), axis=0, return_inverse=True)
+    assert found.inverse is not None
+    assert torch.equal(found.rows[found.inverse], z)
+    assert found.rows.shape[0] == 48
+    assert len(set(zip(found.inverse.tolist(), want_inverse.reshape(-1).tolist()))) == 48
+    plain = torch.randn(50, 200, generator=g)
+    assert distinct_rows(plain).rows is plain  # told apart by the probe: returned as it is
+
+
 # --------------------------------------------------------------------------- contrastive accuracy
 
 

@@ -9,9 +9,11 @@ so the scans compute every *distinct* pair of rows once and weight it by how oft
 ``distinct_rows`` groups rows that are bitwise identical (after turning ``-0.0`` into ``0.0``):
 a 64-bit hash of each row's bit pattern, one sort of the hashes, then a bitwise check of every row
 against its group's first row; a hash collision (distinct rows, equal hash) falls back to an exact
-``torch.unique(dim=0)`` on the bit patterns. The distinct rows come out sorted by hash, which depends
-only on the set of rows: any permutation of the input gives the same distinct rows in the same
-order, so what is computed from them does not depend on the row order either. When every row is
+``torch.unique(dim=0)`` on the bit patterns. Rows whose hashes already differ on a few spread-out
+columns (``_PROBE_COLUMNS``) are distinct, so wide rows are hashed whole only when that probe finds
+equal hashes. The distinct rows come out sorted by hash, which depends only on the set of rows: any
+permutation of the input gives the same distinct rows in the same order, so what is computed from
+them does not depend on the row order either. When every row is
 distinct (the common case), the input is returned as it is and nothing is copied.
 """
 
@@ -89,14 +91,28 @@ def _first_of_group(inverse: Tensor, groups: int) -> Tensor:
     return first.scatter_reduce_(0, inverse, torch.arange(n, device=inverse.device), reduce="amin")
 
 
+#: Columns hashed first: rows that differ on them differ (most embeddings differ on any few columns).
+_PROBE_COLUMNS = 32
+
+
+def _distinct_on_probe(z: Tensor) -> bool:
+    """Whether the rows of ``z`` already differ on a few spread-out columns (then they are distinct)."""
+    d = z.shape[1]
+    if d <= 2 * _PROBE_COLUMNS:
+        return False  # as cheap to hash every column
+    probe = z[:, :: -(-d // _PROBE_COLUMNS)]
+    return int(torch.unique(row_hash(probe)).shape[0]) == z.shape[0]
+
+
 def distinct_rows(z: Tensor) -> DistinctRows:
     """Group the rows of ``z`` (a 2-D floating tensor) that are bitwise identical after ``canonical``.
 
     Host sync (data-dependent sizes): for ``compute`` and functional code. When every row is distinct,
-    ``z`` itself comes back (nothing is copied); otherwise the distinct rows are canonical.
+    ``z`` itself comes back (nothing is copied); otherwise the distinct rows are canonical. Rows that
+    differ on a few spread-out columns are told distinct by hashing those columns only.
     """
     n = z.shape[0]
-    if n < 2:
+    if n < 2 or _distinct_on_probe(z):
         return DistinctRows(z)
     hashes, inverse, counts = torch.unique(row_hash(z), return_inverse=True, return_counts=True)
     if hashes.shape[0] == n:  # distinct hashes: distinct rows
