@@ -202,7 +202,7 @@ def _trec_family(
     depth = int(torch.bincount(data.indexes[data.retrieved]).max()) if bool(data.retrieved.any()) else 1
     curve_k = min(max(CURVE_MIN_K, *ks), depth) if figures is not None else 0
     try:
-        trec = evaluate.evaluate_trec(data, ks, "average" if ties == "trec_eval" else ties, curve_k)
+        trec = evaluate.evaluate_trec(data, ks, evaluate.measure_ties(ties), curve_k)
     except (ValueError, TypeError) as err:
         raise _library_error("trec", err) from None
     report.results["trec"] = trec.metrics

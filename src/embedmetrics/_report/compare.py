@@ -22,7 +22,7 @@ from embedmetrics._engine.settings.options import read_options
 from embedmetrics._io.errors import ReportInputError
 from embedmetrics._io.trec import join_run, read_qrels, read_run
 from embedmetrics._report import output, plots
-from embedmetrics._report.evaluate import per_query_trec
+from embedmetrics._report.evaluate import measure_ties, per_query_trec
 from embedmetrics.functional import bootstrap_ci, compare
 
 #: Queries named in an error about different query sets.
@@ -80,7 +80,7 @@ def run_comparison(args: argparse.Namespace, paths: list[str], ks: list[int]) ->
     qrels = read_qrels(args.qrels)
     names = system_names(paths)
     joined = [join_run(read_run(p), qrels, trec_eval_ties=args.ties == "trec_eval").tensors() for p in paths]
-    ties = "average" if args.ties == "trec_eval" else args.ties
+    ties = measure_ties(args.ties)
     per_run = [per_query_trec(data, ks, ties) for data in joined]
     queries = aligned_queries(names, [data.query_ids for data in joined], args.query_set)
     rows = [

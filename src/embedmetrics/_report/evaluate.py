@@ -64,71 +64,71 @@ def _query_rows(data: TrecTensors) -> tuple[Tensor, Tensor, dict[str, Any]]:
     return preds, target, {"retrieved": retrieved}
 
 
-def _trec_functionals() -> dict[str, Any]:
-    """The seven retrieval functionals of the TREC measures, by measure (imported on first use)."""
-    from embedmetrics.functional import (
-        retrieval_average_precision,
-        retrieval_hit_rate,
-        retrieval_normalized_dcg,
-        retrieval_precision,
-        retrieval_r_precision,
-        retrieval_recall,
-        retrieval_reciprocal_rank,
-    )
+def measure_ties(ties: str) -> str:
+    """The tie policy the TREC measures rank with: ``trec_eval``'s order (``join_run``) leaves no tied
+    scores, so every policy gives the same values, and the optimistic one ranks without searching for
+    tie blocks."""
+    return "optimistic" if ties == "trec_eval" else ties
 
+
+#: The TREC measures: report name -> (retrieval metric, whether it takes the cut-offs).
+TREC_MEASURES = {
+    "hit_rate": ("hit_rate", True), "mrr": ("reciprocal_rank", False), "ndcg": ("normalized_dcg", True),
+    "map": ("average_precision", False), "precision": ("precision", True), "recall": ("recall", True),
+    "r_precision": ("r_precision", False),
+}  # fmt: skip
+
+
+def _trec_values(data: TrecTensors, ks: Sequence[int], ties: str, aggregation: str) -> dict[str, Tensor]:
+    """measure -> its values (``aggregation="mean"``: one per cut-off; ``"none"``: ``(Q, cut-offs)``),
+    every measure read off one ranking of the queries (``shared_query_values``) and finished as the
+    retrieval functionals finish theirs (an empty query scores 0, as in trec_eval). The values were
+    checked when the files were read (finite scores, integer grades clipped at 0): no check per measure."""
+    from embedmetrics._engine.ranking.retrieval import finish, out_dtype, shared_query_values
+
+    preds, target, rows = _query_rows(data)
+    cut = tuple(ks)
+    requests = [(metric, cut if cutoffs else (None,)) for metric, cutoffs in TREC_MEASURES.values()]
+    shared = shared_query_values(
+        requests, preds, target, rows.get("indexes"), ties=ties, retrieved=rows["retrieved"]
+    )
     return {
-        "hit_rate": retrieval_hit_rate, "mrr": retrieval_reciprocal_rank, "ndcg": retrieval_normalized_dcg,
-        "map": retrieval_average_precision, "precision": retrieval_precision, "recall": retrieval_recall,
-        "r_precision": retrieval_r_precision,
+        name: finish(
+            *shared[metric], empty_target_action="neg", aggregation=aggregation, single=False,
+            dtype=out_dtype(preds),
+        )
+        for name, (metric, _) in TREC_MEASURES.items()
     }  # fmt: skip
 
 
 def evaluate_trec(data: TrecTensors, ks: Sequence[int], ties: str, curve_k: int = 0) -> TrecResult:
-    """hit_rate@k, mrr, ndcg@k, map, precision@k, recall@k, r_precision as trec_eval defines them.
-
-    Each functional is called once with every cut-off; with ``curve_k`` the hit-rate and recall
-    calls also cover ``1..curve_k`` for the plot.
-    """
-    fn = _trec_functionals()
-    preds, target, rows = _query_rows(data)
-    binary = target > 0
-    # the values were checked when the files were read (finite scores, integer grades, clipped at 0):
-    # no value check per call (seven passes over every row)
-    common: dict[str, Any] = {"ties": ties, "empty_target_action": "neg", "validate_args": False, **rows}
+    """hit_rate@k, mrr, ndcg@k, map, precision@k, recall@k, r_precision as trec_eval defines them;
+    with ``curve_k``, hit rate and recall also at ``1..curve_k`` for the plot."""
     klist = list(ks)
     curve_ks = list(range(1, curve_k + 1))
     wide = sorted(set(klist) | set(curve_ks))
-    hit = dict(zip(wide, _floats(fn["hit_rate"](preds, binary, wide, **common))))
-    recall = dict(zip(wide, _floats(fn["recall"](preds, binary, wide, **common))))
-    ndcg = _floats(fn["ndcg"](preds, target, klist, **common))
-    precision = _floats(fn["precision"](preds, binary, klist, **common))
-    out: dict[str, float] = {f"hit_rate@{k}": hit[k] for k in klist}
-    out["mrr"] = _floats(fn["mrr"](preds, binary, **common))[0]
-    out.update({f"ndcg@{k}": v for k, v in zip(klist, ndcg)})
-    out["map"] = _floats(fn["map"](preds, binary, **common))[0]
-    out.update({f"precision@{k}": v for k, v in zip(klist, precision)})
-    out.update({f"recall@{k}": recall[k] for k in klist})
-    out["r_precision"] = _floats(fn["r_precision"](preds, binary, **common))[0]
-    return TrecResult(out, curve_ks, [hit[k] for k in curve_ks], [recall[k] for k in curve_ks])
+    values = {name: _floats(v) for name, v in _trec_values(data, wide, ties, "mean").items()}
+    at = {k: j for j, k in enumerate(wide)}
+    out: dict[str, float] = {}
+    for name in TREC_MEASURES:
+        if TREC_MEASURES[name][1]:
+            out.update({f"{name}@{k}": values[name][at[k]] for k in klist})
+        else:
+            out[name] = values[name][0]
+    hit, recall = values["hit_rate"], values["recall"]
+    return TrecResult(out, curve_ks, [hit[at[k]] for k in curve_ks], [recall[at[k]] for k in curve_ks])
 
 
 def per_query_trec(data: TrecTensors, ks: Sequence[int], ties: str) -> dict[str, Tensor]:
     """measure -> ``(Q,)`` per-query values of the measures of ``evaluate_trec``, in the order of
     ``data.query_ids`` (ascending index: the order of the rows of ``_query_rows`` and of flat input)."""
-    fn = _trec_functionals()
-    preds, target, rows = _query_rows(data)
-    binary = target > 0
-    common: dict[str, Any] = {
-        "ties": ties, "empty_target_action": "neg", "aggregation": "none", "validate_args": False, **rows,
-    }  # fmt: skip
     klist = list(ks)
     out: dict[str, Tensor] = {}
-    for name in ("hit_rate", "mrr", "ndcg", "map", "precision", "recall", "r_precision"):
-        if name in ("mrr", "map", "r_precision"):
-            out[name] = fn[name](preds, binary, **common)
-            continue
-        values = fn[name](preds, target if name == "ndcg" else binary, klist, **common)
-        out.update({f"{name}@{k}": values[:, j] for j, k in enumerate(klist)})
+    for name, values in _trec_values(data, klist, ties, "none").items():
+        if TREC_MEASURES[name][1]:
+            out.update({f"{name}@{k}": values[:, j] for j, k in enumerate(klist)})
+        else:
+            out[name] = values[:, 0]
     return out
 
 

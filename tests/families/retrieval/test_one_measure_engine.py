@@ -54,3 +54,36 @@ def test_retrieval_closed_forms_are_the_shared_list_measures(seed: int) -> None:
     torch.testing.assert_close(
         retrieval_r_precision(preds, target, aggregation="none"), r_prec, rtol=0, atol=1e-12
     )
+
+
+@pytest.mark.parametrize("layout", ["2-D", "flat"])
+@pytest.mark.parametrize("ties", ["average", "pessimistic", "optimistic"])
+def test_measures_read_off_one_ranking_equal_each_functional(layout: str, ties: str) -> None:
+    """``shared_query_values`` (the report ranks once for its seven measures) gives each metric exactly
+    the values of its own functional, with graded relevance, ties, unretrieved documents and an empty
+    query."""
+    from embedmetrics._engine.ranking.retrieval import METRICS, query_values, shared_query_values
+
+    g = torch.Generator().manual_seed(11)
+    preds = torch.randint(0, 4, (30, 12), generator=g).double()  # many ties
+    grade = torch.randint(0, 3, (30, 12), generator=g)
+    grade[5] = 0  # an empty query
+    retrieved = torch.rand(30, 12, generator=g) > 0.2
+    indexes = None
+    if layout == "flat":
+        indexes = torch.arange(30).repeat_interleave(12)
+        preds, grade, retrieved = preds.reshape(-1), grade.reshape(-1), retrieved.reshape(-1)
+    requests = [
+        ("hit_rate", (1, 5)), ("reciprocal_rank", (None,)), ("normalized_dcg", (3, 10)),
+        ("average_precision", (None,)), ("precision", (1, 5)), ("recall", (5, None)),
+        ("r_precision", (None,)),
+    ]  # fmt: skip
+    shared = shared_query_values(requests, preds, grade, indexes, ties=ties, retrieved=retrieved)
+    for name, ks in requests:
+        metric = METRICS[name]
+        target = grade if not metric.binary else grade > 0
+        want = query_values(
+            metric, preds, target, indexes, ks=ks, ties=ties, ignore_index=None, retrieved=retrieved
+        )
+        assert torch.equal(shared[name][0], want[0]), name
+        assert torch.equal(shared[name][1], want[1]), name

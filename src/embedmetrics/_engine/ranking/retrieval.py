@@ -14,7 +14,7 @@ each of the two public modules and an entry in the registry (ARCHITECTURE.md).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -376,6 +376,45 @@ def query_values(
             f"got {num_relevant.reshape(-1).tolist()!r} for {found.tolist()!r} found."
         )
     return values, status
+
+
+def shared_query_values(
+    requests: Sequence[tuple[str, Ks]],
+    preds: Tensor,
+    gain: Tensor,
+    indexes: Tensor | None,
+    *,
+    ties: str,
+    retrieved: Tensor | None = None,
+) -> dict[str, tuple[Tensor, Tensor]]:
+    """Per-query values and status (as ``query_values``) of several metrics of one ranking, ranked
+    once: every metric reads the same ``RankedRows``, whose relevance is ``gain > 0`` (what the binary
+    metrics see of their target) and whose gain is the grade (what nDCG sees).
+
+    ``requests``: ``(metric name, cut-offs)`` pairs, metrics that call the same queries empty (``needs``).
+    """
+    metrics = [(METRICS[name], ks) for name, ks in requests]
+    needs = {m.needs for m, _ in metrics}
+    if len(needs) != 1:
+        raise ValueError(
+            f"Metrics that call other queries empty cannot share a ranking, got {sorted(needs)}."
+        )
+    widths = [len(ks) * m.values_per_cutoff for m, ks in metrics]
+
+    def every_metric(st: RankedRows) -> Tensor:
+        return torch.cat([m.per_query(st, ks, MetricOptions()) for m, ks in metrics], dim=1)
+
+    values, status, _ = ranking.evaluate(
+        every_metric,
+        preds,
+        gain,
+        ks=tuple(k for _, ks in metrics for k in ks),
+        indexes=indexes,
+        inactive=None if retrieved is None else ~retrieved,
+        ties=ties,
+        needs=needs.pop(),
+    )
+    return {name: (part, status) for (name, _), part in zip(requests, torch.split(values, widths, dim=1))}
 
 
 def out_dtype(preds: Tensor) -> torch.dtype:
