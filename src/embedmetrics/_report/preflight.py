@@ -100,13 +100,13 @@ def check_arguments(args: argparse.Namespace) -> None:
 def read_trec_while_importing(args: argparse.Namespace) -> JoinedRun:
     """The run and qrels of ``args``, read and joined while ``EVALUATION_MODULES`` are imported.
 
-    Where the process can fork and has not imported torch yet (the command line), a child process reads
+    On Linux, where the process has not imported torch yet (the command line), a forked child reads
     and joins (on another core: the import and the reading never wait for each other's lock) and sends
     the arrays back; otherwise a thread imports while this one reads. Either way only the import is
     warmed: an import error is left for the caller's own import to raise, and a reading error is
     raised here, as without it.
     """
-    if hasattr(os, "fork") and "torch" not in sys.modules:
+    if sys.platform.startswith("linux") and "torch" not in sys.modules:
         return _read_in_child(args)
     worker = threading.Thread(target=_import_quietly, args=EVALUATION_MODULES, daemon=True)
     worker.start()
