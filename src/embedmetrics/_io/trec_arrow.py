@@ -2,7 +2,7 @@
 
 A *plain* file is ASCII with fields separated by exactly one space, lines ended by ``\\n``, no blank
 line, no comment, no leading or trailing space, no control character, and values written as decimal
-numbers (run scores: ``[+-]digits[.digits][e[+-]digits]``; qrels grades: ``[+-]digits``). Those are
+numbers (run scores as Arrow and Python both read them; qrels grades: ``[+-]digits``). Those are
 the files that retrieval toolkits write, and for them Arrow's multi-threaded reader gives exactly what
 the line parser gives: the same fields (one delimiter, no quoting), the same values (both round
 decimal text to the nearest double), ids coded in order of first appearance (packed into integers, or
@@ -20,11 +20,11 @@ import numpy as np
 
 from embedmetrics._io.id_codes import first_appearance_codes, pack_bytes, unpack
 
-#: Run scores and qrels grades that Arrow and Python read the same way (a full match is required).
-_DECIMAL = {
-    np.dtype(np.float64): r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$",
-    np.dtype(np.int64): r"^[+-]?[0-9]+$",
-}
+#: Qrels grades that Arrow and Python read the same way (a full match is required). Run scores need
+#: no such check: every text Arrow reads as a finite double, Python's ``float`` reads as the same double
+#: (both round to the nearest; what only Arrow takes, like ``nan(1)``, is not finite and goes to the line
+#: parser), and what Arrow refuses goes to the other readers (``tests/families/report``).
+_INTEGER = r"^[+-]?[0-9]+$"
 #: The bytes of a plain file: printable ASCII, the space and ``\n``.
 _PLAIN_BYTES = bytes(range(32, 127)) + b"\n"
 
@@ -49,12 +49,13 @@ def arrow_modules() -> Optional[tuple[Any, Any, Any]]:
 def _coded(column: Any, pa: Any, pc: Any) -> tuple[np.ndarray, np.ndarray]:
     """Codes (order of first appearance) and names of a string column: ids of at most eight bytes
     packed into integers (``id_codes``), longer ones by Arrow's dictionary."""
-    array = column.combine_chunks()
-    keys = _packed(array, pa)
-    if keys is not None:
+    parts = [_packed(chunk, pa) for chunk in column.chunks]  # no copy of the strings into one array
+    packed = [part for part in parts if part is not None]
+    if packed and len(packed) == len(parts):
+        keys = np.concatenate(packed) if len(packed) > 1 else packed[0]
         codes, first = first_appearance_codes(keys)
         return codes, unpack(keys[first])
-    encoded = pc.dictionary_encode(array)
+    encoded = pc.dictionary_encode(column.combine_chunks())
     codes = encoded.indices.to_numpy().astype(np.int64)
     return codes, np.asarray(encoded.dictionary.to_pylist(), dtype=str)
 
@@ -109,7 +110,7 @@ def arrow_table(
         if not _plain_layout(table, pc):
             return None
         text = table.column(names[wanted[2]])
-        if not pc.all(pc.match_substring_regex(text, _DECIMAL[np.dtype(dtype)])).as_py():
+        if dtype is not np.float64 and not pc.all(pc.match_substring_regex(text, _INTEGER)).as_py():
             return None
         values = pc.cast(text, pa.float64() if dtype is np.float64 else pa.int64()).to_numpy()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):

@@ -244,3 +244,28 @@ def test_trec_eval_order_is_score_then_docno_descending(scores: list[float], dat
             # rows equal in both keys may come in any order: compare the keys in the order given
             assert np.array_equal(score[mine], score[want]), n_docs
             assert np.array_equal(doc[mine], doc[want]), n_docs
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(
+    text=st.one_of(
+        st.text(alphabet="0123456789.eE+-_xnaifINF ", min_size=1, max_size=12),
+        st.floats(allow_nan=False, allow_infinity=False).map(repr),
+        st.from_regex(
+            r"[+-]?([0-9]{1,20}\.?[0-9]{0,20}|\.[0-9]{1,20})([eE][+-]?[0-9]{1,3})?", fullmatch=True
+        ),
+    )
+)
+def test_arrow_reads_a_finite_score_only_as_python_does(text: str) -> None:
+    """The plain-file reader takes Arrow's reading of run scores without a pattern check: every text
+    Arrow reads as a finite double, Python's ``float`` reads as the same double (bit for bit)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        value = pc.cast(pa.array([text]), pa.float64()).to_pylist()[0]
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return  # refused: the other readers read the file
+    if not np.isfinite(value):
+        return  # refused too (a score must be finite)
+    assert np.float64(float(text)).tobytes() == np.float64(value).tobytes(), text
