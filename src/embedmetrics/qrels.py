@@ -121,9 +121,19 @@ def read_qrels(path: str | os.PathLike[str]) -> EncodedQrels:
     from embedmetrics._io.trec import read_qrels as read_trec
 
     table = read_trec(path)
-    queries, docs = IdMap(list(table.queries)), IdMap(list(table.docs))
-    qrels = torch.from_numpy(np.stack([table.qid, table.docno, table.rel], axis=1))
-    return EncodedQrels(qrels, queries, docs)
+    qid, query_names = _by_first_appearance(table.qid, table.queries)
+    docno, doc_names = _by_first_appearance(table.docno, table.docs)
+    qrels = torch.from_numpy(np.stack([qid, docno, table.rel], axis=1))
+    return EncodedQrels(qrels, IdMap(list(query_names)), IdMap(list(doc_names)))
+
+
+def _by_first_appearance(codes: np.ndarray, names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The TREC reader's codes (sorted names) renumbered in order of first appearance, as ``IdMap``
+    numbers names, and the names in that order."""
+    from embedmetrics._io.id_codes import first_appearance_codes
+
+    renumbered, first = first_appearance_codes(codes)
+    return renumbered, names[codes[first]]
 
 
 def _read_beir(path: str) -> EncodedQrels:

@@ -4,8 +4,8 @@ Ids of one to eight ASCII bytes (what retrieval toolkits write: ``q12``, ``d4711
 packed big-endian into one ``uint64``, zero-padded on the right. The integers then compare as the ids
 compare byte by byte (``strcmp``, and NumPy's order of ``str`` arrays): at the first differing byte,
 and a proper prefix first, since its padding byte 0 is below every character. So one integer sort
-codes them, in order of first appearance (``first_appearance_codes``, the readers' numbering) or in
-sorted order (``sorted_codes``, the joint vocabulary of a run and its qrels). Anything else (a
+codes them in sorted order (``sorted_codes``, the readers' numbering) or in order of first appearance
+(``first_appearance_codes``). Anything else (a
 longer id, a non-ASCII character) returns ``None``, and the caller codes the strings themselves.
 """
 
@@ -89,6 +89,22 @@ def first_appearance_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def sorted_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct keys ascending and the code (position among them) of every key."""
+    """The distinct keys ascending and the code (position among them) of every key. Runs of equal
+    neighbours (a file grouped by query) are coded once."""
+    head = np.empty(keys.size, dtype=bool)
+    head[:1] = True
+    np.not_equal(keys[1:], keys[:-1], out=head[1:])
+    if keys.size and 2 * int(head.sum()) < keys.size:
+        distinct, codes = sorted_codes(keys[head])
+        return distinct, codes[np.cumsum(head) - 1]
     distinct, inverse = np.unique(keys, return_inverse=True)
     return distinct, inverse.reshape(-1).astype(np.int64, copy=False)
+
+
+def sorted_vocabulary(codes: np.ndarray, names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``codes`` into a vocabulary of ``names`` (distinct, any order) recoded so that code order is name
+    order, and the names sorted."""
+    order = np.argsort(names, kind="stable")
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    return rank[codes], names[order]

@@ -5,8 +5,8 @@ line, no comment, no leading or trailing space, no control character, and values
 numbers (run scores as Arrow and Python both read them; qrels grades: ``[+-]digits``). Those are
 the files that retrieval toolkits write, and for them Arrow's multi-threaded reader gives exactly what
 the line parser gives: the same fields (one delimiter, no quoting), the same values (both round
-decimal text to the nearest double), ids coded in order of first appearance (packed into integers, or
-by Arrow's dictionary encoding past eight bytes) and the line number of row ``i`` is ``i + 1``.
+decimal text to the nearest double), ids coded in sorted order (packed into integers, or by Arrow's
+dictionary encoding past eight bytes) and the line number of row ``i`` is ``i + 1``.
 Anything else, a field count Arrow refuses, or ``pyarrow`` not being installed (it comes with the
 ``report`` extra) returns ``None``: the NumPy reader or the line parser then reads the file, or names
 the offending line.
@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from embedmetrics._io.id_codes import first_appearance_codes, pack_bytes, unpack
+from embedmetrics._io.id_codes import pack_bytes, sorted_codes, sorted_vocabulary, unpack
 
 #: Qrels grades that Arrow and Python read the same way (a full match is required). Run scores need
 #: no such check: every text Arrow reads as a finite double, Python's ``float`` reads as the same double
@@ -47,17 +47,17 @@ def arrow_modules() -> Optional[tuple[Any, Any, Any]]:
 
 
 def _coded(column: Any, pa: Any, pc: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Codes (order of first appearance) and names of a string column: ids of at most eight bytes
+    """Codes (in sorted order of the ids) and names of a string column: ids of at most eight bytes
     packed into integers (``id_codes``), longer ones by Arrow's dictionary."""
     parts = [_packed(chunk, pa) for chunk in column.chunks]  # no copy of the strings into one array
     packed = [part for part in parts if part is not None]
     if packed and len(packed) == len(parts):
-        keys = np.concatenate(packed) if len(packed) > 1 else packed[0]
-        codes, first = first_appearance_codes(keys)
-        return codes, unpack(keys[first])
+        distinct, codes = sorted_codes(np.concatenate(packed) if len(packed) > 1 else packed[0])
+        return codes, unpack(distinct)
     encoded = pc.dictionary_encode(column.combine_chunks())
-    codes = encoded.indices.to_numpy().astype(np.int64)
-    return codes, np.asarray(encoded.dictionary.to_pylist(), dtype=str)
+    return sorted_vocabulary(
+        encoded.indices.to_numpy().astype(np.int64), np.asarray(encoded.dictionary.to_pylist(), dtype=str)
+    )
 
 
 def _packed(array: Any, pa: Any) -> Optional[np.ndarray]:

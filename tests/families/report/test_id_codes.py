@@ -64,14 +64,18 @@ def test_ids_that_do_not_pack_are_left_to_the_string_path(ids: list[bytes]) -> N
     a=st.lists(_SHORT_ID, min_size=1, max_size=20, unique=True),
     b=st.lists(_SHORT_ID, min_size=1, max_size=20, unique=True),
 )
-def test_joint_vocabulary_equals_the_sorted_strings(a: list[str], b: list[str]) -> None:
-    names_a, names_b = np.array(a), np.array(b)
-    codes_a, codes_b = np.arange(len(a))[::-1], np.arange(len(b))
-    got = trec._joint_codes(names_a, codes_a, names_b, codes_b)
-    want_names, inverse = np.unique(np.concatenate([names_a, names_b]), return_inverse=True)
-    assert trec._vocabulary_names(got[0]) == want_names.tolist()
-    np.testing.assert_array_equal(got[1], inverse[: len(a)][codes_a])
-    np.testing.assert_array_equal(got[2], inverse[len(a) :][codes_b])
+def test_joint_vocabulary_keeps_the_first_codes_and_adds_the_others(a: list[str], b: list[str]) -> None:
+    """Two sorted vocabularies (as the readers give them): ``a``'s names keep their codes (code order is
+    name order among them), ``b``'s names are found among them or added after, each name once."""
+    names_a, names_b = np.unique(np.array(a)), np.unique(np.array(b))
+    codes_a = np.arange(len(names_a))[::-1]
+    codes_b = np.arange(len(names_b))
+    vocabulary, got_a, got_b = trec._joint_codes(names_a, codes_a, names_b, codes_b)
+    names = trec._vocabulary_names(vocabulary)
+    assert names[: len(names_a)] == names_a.tolist()
+    assert sorted(names) == sorted(set(a) | set(b))
+    assert [names[c] for c in got_a] == names_a[codes_a].tolist()
+    assert [names[c] for c in got_b] == names_b[codes_b].tolist()
 
 
 @pytest.mark.parametrize("doc", ["d7", "document-9"])  # packed ids, and Arrow's dictionary past 8 bytes
@@ -85,9 +89,21 @@ def test_arrow_reader_codes_both_kinds_of_ids_like_the_line_parser(doc: str) -> 
         np.testing.assert_array_equal(got_column, want_column)
 
 
-def test_joint_vocabulary_of_ids_that_do_not_pack_is_the_sorted_strings() -> None:
-    names_a, names_b = np.array(["d10", "document-7", "d1"]), np.array(["d2", "d10"])
+def test_joint_vocabulary_of_ids_that_do_not_pack() -> None:
+    names_a, names_b = np.array(["d1", "d10", "document-7"]), np.array(["d10", "d2"])
     vocabulary, codes_a, codes_b = trec._joint_codes(names_a, np.arange(3), names_b, np.arange(2))
-    assert trec._vocabulary_names(vocabulary) == ["d1", "d10", "d2", "document-7"]
-    assert codes_a.tolist() == [1, 3, 0]
-    assert codes_b.tolist() == [2, 1]
+    assert trec._vocabulary_names(vocabulary) == ["d1", "d10", "document-7", "d2"]
+    assert codes_a.tolist() == [0, 1, 2]
+    assert codes_b.tolist() == [1, 3]
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(values=st.lists(st.integers(0, 9), min_size=1, max_size=40), repeat=st.integers(1, 5))
+def test_sorted_codes_equal_numpy_unique_with_or_without_runs(values: list[int], repeat: int) -> None:
+    """The readers' numbering: codes in sorted order of the keys, runs of equal neighbours (a file
+    grouped by query) coded once."""
+    keys = np.repeat(np.array(values, dtype=np.uint64), repeat)
+    distinct, codes = id_codes.sorted_codes(keys)
+    want_distinct, want_codes = np.unique(keys, return_inverse=True)
+    np.testing.assert_array_equal(distinct, want_distinct)
+    np.testing.assert_array_equal(codes, want_codes.reshape(-1))
