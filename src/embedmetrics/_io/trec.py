@@ -443,15 +443,22 @@ def _judged(
     run_q: np.ndarray, run_d: np.ndarray, qr_q: np.ndarray, qr_d: np.ndarray, qr_rel: np.ndarray, n_docs: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """The grade of every run row (0 when unjudged) and, per qrels row (at least one), whether the run
-    retrieved it: each run pair is looked up among the sorted qrels pairs (pairs are unique in a file)."""
-    run_key, qr_key = run_q * n_docs + run_d, qr_q * n_docs + qr_d
+    retrieved it: the run pairs whose document is judged for some query are looked up among the sorted
+    qrels pairs (pairs are unique in a file); the other rows (most of them) cannot match."""
+    judged_doc = np.zeros(n_docs, dtype=bool)
+    judged_doc[qr_d] = True
+    rows = np.flatnonzero(judged_doc[run_d])
+    run_key, qr_key = run_q[rows] * n_docs + run_d[rows], qr_q * n_docs + qr_d
     order = np.argsort(qr_key)
     at = np.searchsorted(qr_key[order], run_key)
     np.minimum(at, qr_key.size - 1, out=at)  # (np.clip is several times slower)
     found = qr_key[order[at]] == run_key
+    matched = order[at[found]]
+    grade = np.zeros(run_d.size, dtype=qr_rel.dtype)
+    grade[rows[found]] = qr_rel[matched]
     was_retrieved = np.zeros(qr_key.size, dtype=bool)
-    was_retrieved[order[at[found]]] = True
-    return np.where(found, qr_rel[order[at]], 0), was_retrieved
+    was_retrieved[matched] = True
+    return grade, was_retrieved
 
 
 def join_run(run: Run, qrels: Qrels, *, trec_eval_ties: bool = False) -> JoinedRun:
