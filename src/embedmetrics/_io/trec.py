@@ -489,22 +489,25 @@ def join_run(run: Run, qrels: Qrels, *, trec_eval_ties: bool = False) -> JoinedR
         qr_q, qr_d, qr_rel = qr_q[keep_qr], qr_d[keep_qr], qr_rel[keep_qr]
     # relevance of each retrieved row (0 when unjudged), and the judged-relevant rows never retrieved
     run_rel, was_retrieved = _judged(run_q, run_d, qr_q, qr_d, qr_rel, max(docs.size, 1))
-    missing = (qr_rel >= 1) & ~was_retrieved
+    missing = np.flatnonzero((qr_rel >= 1) & ~was_retrieved)
+    n_run, total = run_s.size, run_s.size + missing.size  # the run's rows, then the missing relevant
+    preds = np.zeros(total, dtype=np.float64)  # a missing row is never ranked: any score would do
     if trec_eval_ties:
-        order = _trec_eval_order(run_s, run_d, max(docs.size, 1), run_q)
-        run_s = np.empty(order.size, dtype=np.float64)
-        run_s[order] = -np.arange(order.size, dtype=np.float64)
-    n_missing = int(missing.sum())
-    fill = float(run_s.min())  # never ranked: any value would do
-    preds = np.concatenate([run_s, np.full(n_missing, fill)])
-    target = np.concatenate([run_rel, qr_rel[missing]])
+        preds[_trec_eval_order(run_s, run_d, max(docs.size, 1), run_q)] = -np.arange(n_run, dtype=np.float64)
+    else:
+        preds[:n_run] = run_s
+    target = np.empty(total, dtype=np.int64)
+    target[:n_run], target[n_run:] = run_rel, qr_rel[missing]
     np.maximum(target, 0, out=target)
-    indexes = dense[np.concatenate([run_q, qr_q[missing]])]
-    retrieved = np.concatenate([np.ones(run_s.size, dtype=bool), np.zeros(n_missing, dtype=bool)])
+    indexes = np.empty(total, dtype=np.int64)
+    np.take(dense, run_q, out=indexes[:n_run])
+    indexes[n_run:] = dense[qr_q[missing]]
+    retrieved = np.zeros(total, dtype=bool)
+    retrieved[:n_run] = True
     return JoinedRun(
-        preds=np.ascontiguousarray(preds, dtype=np.float64),
-        target=np.ascontiguousarray(target, dtype=np.int64),
-        indexes=np.ascontiguousarray(indexes, dtype=np.int64),
+        preds=preds,
+        target=target,
+        indexes=indexes,
         retrieved=retrieved,
         query_ids=_vocabulary_names(queries[evaluated]),
         n_run_queries=int(in_run.sum()),
