@@ -125,17 +125,12 @@ def _read_in_child(args: argparse.Namespace) -> JoinedRun:
     sys.stderr.flush()
     readable, writable = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: read, send, leave without running the parent's exit handlers
-        os.close(readable)
+    if pid == 0:  # the child: read, send, and leave (whatever happens) without the parent's exit handlers
         try:
-            result: tuple[str, object] = ("joined", read_and_join(args))
-        except ReportInputError as err:
-            result = ("error", str(err))
-        except BaseException:
-            result = ("failed", None)
-        with os.fdopen(writable, "wb") as out:
-            pickle.dump(result, out, protocol=pickle.HIGHEST_PROTOCOL)
-        os._exit(0)
+            os.close(readable)
+            _send(args, writable)
+        finally:
+            os._exit(0)
     os.close(writable)
     _import_quietly(*EVALUATION_MODULES)
     with os.fdopen(readable, "rb") as incoming:
@@ -147,6 +142,19 @@ def _read_in_child(args: argparse.Namespace) -> JoinedRun:
     if kind == "error":
         raise ReportInputError(str(value))
     return value if isinstance(value, JoinedRun) else read_and_join(args)
+
+
+def _send(args: argparse.Namespace, writable: int) -> None:
+    """The child's side of ``_read_in_child``: the joined arrays, the message of a bad input, or
+    ``"failed"`` (the parent reads again to raise the error itself)."""
+    try:
+        result: tuple[str, object] = ("joined", read_and_join(args))
+    except ReportInputError as err:
+        result = ("error", str(err))
+    except BaseException:
+        result = ("failed", None)
+    with os.fdopen(writable, "wb") as out:
+        pickle.dump(result, out, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def read_and_join(args: argparse.Namespace) -> JoinedRun:
