@@ -44,7 +44,8 @@ QRELS_FORMAT = "qid iter docno rel"
 class Run:
     """A parsed run: one entry per retrieved document (``line`` is the 1-based line number).
 
-    ``qid`` and ``docno`` are integer codes into the name arrays ``queries`` and ``docs``.
+    ``qid`` and ``docno`` are integer codes into the name arrays ``queries`` and ``docs``, which every
+    reader gives sorted (code order is name order).
     """
 
     qid: np.ndarray
