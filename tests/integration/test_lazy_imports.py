@@ -170,9 +170,18 @@ def test_a_forked_reader_sends_the_joined_arrays_or_the_error(
     run, qrels = _trec_files(tmp_path)
     args = argparse.Namespace(run=run, qrels=qrels, ties="trec_eval")
     direct, forked = preflight.read_and_join(args), preflight._read_in_child(args)
-    for name in ("preds", "target", "indexes", "retrieved"):
-        assert getattr(forked, name).tolist() == getattr(direct, name).tolist()
-    assert forked.query_ids == direct.query_ids
+    assert isinstance(memoryview(forked.preds.base).obj, preflight.mmap.mmap)  # through shared memory
+    monkeypatch.setattr(preflight, "_most_rows", lambda _args: 1)  # too little room: through the pipe
+    piped = preflight._read_in_child(args)
+    monkeypatch.undo()
+    for joined in (forked, piped):
+        for name in ("preds", "target", "indexes", "retrieved"):
+            assert getattr(joined, name).tolist() == getattr(direct, name).tolist()
+        assert joined.query_ids == direct.query_ids
+        assert (joined.n_run_queries, joined.n_qrels_queries) == (
+            direct.n_run_queries,
+            direct.n_qrels_queries,
+        )
     (tmp_path / "bad.txt").write_text("q1 Q0 d1 1 0.9 t\nq1 Q0 d2 two 0.8\n")
     with pytest.raises(ReportInputError, match=r"bad\.txt:2: expected 6 fields"):
         preflight._read_in_child(
