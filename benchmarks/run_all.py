@@ -47,7 +47,7 @@ PLAN: list[tuple[str, list[str], list[str], bool]] = [
         ["--queries", "200", "--docs", "20000", "--dim", "768", "--repeat", "1"],
         True,
     ),
-    ("bench_trec.py", [], ["--queries", "2000", "--repeat", "1"], False),
+    ("bench_trec.py", ["--repeat", "5"], ["--queries", "2000", "--repeat", "1"], False),
     ("bench_comparison.py", [], ["--resamples", "2000", "--repeat", "1"], False),
 ]
 

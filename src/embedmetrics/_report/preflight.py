@@ -143,7 +143,8 @@ def _read_in_child(args: argparse.Namespace) -> JoinedRun:
             kind, value = pickle.load(incoming)
         except EOFError:  # the child died before it could answer
             kind, value = "failed", None
-    os.waitpid(pid, 0)
+    # reaped in the background: the child's exit (freeing its memory) is not this process' to wait for
+    threading.Thread(target=os.waitpid, args=(pid, 0), daemon=True).start()
     if kind == "error":
         raise ReportInputError(str(value))
     if kind == "shared":
