@@ -174,7 +174,14 @@ def test_a_forked_reader_sends_the_joined_arrays_or_the_error(
     monkeypatch.setattr(preflight, "_most_rows", lambda _args: 1)  # too little room: through the pipe
     piped = preflight._read_in_child(args)
     monkeypatch.undo()
-    for joined in (forked, piped):
+
+    def no_mapping(*_args: object) -> None:
+        raise OSError("Cannot allocate memory")
+
+    monkeypatch.setattr(preflight.mmap, "mmap", no_mapping)  # no shared memory at all: the pipe too
+    unshared = preflight._read_in_child(args)
+    monkeypatch.undo()
+    for joined in (forked, piped, unshared):
         for name in ("preds", "target", "indexes", "retrieved"):
             assert getattr(joined, name).tolist() == getattr(direct, name).tolist()
         assert joined.query_ids == direct.query_ids

@@ -127,7 +127,10 @@ def _read_in_child(args: argparse.Namespace) -> JoinedRun:
     arrow_modules()  # imported here, where there is time to spare, not on the child's longer path
     sys.stdout.flush()
     sys.stderr.flush()
-    shared = SharedRows(_most_rows(args))
+    try:
+        shared: SharedRows | None = SharedRows(_most_rows(args))
+    except (OSError, ValueError, OverflowError):  # no room for such a mapping: the pipe carries the rows
+        shared = None
     readable, writable = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: read, send, and leave (whatever happens) without the parent's exit handlers
@@ -147,18 +150,18 @@ def _read_in_child(args: argparse.Namespace) -> JoinedRun:
     threading.Thread(target=os.waitpid, args=(pid, 0), daemon=True).start()
     if kind == "error":
         raise ReportInputError(str(value))
-    if kind == "shared":
+    if kind == "shared" and shared is not None:
         return shared.joined(*value)
     return value if isinstance(value, JoinedRun) else read_and_join(args)
 
 
-def _send(args: argparse.Namespace, writable: int, shared: SharedRows) -> None:
+def _send(args: argparse.Namespace, writable: int, shared: SharedRows | None) -> None:
     """The child's side of ``_read_in_child``: the joined arrays (in ``shared`` where they fit), the
     message of a bad input, or ``"failed"`` (the parent reads again to raise the error itself)."""
     try:
         joined = read_and_join(args)
         result: tuple[str, object] = ("joined", joined)
-        if shared.hold(joined):
+        if shared is not None and shared.hold(joined):
             result = (
                 "shared",
                 (joined.preds.size, joined.query_ids, joined.n_run_queries, joined.n_qrels_queries),
