@@ -64,21 +64,26 @@ def unpack(keys: np.ndarray) -> np.ndarray:
     return keys.astype(">u8").view(f"S{WIDTH}").astype(str)
 
 
+def run_starts(values: np.ndarray) -> np.ndarray:
+    """Where a run of equal neighbours starts: ``True`` at 0 and wherever a value differs from the one
+    before it."""
+    head = np.empty(values.size, dtype=bool)
+    head[:1] = True
+    np.not_equal(values[1:], values[:-1], out=head[1:])
+    return head
+
+
 def first_appearance_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Codes of ``keys`` numbered in order of first appearance (``int64``), and the position of each
     code's first appearance. Runs of equal neighbours (a file grouped by query) are coded once."""
-    head = np.empty(keys.size, dtype=bool)
-    head[:1] = True
-    np.not_equal(keys[1:], keys[:-1], out=head[1:])
+    head = run_starts(keys)
     if keys.size and 2 * int(head.sum()) < keys.size:
         at = np.flatnonzero(head)
         codes, first = first_appearance_codes(keys[at])
         return codes[np.cumsum(head) - 1], at[first]
     order = np.argsort(keys)
     ordered = keys[order]
-    new = np.empty(keys.size, dtype=bool)
-    new[:1] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    new = run_starts(ordered)
     first = np.minimum.reduceat(order, np.flatnonzero(new)) if keys.size else order
     appearance = np.argsort(first)
     rank = np.empty(first.size, dtype=np.int64)
@@ -91,9 +96,7 @@ def first_appearance_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def sorted_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct keys ascending and the code (position among them) of every key. Runs of equal
     neighbours (a file grouped by query) are coded once."""
-    head = np.empty(keys.size, dtype=bool)
-    head[:1] = True
-    np.not_equal(keys[1:], keys[:-1], out=head[1:])
+    head = run_starts(keys)
     if keys.size and 2 * int(head.sum()) < keys.size:
         distinct, codes = sorted_codes(keys[head])
         return distinct, codes[np.cumsum(head) - 1]

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from embedmetrics._io.errors import ReportInputError
-from embedmetrics._io.id_codes import pack_names, sorted_codes, sorted_vocabulary, unpack
+from embedmetrics._io.id_codes import pack_names, run_starts, sorted_codes, sorted_vocabulary, unpack
 from embedmetrics._io.progress import progress_bar, show_progress
 from embedmetrics._io.trec_arrow import arrow_table
 
@@ -406,10 +406,7 @@ def _trec_eval_order(score: np.ndarray, doc: np.ndarray, n_docs: int, query: np.
         return grouped
     by_score = np.argsort(-score)
     ordered = score[by_score]
-    new = np.empty(score.size, dtype=bool)
-    new[:1] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
-    rank = np.cumsum(new) - 1
+    rank = np.cumsum(run_starts(ordered)) - 1
     if rank.size and int(rank[-1]) >= (2**62) // n_docs:
         return np.lexsort((-doc, -score))
     key = rank * n_docs + (n_docs - 1 - doc[by_score])
@@ -430,11 +427,9 @@ def _grouped_order(
         return None  # a query in more than one stretch
     if bool((same & (score[1:] > score[:-1])).any()):
         return None
-    new_run = np.empty(score.size, dtype=np.int64)
-    new_run[0] = 0
-    np.not_equal(score[1:], score[:-1], out=new_run[1:], casting="unsafe")
+    new_run = run_starts(score)
     new_run[1:] |= ~same
-    run = np.cumsum(new_run)
+    run = np.cumsum(new_run) - 1
     if int(run[-1]) >= (2**62) // n_docs:
         return None
     return np.argsort(run * n_docs + (n_docs - 1 - doc), kind="stable")

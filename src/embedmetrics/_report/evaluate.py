@@ -101,35 +101,35 @@ def _trec_values(data: TrecTensors, ks: Sequence[int], ties: str, aggregation: s
     }  # fmt: skip
 
 
+def _keyed(values: dict[str, Tensor], ks: Sequence[int], wanted: Sequence[int]) -> dict[str, Tensor]:
+    """``name@k`` for every measure with cut-offs (its columns follow ``ks``; ``k`` of ``wanted``), and
+    ``name`` for the others (one column)."""
+    at = {k: j for j, k in enumerate(ks)}
+    out: dict[str, Tensor] = {}
+    for name, v in values.items():
+        if TREC_MEASURES[name][1]:
+            out.update({f"{name}@{k}": v[..., at[k]] for k in wanted})
+        else:
+            out[name] = v[..., 0]
+    return out
+
+
 def evaluate_trec(data: TrecTensors, ks: Sequence[int], ties: str, curve_k: int = 0) -> TrecResult:
     """hit_rate@k, mrr, ndcg@k, map, precision@k, recall@k, r_precision as trec_eval defines them;
     with ``curve_k``, hit rate and recall also at ``1..curve_k`` for the plot."""
-    klist = list(ks)
     curve_ks = list(range(1, curve_k + 1))
-    wide = sorted(set(klist) | set(curve_ks))
-    values = {name: _floats(v) for name, v in _trec_values(data, wide, ties, "mean").items()}
+    wide = sorted(set(ks) | set(curve_ks))
+    values = _trec_values(data, wide, ties, "mean")
+    out = {key: float(v) for key, v in _keyed(values, wide, ks).items()}
+    hit, recall = _floats(values["hit_rate"]), _floats(values["recall"])
     at = {k: j for j, k in enumerate(wide)}
-    out: dict[str, float] = {}
-    for name in TREC_MEASURES:
-        if TREC_MEASURES[name][1]:
-            out.update({f"{name}@{k}": values[name][at[k]] for k in klist})
-        else:
-            out[name] = values[name][0]
-    hit, recall = values["hit_rate"], values["recall"]
     return TrecResult(out, curve_ks, [hit[at[k]] for k in curve_ks], [recall[at[k]] for k in curve_ks])
 
 
 def per_query_trec(data: TrecTensors, ks: Sequence[int], ties: str) -> dict[str, Tensor]:
     """measure -> ``(Q,)`` per-query values of the measures of ``evaluate_trec``, in the order of
     ``data.query_ids`` (ascending index: the order of the rows of ``_query_rows`` and of flat input)."""
-    klist = list(ks)
-    out: dict[str, Tensor] = {}
-    for name, values in _trec_values(data, klist, ties, "none").items():
-        if TREC_MEASURES[name][1]:
-            out.update({f"{name}@{k}": values[:, j] for j, k in enumerate(klist)})
-        else:
-            out[name] = values[:, 0]
-    return out
+    return _keyed(_trec_values(data, ks, ties, "none"), ks, ks)
 
 
 def evaluate_views(z1: Tensor, z2: Tensor, ks: Sequence[int]) -> dict[str, float]:

@@ -79,10 +79,10 @@ def block_rows_for(row_bytes: int, budget: int) -> int:
     return max(1, budget // max(1, row_bytes))
 
 
-def l2_normalize(z: Tensor, eps: float) -> Tensor:
-    """Divide each row by ``max(norm, eps)`` (the seeds' convention for ``eps``)."""
+def l2_normalize(z: Tensor, eps: float, out: Tensor | None = None) -> Tensor:
+    """Divide each row by ``max(norm, eps)`` (the seeds' convention for ``eps``), into ``out`` when given."""
     norms: Tensor = z.norm(dim=1, keepdim=True).clamp_min(eps)
-    return z / norms
+    return z / norms if out is None else torch.div(z, norms, out=out)
 
 
 def rows_for_shard(n_rows: int, rows_per_block: int, shard: tuple[int, int] | None) -> int:

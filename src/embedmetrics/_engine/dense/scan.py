@@ -113,7 +113,7 @@ def corpus_side(rows: Tensor, similarity: str, n_cols: int, out: Optional[Tensor
         out = rows.new_empty(n_cols * width)
     side = out[: n_cols * width].view(n_cols, width)
     if similarity == "cosine":
-        torch.div(rows, rows.norm(dim=1, keepdim=True).clamp_min(1e-12), out=side[:n])  # l2_normalize
+        l2_normalize(rows, 1e-12, out=side[:n])
     elif similarity == "euclidean":
         side[:n, :-1] = rows
         torch.sum(rows * rows, dim=1, out=side[:n, -1])
