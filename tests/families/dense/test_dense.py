@@ -251,6 +251,29 @@ def test_wide_blocks_keep_the_tie_block_that_spans_them(ties: str, dtype: type) 
             np.testing.assert_allclose(whole[key], values, rtol=1e-6, err_msg=f"{ties} {key}")
 
 
+@pytest.mark.parametrize(
+    ("n_cols", "budget", "depth"),
+    [(200_000, 7872, 100), (100_000, 30_000, 10), (9_000, 2_000, 5), (500, 500, 3)],
+)
+def test_blocks_are_even_whole_coarse_groups(n_cols: int, budget: int, depth: int) -> None:
+    """Blocks share the columns evenly (no narrow last block left to a plain ``topk``: 200k columns in
+    blocks of at most 7,872 once left 3,200 in the last), never exceed the budget, never need padding
+    columns and are no more than the budget's count."""
+    from embedmetrics._engine.core.knn import column_groups
+    from embedmetrics._engine.dense.scan import _block_width, _padded_width, _unpadded_width
+
+    columns = _unpadded_width(budget, depth)
+    width = _block_width(n_cols, columns, depth)
+    n_blocks = math.ceil(n_cols / width)
+    assert width <= columns
+    assert n_blocks == math.ceil(n_cols / columns)
+    assert _padded_width(width, depth)[0] == width  # whole coarse groups: no padding columns
+    last = n_cols - (n_blocks - 1) * width
+    assert last > width // 2
+    if column_groups(columns, depth + 1) is not None:
+        assert column_groups(last, depth + 1) is not None  # the last block keeps the candidate filter
+
+
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "euclidean"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_run_scores_do_not_depend_on_the_kernel_or_the_block_size(

@@ -173,6 +173,17 @@ def _unpadded_width(columns: int, depth: int) -> int:
     return columns - columns % unit
 
 
+def _block_width(n_cols: int, columns: int, depth: int) -> int:
+    """Columns per block: at most ``columns`` (already whole coarse groups), spread evenly over the
+    ``ceil(n_cols / columns)`` blocks, so that the last block is not a narrow remainder (too narrow for
+    the candidate filter, its rows would each take a plain ``topk``)."""
+    n_blocks = -(-n_cols // columns)
+    groups = column_groups(columns, min(depth + 1, columns))
+    unit = 1 if groups is None else groups[0] * GROUP_SIZE // groups[1]
+    even = -(-n_cols // n_blocks)
+    return min(columns, -(-even // unit) * unit)
+
+
 @dataclass
 class KeyBuffers:
     """Flat storage reused by every block (a fresh block would first-touch its pages each time)."""
@@ -247,6 +258,7 @@ def scan_corpus(
     width = corpus_width(corpus.shape[1], similarity)
     budget = block_budget(block_bytes, q.device, DENSE_BLOCK_BYTES)
     columns = _unpadded_width(max(1, budget // ((n_q + width) * q.element_size())), depth)
+    columns = _block_width(n_c, columns, depth)
     blocks = layout.blocks(columns)
     widest = max(_padded_width(b[3] - b[2], depth)[0] for b in blocks)
     distinct = None if layout.order is None else q.new_empty(n_q * (max(b[1] - b[0] for b in blocks) + 1))
