@@ -259,11 +259,13 @@ def test_blocks_are_even_whole_coarse_groups(n_cols: int, budget: int, depth: in
     """Blocks share the columns evenly (no narrow last block left to a plain ``topk``: 200k columns in
     blocks of at most 7,872 once left 3,200 in the last), never exceed the budget, never need padding
     columns and are no more than the budget's count."""
-    from embedmetrics._engine.core.knn import column_groups
-    from embedmetrics._engine.dense.scan import _block_width, _padded_width, _unpadded_width
+    from embedmetrics._engine.core.knn import GROUP_SIZE, column_groups
+    from embedmetrics._engine.dense.scan import _block_width, _padded_width
 
-    columns = _unpadded_width(budget, depth)
-    width = _block_width(n_cols, columns, depth)
+    width = _block_width(n_cols, budget, depth)
+    groups = column_groups(budget, depth + 1)
+    unit = 1 if groups is None else groups[0] * GROUP_SIZE // groups[1]
+    columns = budget - budget % unit  # the widest block of whole coarse groups within the budget
     n_blocks = math.ceil(n_cols / width)
     assert width <= columns
     assert n_blocks == math.ceil(n_cols / columns)

@@ -163,24 +163,15 @@ def _padded_width(n_cols: int, depth: int) -> tuple[int, Optional[tuple[int, int
     return (n_cols if groups is None else groups[0] * GROUP_SIZE), groups
 
 
-def _unpadded_width(columns: int, depth: int) -> int:
-    """``columns`` rounded down to whole coarse groups of the candidate filter: a full block then needs
-    no padding columns (no zero rows to copy, no ``+inf`` columns to write)."""
-    groups = column_groups(columns, min(depth + 1, columns))
-    if groups is None:
-        return columns
-    unit = groups[0] * GROUP_SIZE // groups[1]
-    return columns - columns % unit
-
-
-def _block_width(n_cols: int, columns: int, depth: int) -> int:
-    """Columns per block: at most ``columns`` (already whole coarse groups), spread evenly over the
-    ``ceil(n_cols / columns)`` blocks, so that the last block is not a narrow remainder (too narrow for
-    the candidate filter, its rows would each take a plain ``topk``)."""
-    n_blocks = -(-n_cols // columns)
-    groups = column_groups(columns, min(depth + 1, columns))
+def _block_width(n_cols: int, budget_columns: int, depth: int) -> int:
+    """Columns per block: at most ``budget_columns``, whole coarse groups of the candidate filter (a full
+    block needs no padding columns: no zero rows to copy, no ``+inf`` columns to write), spread evenly
+    over the blocks so that the last is not a narrow remainder (too narrow for the filter, its rows would
+    each take a plain ``topk``)."""
+    groups = column_groups(budget_columns, min(depth + 1, budget_columns))
     unit = 1 if groups is None else groups[0] * GROUP_SIZE // groups[1]
-    even = -(-n_cols // n_blocks)
+    columns = budget_columns - budget_columns % unit
+    even = -(-n_cols // -(-n_cols // columns))  # the columns over as many blocks as they need
     return min(columns, -(-even // unit) * unit)
 
 
@@ -257,8 +248,7 @@ def scan_corpus(
     # a block holds its keys and its corpus rows as the product's right factor
     width = corpus_width(corpus.shape[1], similarity)
     budget = block_budget(block_bytes, q.device, DENSE_BLOCK_BYTES)
-    columns = _unpadded_width(max(1, budget // ((n_q + width) * q.element_size())), depth)
-    columns = _block_width(n_c, columns, depth)
+    columns = _block_width(n_c, max(1, budget // ((n_q + width) * q.element_size())), depth)
     blocks = layout.blocks(columns)
     widest = max(_padded_width(b[3] - b[2], depth)[0] for b in blocks)
     distinct = None if layout.order is None else q.new_empty(n_q * (max(b[1] - b[0] for b in blocks) + 1))
