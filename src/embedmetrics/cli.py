@@ -95,11 +95,16 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     report = commands.add_parser(
         "report",
-        help="evaluate labelled embeddings, two views, a TREC run and/or dense retrieval; print one table",
+        help=(
+            "evaluate labelled embeddings, two views, a TREC run and/or dense retrieval, or compare "
+            "systems (--run A --run B --qrels Q [--test t --ci]: paired tests); print one table"
+        ),
         description=(
             "Evaluate what you have on disk and print one table. Four modes, combinable: labelled "
             "embeddings (--embeddings --labels), two views (--view1 --view2), a TREC run (--run --qrels) "
             "and dense retrieval of query embeddings against a corpus (--queries --corpus --qrels). "
+            "Two or more runs (--run A --run B --qrels Q) compare the systems: per-measure means, paired "
+            "tests (--test), corrected p-values (--correction) and confidence intervals (--ci). "
             "Without input arguments, evaluates a built-in example (scikit-learn's digits: embeddings, "
             "views and a TREC run)."
         ),

@@ -171,6 +171,19 @@ def test_help_and_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert "embedmetrics" in capsys.readouterr().out
 
 
+def test_help_names_the_comparing_mode(capsys: pytest.CaptureFixture[str]) -> None:
+    """`embedmetrics --help` summarizes `report` with its comparing mode (two runs, paired tests, --ci)."""
+    assert main(["--help"]) == 0
+    summary = " ".join(capsys.readouterr().out.split())  # argparse wraps the summary over lines
+    assert "compare systems" in summary
+    assert "--run A --run B --qrels Q" in summary
+    assert "--test" in summary
+    assert "--ci" in summary
+    assert main(["report", "--help"]) == 0
+    description = " ".join(capsys.readouterr().out.split())
+    assert "Two or more runs (--run A --run B --qrels Q) compare the systems" in description
+
+
 # ----------------------------------------------------------------------------- bad input: exit 2, one line
 def _bad_cases(tmp: Path) -> list[tuple[list[str], str]]:
     emb = tmp / "emb.npy"
