@@ -167,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run() -> NoReturn:
-    """The console script and ``python -m embedmetrics``: :func:`main`, then leave at once.
+    """The console script and ``python -m embedmetrics``: ``main()``, then leave at once.
 
     By then every output is written, closed and flushed (flushed again here); what is skipped is the
     interpreter's teardown of the imported torch, about 0.3 s of a command that takes a few seconds.

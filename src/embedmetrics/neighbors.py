@@ -110,7 +110,8 @@ class AccuracyCalculator:
 
     Args:
         include: names of the metrics to compute; empty: every default metric (and every
-            ``calculate_<name>`` method a subclass adds).
+            ``calculate_<name>`` method a subclass adds; the prefix is the class attribute
+            ``function_keyword``, as in pytorch-metric-learning).
         exclude: names of metrics not to compute.
         avg_of_avgs: average per query label first, then over labels.
         return_per_class: return one value per query label (ascending) instead of the average;

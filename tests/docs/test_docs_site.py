@@ -25,9 +25,12 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FORBIDDEN = {
     "a private base class": re.compile(r"Bases:.*\._"),
     "a builtin docstring": re.compile(
-        r"int\(\[x\]\) -> integer|bool\(x\) -> bool|Initialize self\.|Convert a string or number"
+        r"int\(\[x\]\) -> integer|bool\(x\) -> bool|Initialize self\.|Convert a string or number|"
+        r"str\(object=''\) -> str"
     ),
-    "a literal Sphinx role": re.compile(r":(func|class|mod|meth|attr|data|exc):`"),
+    # in the HTML's text the role's backticks have become a <code> element: `:func:name` is left
+    "a literal Sphinx role": re.compile(r"(?<![\w:]):?(func|class|mod|meth|attr|data|exc|math):`?\w"),
+    "a reStructuredText directive": re.compile(r"\.\. [a-z][\w-]*::"),
     "a bare Union / Optional": re.compile(r"\b(Union|Optional)\["),
     "an unreadable alias": re.compile(r":\s*Union\b"),
 }

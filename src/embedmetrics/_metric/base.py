@@ -106,7 +106,7 @@ class BaseMetric(SyncSafeMetric):
 
     # ------------------------------------------------------------------ nothing lost
     def _read_batch_first(self, *args: Any, **kwargs: Any) -> None:
-        """Validate a batch against the accumulated state without touching it: :meth:`read_batch` (every
+        """Validate a batch against the accumulated state without touching it: ``read_batch`` (every
         metric declares its ``batch_spec``).
 
         ``forward`` calls it before torchmetrics resets the state for the batch value, so checks that
@@ -117,7 +117,7 @@ class BaseMetric(SyncSafeMetric):
 
     def read_batch(self, *args: Any, **kwargs: Any) -> tuple[dict[str, Any], Optional[str]]:
         """One ``update`` call's batch, checked by the engine's one validator against ``batch_spec``,
-        then against the accumulated state (dtype and widths, :meth:`_stateful_rules`); touches no state.
+        then against the accumulated state (dtype and widths, ``_stateful_rules``); touches no state.
         Returns the named tensors (on the metric's device where they came as NumPy) and the role."""
         spec = type(self).batch_spec
         assert spec is not None

@@ -41,19 +41,19 @@ def paired_test(
     r"""A paired significance test of ``a`` against ``b``: per-query values of two systems on the same
     queries, in the same order.
 
-    With the differences :math:`d_i = a_i - b_i` of :math:`Q` queries:
+    With the differences $d_i = a_i - b_i$ of $Q$ queries:
 
-    - ``"t"``: Student's paired t-test, :math:`t = \bar d / (s_d / \sqrt{Q})` with :math:`Q - 1`
-      degrees of freedom; equals ``scipy.stats.ttest_rel``. Effect size: Cohen's :math:`d_z = \bar d / s_d`.
+    - ``"t"``: Student's paired t-test, $t = \bar d / (s_d / \sqrt{Q})$ with $Q - 1$
+      degrees of freedom; equals ``scipy.stats.ttest_rel``. Effect size: Cohen's $d_z = \bar d / s_d$.
     - ``"wilcoxon"``: the Wilcoxon signed-rank test, with scipy's handling of zeros (dropped) and ties
       (average ranks) and its choice of the exact null distribution or the normal approximation; equals
-      ``scipy.stats.wilcoxon``. Statistic :math:`\min(W^+, W^-)` (two-sided) or :math:`W^+`; effect size
-      the rank-biserial correlation :math:`(W^+ - W^-) / (W^+ + W^-)`.
-    - ``"randomization"``: Fisher's paired randomization test of :math:`\bar d`: the signs of the
+      ``scipy.stats.wilcoxon``. Statistic $\min(W^+, W^-)$ (two-sided) or $W^+$; effect size
+      the rank-biserial correlation $(W^+ - W^-) / (W^+ + W^-)$.
+    - ``"randomization"``: Fisher's paired randomization test of $\bar d$: the signs of the
       differences flipped at random ``n_resamples`` times (one matrix product, no loop), p-value
-      :math:`(1 + \#\{|\bar d^*| \ge |\bar d|\}) / (1 + n)`.
-    - ``"bootstrap"``: the paired bootstrap test of :math:`\bar d`: queries resampled with replacement,
-      the resampled means centred on :math:`\bar d`, p-value as for the randomization test.
+      $(1 + \#\{|\bar d^*| \ge |\bar d|\}) / (1 + n)$.
+    - ``"bootstrap"``: the paired bootstrap test of $\bar d$: queries resampled with replacement,
+      the resampled means centred on $\bar d$, p-value as for the randomization test.
 
     The resamples come from ``seed`` (drawn on the CPU): the same seed gives the same p-value on any
     device.
@@ -101,7 +101,7 @@ def compare(
     n_resamples: int = 10_000,
     seed: int = 0,
 ) -> Comparison:
-    """Every pair of ``S`` systems compared by a two-sided :func:`paired_test`, the p-values corrected
+    """Every pair of ``S`` systems compared by a two-sided ``paired_test``, the p-values corrected
     for the ``S (S - 1) / 2`` comparisons.
 
     The resampling tests use one matrix of resamples for every pair (one matrix product for all of
@@ -118,8 +118,9 @@ def compare(
         seed: seed of the resamples.
 
     Returns:
-        A :class:`Comparison`: per pair the statistic, the raw and corrected p-values, the mean difference
-        and the effect size; the significance matrix; ``beats(name)``; ``to_dict()``; ``to_markdown()``.
+        A ``Comparison``, with per pair the statistic, the raw and corrected p-values, the mean
+            difference and the effect size; the significance matrix; ``beats(name)``; ``to_dict()``;
+            ``to_markdown()``.
 
     Examples:
         >>> import torch
@@ -162,7 +163,7 @@ def bootstrap_ci(
     r"""A bootstrap confidence interval of the mean of per-query values.
 
     The queries are resampled with replacement ``n_resamples`` times (one matrix product of resample
-    counts); ``"percentile"`` takes the :math:`(1 \pm \mathrm{confidence})/2` quantiles of the resampled
+    counts); ``"percentile"`` takes the $(1 \pm \mathrm{confidence})/2$ quantiles of the resampled
     means, ``"bca"`` shifts them by the bias correction and the jackknife acceleration (Efron's BCa),
     as ``scipy.stats.bootstrap`` does. The same seed gives the same interval on any device.
 

@@ -42,7 +42,7 @@ def contrastive_accuracy_score(
 
     For each ``i``, ``z1[i]`` queries all rows of ``z2`` and scores a hit when ``z2[i]`` is among
     its ``topk`` most similar rows; symmetrically ``z2[i]`` queries ``z1``. The result is
-    :math:`\tfrac12(\mathrm{Acc}_k(z_1 \to z_2) + \mathrm{Acc}_k(z_2 \to z_1))`, with dot-product
+    $\tfrac12(\mathrm{Acc}_k(z_1 \to z_2) + \mathrm{Acc}_k(z_2 \to z_1))$, with dot-product
     similarity (cosine after the optional L2 normalisation). Both directions come from one pass
     over blocks of the similarity matrix.
 
@@ -110,8 +110,9 @@ def uniformity_score(
 ) -> Any:
     r"""Uniformity of an embedding (Wang & Isola, ICML 2020); lower is more uniform.
 
-    .. math::
-        U(z) = \log \frac{1}{n(n-1)} \sum_{i \ne j} \exp\left(-t \lVert z_i - z_j \rVert_2^2\right)
+    $$
+    U(z) = \log \frac{1}{n(n-1)} \sum_{i \ne j} \exp\left(-t \lVert z_i - z_j \rVert_2^2\right)
+    $$
 
     computed as a log-sum-exp over each unordered pair once (blocks of the upper triangle), so it
     stays finite where ``exp(...).mean().log()`` underflows to ``-inf`` (large ``t``, spread-out
@@ -174,8 +175,9 @@ def alignment_score(
 ) -> Any:
     r"""Alignment of positive pairs (Wang & Isola, ICML 2020); lower is better.
 
-    .. math::
-        A(z_1, z_2) = \frac{1}{n} \sum_i \lVert z_{1,i} - z_{2,i} \rVert_2^\alpha
+    $$
+    A(z_1, z_2) = \frac{1}{n} \sum_i \lVert z_{1,i} - z_{2,i} \rVert_2^\alpha
+    $$
 
     Args:
         z1: embeddings of the first view, shape ``(n_samples, n_features)``, tensor or array.

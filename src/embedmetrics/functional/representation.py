@@ -57,9 +57,10 @@ def rankme(z: Any, *, center: bool = False, eps: float = RANKME_EPS, validate_ar
     r"""RankMe (Garrido et al., "RankMe: Assessing the downstream performance of pretrained
     self-supervised representations by their rank", ICML 2023); higher is better.
 
-    .. math::
-        \mathrm{RankMe}(Z) = \exp\Big(-\sum_k p_k \log p_k\Big), \quad
-        p_k = \frac{\sigma_k(Z)}{\lVert \sigma(Z) \rVert_1} + \epsilon
+    $$
+    \mathrm{RankMe}(Z) = \exp\Big(-\sum_k p_k \log p_k\Big), \quad
+    p_k = \frac{\sigma_k(Z)}{\lVert \sigma(Z) \rVert_1} + \epsilon
+    $$
 
     over the ``min(n, d)`` singular values of the ``(n, d)`` embedding matrix, uncentred as in the
     paper. They are the square roots of the eigenvalues of ``ZᵀZ`` (float64), the statistic the
@@ -128,9 +129,10 @@ def lidar(
     ``labels`` name the surrogate class of each row: the source sample it is an augmentation of.
     With class means ``μ_c``, their mean ``μ``, ``C`` classes and ``N`` rows,
 
-    .. math::
-        \Sigma_b = \frac{1}{C-1}\sum_c (\mu_c-\mu)(\mu_c-\mu)^\top, \quad
-        \Sigma_w = \frac{1}{N-C}\sum_c\sum_{i \in c} (z_i-\mu_c)(z_i-\mu_c)^\top + \delta I
+    $$
+    \Sigma_b = \frac{1}{C-1}\sum_c (\mu_c-\mu)(\mu_c-\mu)^\top, \quad
+    \Sigma_w = \frac{1}{N-C}\sum_c\sum_{i \in c} (z_i-\mu_c)(z_i-\mu_c)^\top + \delta I
+    $$
 
     and LiDAR is the smooth rank ``exp(−Σ p log p)``, ``p_i = λ_i / ‖λ‖₁ + ε``, of the eigenvalues
     of ``Σ_w^(−1/2) Σ_b Σ_w^(−1/2)``. (With ``q`` views per source sample, ``N − C = C(q − 1)`` as in
@@ -166,9 +168,10 @@ def linear_cka(x: Any, y: Any, *, validate_args: bool = True) -> Any:
     r"""Linear CKA (Kornblith et al., "Similarity of neural network representations revisited",
     ICML 2019) between two representations of the same ``n`` samples (any widths).
 
-    .. math::
-        \mathrm{CKA}(X, Y) = \frac{\lVert \tilde X^\top \tilde Y \rVert_F^2}
-        {\lVert \tilde X^\top \tilde X \rVert_F \, \lVert \tilde Y^\top \tilde Y \rVert_F}
+    $$
+    \mathrm{CKA}(X, Y) = \frac{\lVert \tilde X^\top \tilde Y \rVert_F^2}
+    {\lVert \tilde X^\top \tilde X \rVert_F \, \lVert \tilde Y^\top \tilde Y \rVert_F}
+    $$
 
     with ``X̃``, ``Ỹ`` the column-centred matrices: equal to the HSIC form with linear kernels,
     invariant to rotations and isotropic scaling of either side, in ``[0, 1]``. NaN when a

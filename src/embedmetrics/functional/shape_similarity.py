@@ -58,8 +58,9 @@ def procrustes_similarity(X: Any, Y: Any, *, validate_args: bool = True) -> Any:
 
     The Frobenius cosine between ``Y`` and its least-squares fit ``sXΩ + b`` (``Ω`` orthogonal):
 
-    .. math::
-        \frac{\lVert \tilde X^\top \tilde Y \rVert_*}{\lVert \tilde X \rVert_F \, \lVert \tilde Y \rVert_F}
+    $$
+    \frac{\lVert \tilde X^\top \tilde Y \rVert_*}{\lVert \tilde X \rVert_F \, \lVert \tilde Y \rVert_F}
+    $$
 
     with ``X̃``, ``Ỹ`` column-centred and ``‖·‖_*`` the nuclear norm, clamped to ``[0, 1]``; 0 when
     either side is constant (nidl's convention). Widths may differ; zero columns change nothing.
