@@ -74,6 +74,7 @@ class DenseRetrieval(BaseMetric):
     #: The corpus shards stay on their process at a sync; ``compute`` merges their lists.
     _process_local_states: ClassVar[tuple[str, ...]] = ("corpus", "corpus_ids")
     _embedding_states = ("query", "corpus")
+    _unique_id_states = ("query_ids", "corpus_ids")  # ``merge_state`` refuses known ids, as ``update``
     batch_spec = BatchSpec(
         (Arg("embeddings"), Arg("ids", "ids", rows_of="embeddings")), roles=_ROLES, allow_empty=True
     )

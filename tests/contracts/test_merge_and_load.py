@@ -4,9 +4,15 @@ A state of other settings is refused (``ValueError`` naming the setting, state u
 setting changes what the state means (the registry's ``state_settings``); elsewhere the merged value is
 the receiver's settings on the union of the rows. Another width or dtype is always refused. After
 ``load_state_dict`` the width and dtype are those of the loaded state (nothing cached goes stale).
+Where ``update`` refuses an id given before (a stream of ``unique`` ids), ``merge_state`` refuses a
+state holding one of ours (a copy of itself, say) and ``load_state_dict`` a state repeating one, with
+the state bit for bit unchanged; states of disjoint ids merge into the functional's value.
 """
 
 from __future__ import annotations
+
+import copy
+from typing import Any
 
 import pytest
 import torch
@@ -105,3 +111,126 @@ def test_load_state_dict_of_other_settings_is_refused(spec: MetricSpec) -> None:
     with pytest.raises(ValueError, match=setting):
         target.load_state_dict(source.state_dict())
     assert snapshot(target) == before
+
+
+_UNIQUE = [s for s in STATEFUL if any(st.unique is not None for st in s.make_case().streams)]
+
+
+def test_the_metrics_with_unique_ids_declare_their_states() -> None:
+    """A metric whose ``update`` refuses known ids declares their states, so merges refuse them too."""
+    assert _UNIQUE, "no registered metric keeps unique ids"
+    for spec in STATEFUL:
+        declared = getattr(spec.load_class(), "_unique_id_states", ())  # a wrapper: its metric's
+        assert bool(declared) == (spec in _UNIQUE), spec.key
+        assert set(declared) <= set(build(spec, spec.make_case())._defaults), spec.key
+
+
+def _states(metric: Any) -> dict[str, list[torch.Tensor]]:
+    """Every state tensor of ``metric``, cloned (a list state as its tensors)."""
+    out = {}
+    for name in metric._defaults:
+        value = getattr(metric, name)
+        out[name] = [t.clone() for t in (value if isinstance(value, list) else [value])]
+    return out
+
+
+def _assert_unchanged(metric: Any, states: dict[str, list[torch.Tensor]], snap: dict[str, Any]) -> None:
+    assert snapshot(metric) == snap
+    for name, tensors in _states(metric).items():
+        assert len(tensors) == len(states[name]), name
+        for got, want in zip(tensors, states[name]):
+            assert got.dtype == want.dtype, name
+            assert torch.equal(got, want), name
+
+
+def _overlapping(case: Case, index: int) -> tuple[list[tuple], list[tuple], int]:
+    """The first halves of the streams, and the second halves with the first row of stream ``index``'s
+    first half added: the two states share exactly that row's id (returned)."""
+    first, second = [], []
+    shared = 0
+    for i, s in enumerate(case.streams):
+        a, b = cut(s, [s.rows // 2])
+        first.append((a.args, a.kwargs))
+        if i == index:
+            b = s.take(torch.cat([torch.arange(s.rows // 2, s.rows), torch.tensor([0])]))
+            shared = int(s.args[s.unique][0])  # type: ignore[index]
+        second.append((b.args, b.kwargs))
+    return first, second, shared
+
+
+def _refusals(spec: MetricSpec) -> list[tuple[str, Any, Any, str]]:
+    """(what, receiver, incoming metric, the ids the message must name) of every refused merge: a
+    copy of itself, and a state sharing one id of each stream of unique ids."""
+    case = spec.make_case()
+    whole = build(spec, case)
+    feed(whole, whole_calls(case))
+    out = [("copy", whole, copy.deepcopy(whole), "")]
+    for index, stream in enumerate(case.streams):
+        if stream.unique is None:
+            continue
+        first, second, shared = _overlapping(case, index)
+        ours, theirs = build(spec, case), build(spec, case)
+        feed(ours, first)
+        feed(theirs, second)
+        out.append((f"one id of stream {index}", ours, theirs, f"got {shared},"))
+    return out
+
+
+@pytest.mark.parametrize("spec", _UNIQUE, ids=lambda s: s.key)
+@pytest.mark.parametrize("form", ["metric", "state dict"])
+def test_merge_of_known_ids_is_refused_and_keeps_the_state(spec: MetricSpec, form: str) -> None:
+    for what, ours, theirs, named in _refusals(spec):
+        value = copy.deepcopy(ours).compute()  # on a copy: ``ours`` keeps no cached value
+        states, snap = _states(ours), snapshot(ours)
+        incoming = theirs if form == "metric" else {n: getattr(theirs, n) for n in theirs._defaults}
+        with pytest.raises(ValueError, match=r"argument `incoming_state` must hold new ids") as refused:
+            ours.merge_state(incoming)
+        assert named in str(refused.value), (what, str(refused.value))
+        _assert_unchanged(ours, states, snap)
+        assert_same(ours.compute(), value, exact=True, what=f"{spec.key} {what}")
+
+
+def _holds(state: Any, ids: torch.Tensor) -> bool:
+    return (
+        isinstance(state, list)
+        and len(state) == 1
+        and state[0].dtype == ids.dtype
+        and torch.equal(state[0], ids)
+    )
+
+
+@pytest.mark.parametrize("spec", _UNIQUE, ids=lambda s: s.key)
+def test_load_state_dict_of_repeated_ids_is_refused_and_keeps_the_state(spec: MetricSpec) -> None:
+    case = spec.make_case()
+    source, target = build(spec, case), build(spec, case)
+    for metric in (source, target):
+        metric.persistent(True)
+        feed(metric, whole_calls(case))
+    value = copy.deepcopy(target).compute()
+    states, snap = _states(target), snapshot(target)
+    for stream in case.streams:
+        if stream.unique is None:
+            continue
+        saved = source.state_dict()
+        ids = stream.args[stream.unique]
+        key = next(k for k, v in saved.items() if _holds(v, ids))  # the state of the stream's ids
+        saved[key] = [torch.cat([ids, ids[:1]])]  # its first id twice
+        with pytest.raises(ValueError, match=rf"argument `state_dict` must hold unique ids in `{key}`"):
+            target.load_state_dict(saved)
+        _assert_unchanged(target, states, snap)
+        assert_same(target.compute(), value, exact=True, what=f"{spec.key} {key}")
+    target.load_state_dict(source.state_dict())  # a state of unique ids loads
+    assert_same(target.compute(), value, exact=True, what=spec.key)
+
+
+@pytest.mark.parametrize("spec", _UNIQUE, ids=lambda s: s.key)
+@pytest.mark.parametrize("form", ["metric", "state dict"])
+@pytest.mark.parametrize("forward", [False, True], ids=["update", "forward"])
+def test_merge_of_disjoint_ids_equals_the_functional(spec: MetricSpec, form: str, forward: bool) -> None:
+    case = spec.make_case()
+    first, second = _halves(case)
+    ours, theirs = build(spec, case), build(spec, case)
+    feed(ours, first, forward=forward)  # ``forward`` merges each batch into the state itself
+    feed(theirs, second, forward=forward)
+    ours.merge_state(theirs if form == "metric" else {n: getattr(theirs, n) for n in theirs._defaults})
+    assert_same(ours.compute(), case.functional(case.streams), exact=case.exact, what=spec.key)

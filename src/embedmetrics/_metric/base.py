@@ -18,6 +18,11 @@
   computed with other settings (``ValueError`` naming the setting) instead of mixing them, and
   ``MetricCollection`` compute groups never merge such metrics. Metrics that store raw rows (whose
   settings only matter in ``compute``) stay compatible across settings, as they should.
+- **Ids stay unique.** Where ``update`` refuses an id given before (``DenseRetrieval``'s query and
+  corpus ids, declared in ``_unique_id_states``), ``merge_state`` refuses an incoming state that holds
+  one of ours or repeats one, and ``load_state_dict`` a state that repeats one (``ValueError`` naming
+  the argument and the ids), before anything is merged or loaded: a merge with a copy of itself no
+  longer breaks every later ``compute``.
 """
 
 from __future__ import annotations
@@ -72,6 +77,20 @@ def _detach(value: Any) -> Any:
     return value.detach() if isinstance(value, Tensor) else value
 
 
+def _ids_of(state: Any) -> Optional[Tensor]:
+    """The ids of a list (or tensor) state as one 1-D tensor, or ``None`` when it holds none."""
+    items = [t.reshape(-1) for t in (state if isinstance(state, list) else [state]) if isinstance(t, Tensor)]
+    items = [t for t in items if t.numel()]
+    return torch.cat(items) if items else None
+
+
+def _ids_text(ids: Tensor) -> str:
+    """Ascending distinct ``ids`` as text: all of them up to five, else the first five and the count."""
+    values = torch.unique(ids).tolist()
+    shown = ", ".join(str(v) for v in values[:5])
+    return shown if len(values) == 1 else f"{shown}{', ...' if len(values) > 5 else ''} ({len(values)} ids)"
+
+
 def _spec_of_class(cls: type) -> Optional[MetricSpec]:
     specs = (spec_of(k.__name__) for k in cls.__mro__)
     return next((s for s in specs if s is not None), None)
@@ -86,6 +105,9 @@ class BaseMetric(SyncSafeMetric):
     ]  # fmt: skip
     #: Row stores that hold the embeddings (one dtype and width for all of them; see ``input_layout``).
     _embedding_states: ClassVar[tuple[str, ...]] = ()
+    #: List states of ids that ``update`` keeps unique across every batch (``_stateful_rules`` refuses a
+    #: known id): ``merge_state`` and ``load_state_dict`` refuse a state that would repeat one.
+    _unique_id_states: ClassVar[tuple[str, ...]] = ()
     #: What ``update`` takes (the engine's one batch validator reads it); ``None``: validated in ``update``.
     batch_spec: ClassVar[Optional[BatchSpec]] = None
 
@@ -411,14 +433,52 @@ class BaseMetric(SyncSafeMetric):
             f"than ours ({self._settings}); states of different settings cannot be mixed."
         )
 
+    def _refuse_repeated_ids(
+        self, incoming: Mapping[str, Any], argument: str, action: str, *, adds: bool
+    ) -> None:
+        """``update``'s rule on ids, for a whole state: the ids of every ``_unique_id_states`` state in
+        ``incoming`` must be unique and, where they are added to ours (``adds``), none of ours.
+        ``ValueError`` naming ``argument`` and the ids; touches nothing. Skipped with
+        ``validate_args=False``, as ``update`` skips it. A host sync."""
+        if not self._unique_id_states or not bool(getattr(self, "validate_args", True)):
+            return
+        where = f"{type(self).__name__}.{action}: argument `{argument}`"
+        for name in self._unique_id_states:
+            theirs = _ids_of(incoming.get(name))
+            if theirs is None:
+                continue
+            theirs = torch.sort(theirs).values
+            twice = theirs[1:][theirs[1:] == theirs[:-1]]
+            if twice.numel():
+                raise ValueError(
+                    f"{where} must hold unique ids in `{name}`, got {_ids_text(twice)} more than once."
+                )
+            ours = _ids_of(getattr(self, name)) if adds else None
+            if ours is None:
+                continue
+            ours = torch.sort(ours.to(theirs.device)).values
+            at = torch.searchsorted(ours, theirs).clamp_max(ours.numel() - 1)
+            known = theirs[ours[at] == theirs]
+            if known.numel():
+                raise ValueError(
+                    f"{where} must hold new ids in `{name}`, got {_ids_text(known)}, already in this "
+                    "metric's state (a merge with a copy of itself?); nothing was merged."
+                )
+
     def merge_state(self, incoming_state: dict[str, Any] | Metric) -> None:
-        """torchmetrics' ``merge_state``; a state computed with other settings raises ``ValueError``, and
+        """torchmetrics' ``merge_state``; a state computed with other settings, or holding ids that
+        ``update`` would refuse (``_unique_id_states``), raises ``ValueError`` with nothing merged, and
         the next ``compute`` sees the merged state (torchmetrics would return a value cached before)."""
+        theirs: Optional[dict[str, Any]] = None
         if isinstance(incoming_state, BaseMetric) and isinstance(incoming_state, type(self)):
             self._refuse_other_settings(incoming_state._settings, "merge_state")
+            theirs = incoming_state.metric_state
         elif isinstance(incoming_state, dict):
             self._refuse_other_settings_code(incoming_state.get("settings_code"), "merge_state")
+            theirs = incoming_state
         self._refuse_other_rows(incoming_state, "merge_state")
+        if theirs is not None:
+            self._refuse_repeated_ids(theirs, "incoming_state", "merge_state", adds=True)
         super().merge_state(incoming_state)
         self._computed = None  # torchmetrics keeps the value cached before the merge
 
@@ -451,6 +511,8 @@ class BaseMetric(SyncSafeMetric):
             self._refuse_other_settings(json.loads(bytes(saved.cpu().tolist()).decode()), "load_state_dict")
         else:
             self._refuse_other_settings_code(state_dict.get(prefix + "settings_code"), "load_state_dict")
+        loaded = {n: state_dict[prefix + n] for n in self._unique_id_states if prefix + n in state_dict}
+        self._refuse_repeated_ids(loaded, "state_dict", "load_state_dict", adds=False)
         super()._load_from_state_dict(
             state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
         )
