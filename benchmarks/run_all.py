@@ -10,21 +10,31 @@ them); a peer that is not installed leaves its cells empty. Usage::
     python benchmarks/run_all.py --quick          # smaller sizes, a minute: checks that everything runs
     python benchmarks/run_all.py --json out.json  # the rows, machine-readable
 
-Columns: *ours* and *peer's* are seconds (or GB of peak memory above the baseline for the memory rows);
-*vs peer* is the peer's time over ours (above 1: ours is faster), or for memory ours as a share of the
-peer's; *vs bound* is ours over the bound (the bare matrix product for the scans: no exact method can take
-less).
+The table (and the JSON) opens with the machine it was measured on: the CPU's model, the instruction
+set torch's kernels use (``torch.backends.cpu.get_cpu_capability()``), torch's intra-op threads, the
+torch build and, on a GPU, the GPU. Columns: *ours* and *peer's* are seconds (or GB of peak memory
+above the baseline for the memory rows); *vs peer* is the peer's time over ours (above 1: ours is
+faster), or for memory ours as a share of the peer's; *bound* is what no exact method can beat (the
+bare matrix product for the scans, half of it for a symmetric one); *ours vs bound* and *peer vs bound*
+are each side's time over it. The bound is measured on the same machine in the same run, so these two
+ratios are the figures that travel between machines: the speed of the bare product (AVX-512 or AVX2,
+threads, BLAS) moves every time of a row, and the ratio *vs peer* with it where the two sides spend
+different shares of their time in the product.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from _timing import ROW_PREFIX
 
@@ -64,6 +74,54 @@ def run_script(script: str, args: list[str]) -> tuple[list[dict[str, Any]], str]
     return rows, failure
 
 
+def _cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``; with its family and model numbers where the name is the
+    generic one a virtual machine reports), else what ``platform`` knows."""
+    fields: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if not line.strip():
+                    break  # the first processor's block is enough
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    name = fields.get("model name") or platform.processor() or platform.machine() or "unknown CPU"
+    if "cpu family" in fields and "model" in fields:
+        name += f" (family {fields['cpu family']}, model {fields['model']})"
+    return name
+
+
+def machine(device: str = "cpu") -> dict[str, Any]:
+    """Where the figures come from: the CPU, the instruction set torch uses on it, torch's intra-op threads
+    (the benchmark scripts run with the same default), the torch build, and the GPU where one is used."""
+    info: dict[str, Any] = {
+        "cpu": _cpu_model(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "device": device,
+    }
+    if device.startswith("cuda") and torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(torch.device(device))
+        info["cuda"] = torch.version.cuda
+    return info
+
+
+def machine_line(info: dict[str, Any]) -> str:
+    """The machine as the one line printed above the table."""
+    line = (
+        f"Machine: {info['cpu']}, {info['cores']} cores; torch reports {info['cpu_capability']}; "
+        f"{info['threads']} threads; torch {info['torch']}"
+    )
+    if "gpu" in info:
+        line += f"; GPU {info['gpu']} (CUDA {info['cuda']})"
+    return line + "."
+
+
 def _figure(value: float | None, unit: str) -> str:
     if value is None:
         return ""
@@ -79,12 +137,23 @@ def _versus_peer(row: dict[str, Any]) -> str:
     return f"{row['peer_value'] / row['ours']:.2f}x"
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    """The rows as one Markdown table."""
-    lines = [
-        "| workload | device | ours | peer | peer's | vs peer | bound | vs bound | equal values |",
-        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | :---: |",
-    ]
+def _versus_bound(value: float | None, bound: float | None) -> str:
+    """A side's time over the bound's (the bare product): the figure that travels between machines."""
+    return f"{value / bound:.2f}x" if value is not None and bound else ""
+
+
+#: The table's header: every row's ratios to the bound next to its times.
+HEADER = (
+    "| workload | device | ours | peer | peer's | vs peer | bound | ours vs bound | peer vs bound "
+    "| equal values |",
+    "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | :---: |",
+)
+
+
+def table(rows: list[dict[str, Any]], info: dict[str, Any] | None = None) -> str:
+    """The rows as one Markdown table, under the line naming the machine (``info``: ``machine()``)."""
+    lines = [machine_line(info), ""] if info is not None else []
+    lines += HEADER
     for row in rows:
         unit = row["unit"]
         bound = row["bound_value"]
@@ -92,7 +161,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         cells = [
             row["workload"], row["device"], _figure(row["ours"], unit), row["peer"] or "",
             _figure(row["peer_value"], unit), _versus_peer(row), _figure(bound, unit),
-            f"{row['ours'] / bound:.2f}x" if bound else "", equal,
+            _versus_bound(row["ours"], bound), _versus_bound(row["peer_value"], bound), equal,
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -103,7 +172,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="cpu or cuda (the scripts that run on a GPU)")
     parser.add_argument("--quick", action="store_true", help="small sizes: checks that every script runs")
     parser.add_argument("--only", default=None, help="comma-separated script names (bench_dense, ...)")
-    parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    parser.add_argument("--json", default=None, help="also write the machine and the rows to this JSON file")
     parser.add_argument("--ranx-python", default=None, help="a Python with ranx, for bench_comparison.py")
     args = parser.parse_args()
     only = None if args.only is None else {name.removesuffix(".py") for name in args.only.split(",")}
@@ -122,9 +191,10 @@ def main() -> None:
         rows.extend(found)
         if failure:
             failures.append(f"{script} failed:\n{failure}")
-    print(table(rows))
+    info = machine(args.device)
+    print(table(rows, info))
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+        Path(args.json).write_text(json.dumps({"machine": info, "rows": rows}, indent=1) + "\n")
     if failures:
         print("\n\n".join(failures), file=sys.stderr)
         raise SystemExit(1)

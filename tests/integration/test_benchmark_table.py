@@ -5,6 +5,8 @@ empty)."""
 from __future__ import annotations
 
 import importlib.util
+import json
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -53,11 +55,60 @@ def test_rows_become_one_table() -> None:
          "bound": None, "bound_value": None, "equal": False, "device": "cpu"},
         {"workload": "test", "unit": "s", "ours": 0.002, "peer": None, "peer_value": None, "bound": None,
          "bound_value": None, "equal": None, "device": "cuda"},
+        {"workload": "scan", "unit": "s", "ours": 0.3, "peer": None, "peer_value": None, "bound": "product",
+         "bound_value": 0.1, "equal": None, "device": "cpu"},
     ]  # fmt: skip
     lines = run_all.table(rows).splitlines()
-    assert lines[2] == "| kNN | cpu | 1.00 s | PML | 1.50 s | 1.50x | 0.50 s | 2.00x | yes |"
-    assert lines[3] == "| dense, peak memory | cpu | 0.10 GB | chunked | 0.40 GB | 0.25 of it |  |  | NO |"
-    assert lines[4] == "| test | cuda | 2.0 ms |  |  |  |  |  |  |"
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    assert header == [
+        "workload", "device", "ours", "peer", "peer's", "vs peer", "bound", "ours vs bound", "peer vs bound",
+        "equal values",
+    ]  # fmt: skip
+    assert all(line.count("|") == len(header) + 1 for line in lines)
+    assert lines[2] == "| kNN | cpu | 1.00 s | PML | 1.50 s | 1.50x | 0.50 s | 2.00x | 3.00x | yes |"
+    assert lines[3] == "| dense, peak memory | cpu | 0.10 GB | chunked | 0.40 GB | 0.25 of it |  |  |  | NO |"
+    assert lines[4] == "| test | cuda | 2.0 ms |  |  |  |  |  |  |  |"
+    assert lines[5] == "| scan | cpu | 0.30 s |  |  |  | 0.10 s | 3.00x |  |  |"
+
+
+def test_the_table_and_the_json_name_the_machine(tmp_path: Path) -> None:
+    """Times are machine-bound: the table opens with the CPU, the instruction set torch uses, the threads and
+    the torch build, and the JSON holds the same next to the rows."""
+    import torch
+
+    run_all = _load("run_all")
+    info = run_all.machine("cpu")
+    assert info["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert info["threads"] == torch.get_num_threads()
+    assert info["torch"] == torch.__version__
+    assert info["cpu"]
+    assert info["cores"] >= 1
+    row = {"workload": "kNN", "unit": "s", "ours": 1.0, "peer": None, "peer_value": None, "bound": "product",
+           "bound_value": 0.5, "equal": None, "device": "cpu"}  # fmt: skip
+    lines = run_all.table([row], info).splitlines()
+    assert lines[0] == run_all.machine_line(info)
+    for part in (info["cpu"], f"torch reports {info['cpu_capability']}", f"{info['threads']} threads",
+                 f"torch {info['torch']}"):  # fmt: skip
+        assert part in lines[0], part
+    assert lines[1] == ""
+    assert lines[2:4] == list(run_all.HEADER)
+    assert "GPU" not in lines[0]
+    gpu = run_all.machine_line({**info, "device": "cuda", "gpu": "NVIDIA H100", "cuda": "12.8"})
+    assert gpu.endswith("; GPU NVIDIA H100 (CUDA 12.8).")
+
+    out = tmp_path / "rows.json"
+    script = (
+        "import sys, json; sys.path.insert(0, sys.argv[1]); import run_all; "
+        "run_all.run_script = lambda script, args: ([], ''); "
+        "sys.argv = ['run_all.py', '--only', 'bench_comparison', '--json', sys.argv[2]]; run_all.main()"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(BENCHMARKS), str(out)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines()[0] == run_all.machine_line(info)
+    saved = json.loads(out.read_text())
+    assert saved == {"machine": info, "rows": []}
 
 
 @pytest.mark.timeout(120)
