@@ -111,6 +111,24 @@ def test_the_table_and_the_json_name_the_machine(tmp_path: Path) -> None:
     assert saved == {"machine": info, "rows": []}
 
 
+def test_every_table_of_the_benchmarks_page_names_its_machine() -> None:
+    """docs/benchmarks.md: every table has make bench's columns (the ratios to the bound included) and a
+    machine line above it (CPU, the instruction set torch reports, threads, torch build)."""
+    run_all = _load("run_all")
+    page = (BENCHMARKS.parent / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    blocks = page.split("\n\n")
+    tables = [i for i, block in enumerate(blocks) if block.startswith("| workload")]
+    assert tables
+    for i in tables:
+        lines = blocks[i].splitlines()
+        assert tuple(lines[:2]) == run_all.HEADER
+        assert all(line.count("|") == lines[0].count("|") for line in lines)
+        above = blocks[i - 1]
+        assert above.startswith("Machine: "), above
+        for part in ("torch reports ", " threads", "torch 2."):
+            assert part in above, (part, above)
+
+
 @pytest.mark.timeout(120)
 def test_a_script_prints_rows_that_run_all_collects() -> None:
     """The row protocol end to end, on the one script that needs no peer (ranx is optional)."""
