@@ -1,8 +1,9 @@
 """Metric-learning accuracy: ``AccuracyCalculator`` (the seed's API) and ``EmbeddingAccuracy``.
 
-Both run the same private code path, ``AccuracyCalculator._compute``: an exact blocked
-k-nearest-neighbour scan (no faiss, no ``n × n`` matrix, ties handled exactly) reduced to per-query
-statistics, plus deterministic torch k-means for NMI / AMI.
+Both run the same code path, ``AccuracyCalculator.evaluate``: an exact blocked k-nearest-neighbour
+scan (no faiss, no ``n × n`` matrix, ties handled exactly) reduced to per-query statistics, plus
+deterministic torch k-means for NMI / AMI. The calculator only names its decisions and metrics, which
+are in ``embedmetrics._engine.neighbors`` (``calculator``, ``calculator_knn``, ``calculator_metrics``).
 
 The module also offers pytorch-metric-learning 2.x's module-level helpers (``precision_at_k``,
 ``r_precision``, ``mean_average_precision``, ``mean_reciprocal_rank``,
@@ -13,32 +14,22 @@ calculators written for ``pytorch_metric_learning.utils.accuracy_calculator`` ru
 
 from __future__ import annotations
 
-import logging
 import math
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from torch import Tensor
-from torchmetrics.functional.clustering import normalized_mutual_info_score
 
-from embedmetrics._engine.core.checks import (
-    ArgumentKindError,
-    as_float,
-    as_tensor,
-    check_bool,
-    check_finite,
-    check_metric_names,
-    check_neighbor_inputs,
-    check_no_clustering_with_custom_labels,
-    check_query_rows_first,
-)
+from embedmetrics._engine.core.checks import ArgumentKindError, check_bool
 from embedmetrics._engine.core.inputs import Arg, BatchSpec
-from embedmetrics._engine.core.knn import KnnResult, LabelComparison
+from embedmetrics._engine.core.knn import LabelComparison
 from embedmetrics._engine.core.scan import metric_shard
+from embedmetrics._engine.neighbors import calculator as engine
+from embedmetrics._engine.neighbors import calculator_metrics as builtin
 from embedmetrics._engine.neighbors.accuracy_call import parse_accuracy_call
-from embedmetrics._engine.neighbors.clustering import adjusted_mutual_info, kmeans
+from embedmetrics._engine.neighbors.calculator import OPT_IN_METRICS as OPT_IN_METRICS
+from embedmetrics._engine.neighbors.calculator_knn import LOGGER as LOGGER
 from embedmetrics._engine.neighbors.lists import (
     EQUALITY,
     get_label_match_counts,
@@ -53,16 +44,7 @@ from embedmetrics._engine.neighbors.lists import (
     r_precision,
     try_getting_not_lone_labels,
 )
-from embedmetrics._engine.neighbors.options import OPTIONS
-from embedmetrics._engine.neighbors.statistics import (
-    KNN_STATS,
-    finite,
-    neighbor_statistics,
-    scan_k,
-    self_index_of,
-    unique_ids,
-)
-from embedmetrics._engine.settings.options import read_options
+from embedmetrics._engine.neighbors.statistics import KNN_STATS
 from embedmetrics._metric.base import BaseMetric
 from embedmetrics._metric.sync import first_rows
 
@@ -82,11 +64,6 @@ __all__ = [
     "r_precision",
     "try_getting_not_lone_labels",
 ]
-
-LOGGER = logging.getLogger("embedmetrics")
-
-#: Metrics computed only when asked for by name (``include``) in the seed's (1.x) call form.
-OPT_IN_METRICS = ("mean_average_precision", "mean_reciprocal_rank")
 
 
 class AccuracyCalculator:
@@ -195,44 +172,17 @@ class AccuracyCalculator:
         block_bytes: int | None = None,
         validate_args: bool = True,
     ) -> None:
-        if not isinstance(return_per_class, bool):  # the seed's 1.x positional order: (..., k, fn)
-            if k is not None and not callable(k):
-                raise ArgumentKindError(
-                    f"Argument `return_per_class` must be a bool, got {return_per_class!r}."
-                )
-            label_comparison_fn = k if callable(k) else label_comparison_fn
-            k, return_per_class = return_per_class, False
-        all_metrics = self._available_metrics()
-        check_metric_names("include", include, all_metrics)
-        check_metric_names("exclude", exclude, all_metrics)
-        chosen = list(include) if include else [m for m in all_metrics if m not in OPT_IN_METRICS]
-        self.original_metrics = [m for m in chosen if m not in exclude]
-        # what get_accuracy may still ask for: the chosen metrics, and the opt-in ones not ruled out
-        self._allowed = list(include) if include else [m for m in all_metrics if m not in exclude]
-        values = read_options(type(self).__name__, OPTIONS["AccuracyCalculator"], {
+        return_per_class, k, label_comparison_fn = engine.seed_argument_order(
+            return_per_class, k, label_comparison_fn
+        )
+        self.original_metrics, self._allowed = engine.chosen_metrics(self, include, exclude)
+        engine.set_options(self, {
             "avg_of_avgs": avg_of_avgs, "return_per_class": return_per_class, "k": k,
             "label_comparison_fn": label_comparison_fn, "distance": distance, "ties": ties,
             "kmeans_seed": kmeans_seed, "block_bytes": block_bytes, "validate_args": validate_args,
             "knn_func": knn_func, "kmeans_func": kmeans_func,
         })  # fmt: skip
-        if values["avg_of_avgs"] and values["return_per_class"]:
-            raise ValueError(
-                "Arguments `avg_of_avgs` and `return_per_class` are mutually exclusive; got both True."
-            )
-        for name, value in values.items():
-            setattr(self, name, value)
         self.device = None if device is None else torch.device(device)
-        self.kmeans_func = kmeans_func
-        self._refuse_clustering_with_custom_labels(self.original_metrics)
-
-    # ----------------------------------------------------------------- metric registry
-    def _available_metrics(self) -> list[str]:
-        key = self.function_keyword
-        return [n[len(key) :] for n in dir(self) if n.startswith(key) and callable(getattr(self, n))]
-
-    def _refuse_clustering_with_custom_labels(self, metrics: Sequence[str]) -> None:
-        clustering = [m for m in metrics if m in self.requires_clustering()]
-        check_no_clustering_with_custom_labels(self.label_comparison_fn, clustering)
 
     def get_curr_metrics(self) -> list[str]:
         """Names of the metrics ``get_accuracy`` computes by default."""
@@ -240,7 +190,10 @@ class AccuracyCalculator:
 
     def get_function_dict(self, include: Sequence[str] = (), exclude: Sequence[str] = ()) -> dict[str, Any]:
         """The ``calculate_<name>`` methods of the selected metrics, by name (pytorch-metric-learning 2.x)."""
-        return {m: getattr(self, self.function_keyword + m) for m in self._select(include, exclude, 2)}
+        return {
+            m: getattr(self, self.function_keyword + m)
+            for m in engine.select_metrics(self, include, exclude, 2)
+        }
 
     def _get_accuracy(self, function_dict: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         """Call each metric function with the shared keyword arguments (pytorch-metric-learning 2.x)."""
@@ -248,13 +201,12 @@ class AccuracyCalculator:
 
     def requires_clustering(self) -> list[str]:
         """Metrics that need ``cluster_labels`` (extend in a subclass)."""
-        return ["NMI", "AMI"]
+        return list(engine.CLUSTERING_METRICS)
 
     def requires_knn(self) -> list[str]:
         """Metrics that need the nearest neighbours (extend in a subclass)."""
         return list(KNN_STATS)
 
-    # ----------------------------------------------------------------- public entry point
     def get_accuracy(self, query: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """Compute the metrics for ``query`` against a reference set.
 
@@ -292,293 +244,19 @@ class AccuracyCalculator:
             ``return_per_class``; NaN for kNN metrics when every query is lone, i.e. has no
             relevant reference).
         """
-        call = parse_accuracy_call((query, *args), kwargs)
-        metrics = self._select(call.include, call.exclude, call.version)
-        q, r, ql, rl = (
-            as_tensor(n, v).detach()
-            for n, v in zip(
-                ("query", "reference", "query_labels", "reference_labels"),
-                (call.query, call.reference, call.query_labels, call.reference_labels),
-            )
-        )
-        q, r = as_float(q), as_float(r)
-        if self.device is not None:
-            q, r = q.to(self.device), r.to(self.device)
-        check_neighbor_inputs(q, r, ql, rl)
-        if self.validate_args:
-            check_finite("query", q)
-            check_finite("reference", r)
-        ql, rl = ql.to(q.device), rl.to(q.device)
-        self_index = None
-        if call.same_source:
-            identical = call.query is call.reference
-            if call.version == 2:
-                check_query_rows_first(q, r, ql, rl)
-                identical = True
-            self_index = self_index_of(q, r, ql, rl, identical)
-        return self.evaluate(
-            q,
-            r,
-            ql,
-            rl,
-            self_index=self_index,
-            metrics=metrics,
-            same_source=call.same_source,
-            version=call.version,
-        )
+        tensors, options = engine.call_inputs(self, parse_accuracy_call((query, *args), kwargs))
+        return self.evaluate(*tensors, **options)
 
-    def _select(self, include: Sequence[str], exclude: Sequence[str], version: int = 1) -> list[str]:
-        """The metrics of one call: ``include`` (default: the seed's defaults for the 1.x call form,
-        every metric not excluded at construction for the 2.x form, as pytorch-metric-learning 2.x)."""
-        check_metric_names("include", include, self._allowed)
-        check_metric_names("exclude", exclude, self._allowed)
-        chosen = list(include) if include else self.original_metrics if version == 1 else self._allowed
-        return [m for m in chosen if m not in exclude]
-
-    # ----------------------------------------------------------------- the shared compute path
-    def _needs_neighbor_lists(self, metrics: Sequence[str]) -> bool:
-        base = AccuracyCalculator
-        for m in metrics:
-            if m not in self.requires_knn():
-                continue
-            own = getattr(type(self), self.function_keyword + m, None)
-            if m not in KNN_STATS or own is not getattr(base, self.function_keyword + m):
-                return True
-        return False
-
-    def evaluate(
-        self,
-        query: Tensor,
-        reference: Tensor,
-        query_labels: Tensor,
-        reference_labels: Tensor,
-        *,
-        self_index: Tensor | None = None,
-        metrics: Sequence[str] | None = None,
-        same_source: bool | None = None,
-        shard: tuple[int, int] | None = None,
-        version: int = 1,
-    ) -> dict[str, Any]:
-        """The calculator's metrics on validated tensors, with the query rows' own reference rows given.
-
-        The one code path of ``get_accuracy`` and ``EmbeddingAccuracy``: ``self_index[i]`` is
-        the reference row of query ``i`` (``-1``: none), never its own neighbour; ``metrics`` defaults to
-        ``get_curr_metrics``; ``shard`` scans only this rank's share of the queries; ``version``
-        is the call form (custom metrics get ``label_counts`` as a dict for 1.x, a pair for 2.x).
-        """
-        q, r, ql, rl = query, reference, query_labels, reference_labels
-        metrics = self.get_curr_metrics() if metrics is None else list(metrics)
-        same_source = self_index is not None if same_source is None else same_source
-        self._refuse_clustering_with_custom_labels(metrics)
-        kwargs: dict[str, Any] = {
-            "query": q,
-            "reference": r,
-            "query_labels": ql,
-            "reference_labels": rl,
-            "embeddings_come_from_same_source": same_source,
-            "ref_includes_query": same_source,
-            "label_comparison_fn": self.label_comparison_fn or EQUALITY,
-            # NaN or infinite embeddings have no neighbours: the built-in metrics are NaN then
-            "embeddings_are_finite": finite(q, r),
-        }
-        if any(m in self.requires_knn() for m in metrics):
-            if self.knn_func is not None:
-                kwargs.update(self._listed_knn_kwargs(q, r, ql, rl, same_source, metrics, version))
-            else:
-                kwargs.update(self._knn_kwargs(q, r, ql, rl, self_index, metrics, shard, version))
-        if any(m in self.requires_clustering() for m in metrics):
-            kwargs["cluster_labels"] = self.get_cluster_labels(**kwargs)
-        return {m: getattr(self, self.function_keyword + m)(**kwargs) for m in metrics}
-
-    def _knn_kwargs(
-        self,
-        q: Tensor,
-        r: Tensor,
-        ql: Tensor,
-        rl: Tensor,
-        self_index: Tensor | None,
-        metrics: Sequence[str],
-        shard: tuple[int, int] | None,
-        version: int,
-    ) -> dict[str, Any]:
-        need_lists = self._needs_neighbor_lists(metrics)
-        wanted = tuple(KNN_STATS[m] for m in metrics if m in KNN_STATS)
-        found = neighbor_statistics(
-            q,
-            r,
-            ql,
-            rl,
-            self_index=self_index,
-            k=scan_k(self.k, metrics, r.shape[0]),
-            stats=wanted,
-            distance=self.distance,
-            ties=self.ties,
-            label_comparison_fn=self.label_comparison_fn,
-            return_neighbors=need_lists,
-            block_bytes=self.block_bytes,
-            shard=shard,
-        )
-        result, not_lone = found.result, found.not_lone
-        uq, matches = found.unique_query_labels, found.matches
-        self._log_k(metrics, found.counts)
-        knn_labels = rl[result.indices] if result.indices is not None else None
-        return {
-            "label_counts": self._label_counts(rl, uq, matches, version),
-            "knn_labels": knn_labels,
-            "knn_distances": result.distances,
-            "lone_query_labels": get_unique_labels(ql[~not_lone]),
-            "not_lone_query_mask": not_lone,
-            "knn_stats": result,
-        }
-
-    def _log_k(self, metrics: Sequence[str], counts: Tensor) -> None:
-        """Log the scan (INFO), and warn when an integer ``k`` cuts R-precision or MAP@R short."""
-        most = int(counts.max().item()) if counts.numel() else 0
-        LOGGER.info(
-            "exact kNN scan: %d queries, k=%s (largest relevant count %d)", counts.numel(), self.k, most
-        )
-        cut = [m for m in ("r_precision", "mean_average_precision_at_r") if m in metrics]
-        if isinstance(self.k, int) and self.k < most and cut:
-            LOGGER.warning(
-                "k=%d is less than the largest relevant count %d, so %s are computed on the first k "
-                "neighbours only; use k='max_bin_count' (or None) for the exact values, or "
-                "'mean_average_precision' for MAP@k.",
-                self.k,
-                most,
-                cut,
-            )
-
-    def _listed_knn_kwargs(
-        self,
-        q: Tensor,
-        r: Tensor,
-        ql: Tensor,
-        rl: Tensor,
-        same_source: bool,
-        metrics: Sequence[str],
-        version: int,
-    ) -> dict[str, Any]:
-        """Neighbour lists from the user's ``knn_func``, and what the list-based metrics need."""
-        comparison = self.label_comparison_fn or EQUALITY
-        counts = get_label_match_counts(ql, rl, comparison)
-        lone, not_lone = get_lone_query_labels(ql, counts, same_source, comparison)
-        most = int(counts[1].max().item()) if counts[1].numel() else 1
-        k = scan_k(self.k, metrics, r.shape[0] - int(same_source)) or max(most - int(same_source), 1)
-        # PML 2.x hands its kNN functions float32 embeddings (FaissKNN, CustomKNN expect them)
-        distances, indices = self.knn_func(q.float(), k, r.float(), same_source)  # type: ignore[misc]
-        return {
-            "label_counts": counts if version == 2 else self._label_counts(rl, counts[0], counts[1], 1),
-            "knn_labels": rl[indices.to(rl.device)],
-            "knn_distances": distances,
-            "lone_query_labels": lone,
-            "not_lone_query_mask": not_lone,
-        }
-
-    def _label_counts(self, rl: Tensor, uq: Tensor, matches: Tensor, version: int) -> Any:
-        """What custom metrics get as ``label_counts``: a dict (1.x) or ``(labels, counts)`` (2.x)."""
-        if version == 2:
-            return uq, matches
-        if self.label_comparison_fn is None:
-            if rl.ndim == 1:
-                labels, cnt = torch.unique(rl, return_counts=True)
-            else:
-                labels, cnt = torch.unique(rl, dim=0, return_counts=True)
-        else:
-            labels, cnt = uq, matches
-        keys = labels.tolist()
-        return {(tuple(key) if isinstance(key, list) else key): int(c) for key, c in zip(keys, cnt.tolist())}
-
-    def _knn_metric(self, name: str, kwargs: dict[str, Any]) -> Any:
-        """A built-in kNN metric from the scan's statistics, or from neighbour lists when there are
-        no statistics (a ``knn_func``, or ``_get_accuracy`` called with ``knn_labels``)."""
-        ql, mask = kwargs["query_labels"], kwargs["not_lone_query_mask"]
-        stats: KnnResult | None = kwargs.get("knn_stats")
-        if stats is None:
-            return self._listed_metric(name, kwargs)
-        if not kwargs.get("embeddings_are_finite", True) or not bool(mask.any()):
-            return nan_accuracy(get_unique_labels(ql), self.return_per_class)
-        stat = KNN_STATS[name]
-        if stat not in stats.stats:
-            return math.nan
-        return maybe_get_avg_of_avgs(
-            stats.stats[stat][mask], ql[mask], self.avg_of_avgs, self.return_per_class
-        )
-
-    def _listed_metric(self, name: str, kwargs: dict[str, Any]) -> Any:
-        counts = kwargs["label_counts"]
-        if isinstance(counts, dict):  # the 1.x form: {label: count}
-            counts = (list(counts.keys()), list(counts.values()))
-        knn_labels, ql = try_getting_not_lone_labels(
-            kwargs["knn_labels"], kwargs["query_labels"], kwargs["not_lone_query_mask"]
-        )
-        if knn_labels is None or ql is None:
-            return nan_accuracy(counts[0], self.return_per_class)
-        fn = self.label_comparison_fn or EQUALITY
-        rpc, avg, same = (
-            self.return_per_class,
-            self.avg_of_avgs,
-            bool(kwargs.get("ref_includes_query", False)),
-        )
-        q = ql[:, None]
-        if name == "precision_at_1":
-            return precision_at_k(knn_labels, q, 1, avg, rpc, fn)
-        if name == "r_precision":
-            return r_precision(knn_labels, q, same, counts, avg, rpc, fn)
-        if name == "mean_reciprocal_rank":
-            return mean_reciprocal_rank(knn_labels, q, avg, rpc, fn)
-        at_r = name == "mean_average_precision_at_r"
-        return mean_average_precision(knn_labels, q, same, counts, avg, rpc, fn, at_r=at_r)
-
-    # ----------------------------------------------------------------- clustering
-    def get_cluster_labels(self, query: Tensor, query_labels: Tensor, **kwargs: Any) -> Tensor:
-        """Cluster id of each query: the user's ``kmeans_func`` or the built-in k-means (as many
-        clusters as distinct query labels)."""
-        if not kwargs.get("embeddings_are_finite", True):  # no clustering of NaN: one cluster each
-            return torch.arange(query.shape[0], device=query.device)
-        n_clusters = int(unique_ids(query_labels).max().item()) + 1
-        if self.kmeans_func is not None:
-            return as_tensor("cluster_labels", self.kmeans_func(query, n_clusters)).to(query.device)
-        return kmeans(query, n_clusters, seed=self.kmeans_seed, block_bytes=self.block_bytes)
-
-    # ----------------------------------------------------------------- built-in metrics
-    def calculate_NMI(self, query_labels: Tensor, cluster_labels: Tensor, **kwargs: Any) -> float:
-        """Normalized mutual information (arithmetic mean) of the k-means clusters and the query labels."""
-        if not kwargs.get("embeddings_are_finite", True):
-            return math.nan
-        with warnings.catch_warnings():  # torch's note on sparse invariant checks, from torchmetrics
-            warnings.simplefilter("ignore", UserWarning)
-            return float(normalized_mutual_info_score(cluster_labels, unique_ids(query_labels)).item())
-
-    def calculate_AMI(self, query_labels: Tensor, cluster_labels: Tensor, **kwargs: Any) -> float:
-        """Adjusted mutual information of the k-means clusters and the query labels.
-
-        Same value as ``torchmetrics.functional.clustering.adjusted_mutual_info_score`` (and
-        scikit-learn's), computed by a vectorised implementation: torchmetrics' expected-mutual-
-        information loop takes minutes at 20,000 points and 100 clusters.
-        """
-        if not kwargs.get("embeddings_are_finite", True):
-            return math.nan
-        return float(adjusted_mutual_info(cluster_labels, unique_ids(query_labels)).item())
-
-    def calculate_precision_at_1(self, **kwargs: Any) -> Any:
-        """Precision of the nearest neighbour."""
-        return self._knn_metric("precision_at_1", kwargs)
-
-    def calculate_r_precision(self, **kwargs: Any) -> Any:
-        """R-precision."""
-        return self._knn_metric("r_precision", kwargs)
-
-    def calculate_mean_average_precision_at_r(self, **kwargs: Any) -> Any:
-        """MAP@R."""
-        return self._knn_metric("mean_average_precision_at_r", kwargs)
-
-    def calculate_mean_average_precision(self, **kwargs: Any) -> Any:
-        """Mean average precision over the ``k`` neighbours (denominator ``R``)."""
-        return self._knn_metric("mean_average_precision", kwargs)
-
-    def calculate_mean_reciprocal_rank(self, **kwargs: Any) -> Any:
-        """Mean reciprocal rank of the first relevant neighbour within ``k``."""
-        return self._knn_metric("mean_reciprocal_rank", kwargs)
+    # the shared compute path and the built-in metrics, named
+    evaluate = engine.evaluate
+    get_cluster_labels = builtin.get_cluster_labels
+    calculate_NMI = builtin.calculate_NMI
+    calculate_AMI = builtin.calculate_AMI
+    calculate_precision_at_1 = builtin.calculate_precision_at_1
+    calculate_r_precision = builtin.calculate_r_precision
+    calculate_mean_average_precision_at_r = builtin.calculate_mean_average_precision_at_r
+    calculate_mean_average_precision = builtin.calculate_mean_average_precision
+    calculate_mean_reciprocal_rank = builtin.calculate_mean_reciprocal_rank
 
 
 _ROLES = ("both", "query", "reference")
