@@ -21,10 +21,11 @@ Contrastive accuracy
     one number used identically in both directions and in every block.
 
 Uniformity
-    Each unordered pair once: block ``[s, e)`` against the columns ``[s, n)``, entries with
-    ``j <= i`` masked. Each row gives the log-sum-exp of ``-t * ||z_i - z_j||^2`` over ``j > i``;
-    the per-row values of a rank are disjoint from the other ranks', so summing zero-padded
-    vectors across ranks gathers them exactly and every rank reduces the same ``n`` values.
+    Each unordered pair once: tile ``[s, e)`` against the columns ``[s, n)``, entries with
+    ``j <= i`` masked (fixed tiles: no block size changes a bit). Each row gives the log-sum-exp
+    of ``-t * ||z_i - z_j||^2`` over ``j > i``; the per-row values of a rank are disjoint from the
+    other ranks', so summing zero-padded vectors across ranks gathers them exactly and every rank
+    reduces the same ``n`` values.
 """
 
 from __future__ import annotations
@@ -321,11 +322,28 @@ def weighted_contrastive_partial(
 # ----------------------------------------------------------------------------- uniformity
 
 
+#: Fixed tiles of the uniformity scan: every matrix product and row sum is taken over one tile of at
+#: most ``UNIFORMITY_TILE_ROWS`` rows (starting at a multiple of it) by at most
+#: ``UNIFORMITY_TILE_COLUMNS`` columns (starting at the tile's first row, then at multiples of it from
+#: there). The tiles depend only on ``n``, never on ``block_bytes`` or on the shard: a BLAS kernel may
+#: round a row differently in a product of another shape (an AMD EPYC's float64 uniformity moved by
+#: 4.4e-16 between 64-byte and default blocks), but the same product of the same rows gives the same bits.
+UNIFORMITY_TILE_ROWS = 64
+UNIFORMITY_TILE_COLUMNS = 32768
+
+
+def _tile_log_sum_exp(pot: Tensor, ones: Tensor) -> Tensor:
+    """Per row of ``pot`` (``-inf`` for masked pairs), ``logsumexp`` over its columns, in place."""
+    top = pot.amax(1)
+    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))  # all-masked rows
+    sums = torch.mv(pot.sub_(top[:, None]).exp_(), ones[: pot.shape[1]])
+    return sums.log_().add_(top)
+
+
 def uniformity_partial(
     z: Tensor,
     *,
     t: float,
-    block_bytes: int = EMBEDDING_BLOCK_BYTES,
     shard: tuple[int, int] | None = None,
     log_counts: Tensor | None = None,
 ) -> Tensor:
@@ -335,30 +353,40 @@ def uniformity_partial(
     ``min(2t z_i . z_j - t ||z_i||^2 - t ||z_j||^2, 0)``, whose rounding error grows with the norms.
     With ``log_counts`` (distinct rows standing for ``c_i`` input rows each), row ``i`` gives
     ``log c_i + logsumexp_{j > i}(-t * ||z_i - z_j||^2 + log c_j)``: the pairs between two groups.
+    The scan runs in fixed tiles (``UNIFORMITY_TILE_ROWS``), dealt round-robin to the shards: each
+    row's value is the same bits whatever the sharding (peak memory: one tile).
     """
     n = z.shape[0]
     tsq = (z * z).sum(1).mul_(t)
     out = torch.zeros(n, dtype=z.dtype, device=z.device)
-    # strided: the triangle's blocks are dealt round-robin, not capped per shard (a different row
-    # partition would change the summation order of the sharded result)
-    rows, ranges = plan_blocks(n, n * z.element_size(), block_bytes, shard, strided=True)
-    buf = torch.empty(rows * n, dtype=z.dtype, device=z.device)
-    ones = torch.ones(n, dtype=z.dtype, device=z.device)
-    lower_full = torch.ones(rows, rows, dtype=torch.bool, device=z.device).tril_()
-    for start, stop in ranges:
-        b, m = stop - start, n - start
-        # -t d^2 = 2t s_ij - t sq_j - t sq_i, clamped at 0 (d^2 >= 0)
-        pot = torch.addmm(
-            -tsq[None, start:], z[start:stop], z[start:].T, alpha=2.0 * t, out=buf[: b * m].view(b, m)
-        )
-        pot.sub_(tsq[start:stop, None]).clamp_max_(0.0)
-        if log_counts is not None:
-            pot.add_(log_counts[None, start:])
-        pot[:, :b].masked_fill_(lower_full[:b, :b], -math.inf)  # pairs j <= i
-        top = pot.amax(1)
-        top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))  # all-masked rows
-        sums = torch.mv(pot.sub_(top[:, None]).exp_(), ones[:m])
-        out[start:stop] = sums.log_().add_(top)
+    tiles = block_ranges(n, UNIFORMITY_TILE_ROWS)
+    if shard is not None and shard[1] > 1:
+        tiles = tiles[shard[0] :: shard[1]]
+    width = max(1, min(n, UNIFORMITY_TILE_COLUMNS))
+    buf = torch.empty(UNIFORMITY_TILE_ROWS * width, dtype=z.dtype, device=z.device)
+    ones = torch.ones(width, dtype=z.dtype, device=z.device)
+    rows = torch.arange(n, device=z.device)
+    cols = rows[:width]
+    for start, stop in tiles:
+        b = stop - start
+        parts = []
+        for c0, c1 in block_ranges(n - start, UNIFORMITY_TILE_COLUMNS):
+            c0, c1 = c0 + start, c1 + start
+            # -t d^2 = 2t s_ij - t sq_j - t sq_i, clamped at 0 (d^2 >= 0)
+            pot = torch.addmm(
+                -tsq[None, c0:c1],
+                z[start:stop],
+                z[c0:c1].T,
+                alpha=2.0 * t,
+                out=buf[: b * (c1 - c0)].view(b, -1),
+            )
+            pot.sub_(tsq[start:stop, None]).clamp_max_(0.0)
+            if log_counts is not None:
+                pot.add_(log_counts[None, c0:c1])
+            if c0 < stop:  # pairs j <= i
+                pot.masked_fill_(cols[None, : c1 - c0] + c0 <= rows[start:stop, None], -math.inf)
+            parts.append(_tile_log_sum_exp(pot, ones))
+        out[start:stop] = parts[0] if len(parts) == 1 else torch.logsumexp(torch.stack(parts), dim=0)
         if log_counts is not None:
             out[start:stop] += log_counts[start:stop]
     return out
@@ -392,15 +420,17 @@ def uniformity(
     """Uniformity (0-dim, accumulation dtype) of ``n >= 2`` rows; not differentiable (in-place scan).
 
     Repeated rows are grouped first (``embedmetrics._engine.core.distinct``): each distinct pair is
-    computed once and weighted, and pairs of identical rows count at distance exactly 0.
+    computed once and weighted, and pairs of identical rows count at distance exactly 0. The scan's
+    fixed tiles (``uniformity_partial``) make the value independent of ``block_bytes``, which is
+    accepted for the family's common signature and changes nothing.
     """
+    del block_bytes  # the tiles are fixed: the same bits for any budget
     dtype = compute_dtype(z)
-    block_bytes = block_budget(block_bytes, z.device, EMBEDDING_BLOCK_BYTES)
     distinct = distinct_rows(z.detach().to(dtype))
     x = prepare(distinct.rows, normalize=normalize, eps=eps, dtype=dtype)
     x = x - x.mean(0)  # distances are translation invariant; centring shrinks the rounding error
     log_counts = None if distinct.counts is None else distinct.weights(dtype).log()
-    partial = uniformity_partial(x, t=t, block_bytes=block_bytes, shard=shard, log_counts=log_counts)
+    partial = uniformity_partial(x, t=t, shard=shard, log_counts=log_counts)
     return uniformity_finalize(all_reduce_sum(partial, shard), distinct.counts).to(dtype)
 
 
