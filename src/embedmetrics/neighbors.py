@@ -44,7 +44,6 @@ from embedmetrics._engine.neighbors.lists import (
     r_precision,
     try_getting_not_lone_labels,
 )
-from embedmetrics._engine.neighbors.statistics import KNN_STATS
 from embedmetrics._metric.base import BaseMetric
 from embedmetrics._metric.sync import first_rows
 
@@ -69,21 +68,11 @@ __all__ = [
 class AccuracyCalculator:
     """Accuracy of embeddings for metric learning: kNN label metrics and clustering quality.
 
-    Same API and semantics as the seed's ``AccuracyCalculator`` (pytorch-metric-learning), with an
-    exact blocked kNN in torch (no faiss) and deterministic tie handling.
-
-    Metrics (``include`` / ``exclude`` pick among them; the defaults are the first five):
-
-    - ``"NMI"``, ``"AMI"``: k-means on the query embeddings (as many clusters as distinct query
-      labels; torch, k-means++ initialisation, fixed seed) scored against the query labels.
-    - ``"precision_at_1"``: is the nearest neighbour relevant?
-    - ``"r_precision"``: relevant items among the first ``R`` neighbours, divided by ``R`` (``R``: the
-      query's number of relevant references, the query itself excluded; ``min(R, k)`` when ``k < R``).
-    - ``"mean_average_precision_at_r"``: MAP@R of "A Metric Learning Reality Check" (section 3.2).
-    - ``"mean_average_precision"`` (on request): average precision over the ``k`` neighbours,
-      divided by ``R``.
-    - ``"mean_reciprocal_rank"`` (on request): 1 / rank of the first relevant neighbour within ``k``
-      (0 if none).
+    Same API and semantics as the seed's ``AccuracyCalculator`` (pytorch-metric-learning), with an exact
+    blocked kNN in torch (no faiss) and deterministic tie handling. Metrics (``include`` / ``exclude``
+    pick among them; the defaults are the first five): ``"NMI"``, ``"AMI"``, ``"precision_at_1"``,
+    ``"r_precision"``, ``"mean_average_precision_at_r"``, and on request ``"mean_average_precision"``
+    and ``"mean_reciprocal_rank"``; each is defined on its ``calculate_<name>`` method.
 
     Args:
         include: names of the metrics to compute; empty: every default metric (and every
@@ -91,38 +80,32 @@ class AccuracyCalculator:
             ``function_keyword``, as in pytorch-metric-learning).
         exclude: names of metrics not to compute.
         avg_of_avgs: average per query label first, then over labels.
-        return_per_class: return one value per query label (ascending) instead of the average;
-            exclusive with ``avg_of_avgs``. (The seed's 1.x order had ``k`` in this place: a
-            non-bool fourth positional argument is taken as ``k``, the fifth then as
-            ``label_comparison_fn``.)
-        k: neighbours to retrieve. ``"max_bin_count"``: the largest number of relevant references
-            of any query, so R-precision and MAP@R are exact; there is **no** 1023 cap (that limit
-            came from faiss). ``"all"``: every reference. ``None`` (default): the largest relevant
-            count for precision_at_1, r_precision and MAP@R (where only ``R`` neighbours matter, so
-            it gives the values of every reference), but every reference for
-            mean_average_precision and mean_reciprocal_rank, as pytorch-metric-learning 2.x
-            computes them. An ``int`` is used as given. All are capped at the references a query
-            can see.
-        label_comparison_fn: ``fn(x, y) -> bool tensor`` deciding relevance for broadcast label
-            tensors (e.g. ``(n, 1)`` against ``(n, k)``, or with a trailing label dimension for 2-D
-            labels; index with ``...`` as in ``x[..., 0]``). Requires excluding ``"NMI"`` and ``"AMI"``.
+        return_per_class: return one value per query label (ascending) instead of the average; exclusive
+            with ``avg_of_avgs``. (The seed's 1.x order had ``k`` in this place: a non-bool fourth
+            positional argument is taken as ``k``, the fifth then as ``label_comparison_fn``.)
+        k: neighbours to retrieve. ``"max_bin_count"``: the largest number of relevant references of
+            any query, so R-precision and MAP@R are exact; there is **no** 1023 cap (that limit came
+            from faiss). ``"all"``: every reference. ``None`` (default): the largest relevant count for
+            precision_at_1, r_precision and MAP@R (where it gives the values of every reference), but
+            every reference for mean_average_precision and mean_reciprocal_rank, as
+            pytorch-metric-learning 2.x. An ``int`` as given. All capped at the references a query sees.
+        label_comparison_fn: ``fn(x, y) -> bool tensor`` deciding relevance for broadcast label tensors
+            (e.g. ``(n, 1)`` against ``(n, k)``, or with a trailing label dimension for 2-D labels;
+            index with ``...`` as in ``x[..., 0]``). Requires excluding ``"NMI"`` and ``"AMI"``.
         distance: ``"euclidean"`` (default) or ``"cosine"`` (cosine distance ``1 - cos``).
-        ties: how neighbours at equal distance are ordered: ``"average"`` (expected value under a
-            uniformly random order, default), ``"pessimistic"`` (irrelevant first) or
-            ``"optimistic"`` (relevant first).
+        ties: order of neighbours at equal distance: ``"average"`` (expected value under a uniformly
+            random order, default), ``"pessimistic"`` (irrelevant first) or ``"optimistic"`` (relevant first).
         device: where to compute (``None``: the device of the query embeddings).
-        knn_func: a callable ``knn_func(query, k, reference, ref_includes_query) -> (distances,
-            indices)`` used instead of the exact scan (pytorch-metric-learning's ``FaissKNN`` or
-            ``CustomKNN`` work); the kNN metrics are then computed from its lists (no tie handling).
-        kmeans_func: a callable ``kmeans_func(query, num_clusters) -> cluster labels`` used instead
-            of the built-in k-means for NMI/AMI.
+        knn_func: ``knn_func(query, k, reference, ref_includes_query) -> (distances, indices)`` used
+            instead of the exact scan (pytorch-metric-learning's ``FaissKNN`` or ``CustomKNN`` work);
+            the kNN metrics are then computed from its lists (no tie handling).
+        kmeans_func: ``kmeans_func(query, num_clusters) -> cluster labels`` instead of the built-in k-means.
         kmeans_seed: seed of the k-means initialisation.
-        block_bytes: memory budget of one block of the kNN scan; ``None`` chooses it for the device
-            (256 MiB on the CPU: few large blocks keep the fixed per-block overhead low; on CUDA a
-            quarter of the free memory, at most 4 GiB). The candidate filter adds typically half a
-            block of temporaries.
-        validate_args: reject NaN and infinite embeddings in ``get_accuracy`` (``ValueError``;
-            reads the data). With ``False`` they are not checked and the values are meaningless.
+        block_bytes: memory budget of one block of the kNN scan (the candidate filter adds typically
+            half a block of temporaries); ``None``: 256 MiB on the CPU (few large blocks keep the fixed
+            per-block overhead low), on CUDA a quarter of the free memory, at most 4 GiB.
+        validate_args: reject NaN and infinite embeddings in ``get_accuracy`` (``ValueError``; reads the
+            data). With ``False`` they are not checked and the values are meaningless.
 
     Raises:
         ValueError: for an unknown metric name, or ``label_comparison_fn`` with NMI/AMI included.
@@ -172,82 +155,52 @@ class AccuracyCalculator:
         block_bytes: int | None = None,
         validate_args: bool = True,
     ) -> None:
-        return_per_class, k, label_comparison_fn = engine.seed_argument_order(
-            return_per_class, k, label_comparison_fn
-        )
+        return_per_class, k, label_comparison_fn = engine.seed_order(return_per_class, k, label_comparison_fn)
         self.original_metrics, self._allowed = engine.chosen_metrics(self, include, exclude)
-        engine.set_options(self, {
-            "avg_of_avgs": avg_of_avgs, "return_per_class": return_per_class, "k": k,
-            "label_comparison_fn": label_comparison_fn, "distance": distance, "ties": ties,
-            "kmeans_seed": kmeans_seed, "block_bytes": block_bytes, "validate_args": validate_args,
-            "knn_func": knn_func, "kmeans_func": kmeans_func,
-        })  # fmt: skip
+        engine.set_options(self, locals())
         self.device = None if device is None else torch.device(device)
-
-    def get_curr_metrics(self) -> list[str]:
-        """Names of the metrics ``get_accuracy`` computes by default."""
-        return list(self.original_metrics)
-
-    def get_function_dict(self, include: Sequence[str] = (), exclude: Sequence[str] = ()) -> dict[str, Any]:
-        """The ``calculate_<name>`` methods of the selected metrics, by name (pytorch-metric-learning 2.x)."""
-        return {
-            m: getattr(self, self.function_keyword + m)
-            for m in engine.select_metrics(self, include, exclude, 2)
-        }
-
-    def _get_accuracy(self, function_dict: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        """Call each metric function with the shared keyword arguments (pytorch-metric-learning 2.x)."""
-        return {name: fn(**kwargs) for name, fn in function_dict.items()}
-
-    def requires_clustering(self) -> list[str]:
-        """Metrics that need ``cluster_labels`` (extend in a subclass)."""
-        return list(engine.CLUSTERING_METRICS)
-
-    def requires_knn(self) -> list[str]:
-        """Metrics that need the nearest neighbours (extend in a subclass)."""
-        return list(KNN_STATS)
 
     def get_accuracy(self, query: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """Compute the metrics for ``query`` against a reference set.
 
-        Two call forms, both of pytorch-metric-learning:
-
-        - 1.x (the seed): ``get_accuracy(query, reference, query_labels, reference_labels,
-          embeddings_come_from_same_source, include=(), exclude=())``;
-        - 2.x: ``get_accuracy(query, query_labels, reference=None, reference_labels=None,
-          ref_includes_query=False, include=(), exclude=())``; ``reference=None`` evaluates the
-          query set against itself, and ``ref_includes_query=True`` means the first ``len(query)``
-          reference rows are the queries.
+        Two call forms, both of pytorch-metric-learning: 1.x (the seed), ``get_accuracy(query, reference,
+        query_labels, reference_labels, embeddings_come_from_same_source, include=(), exclude=())``, and
+        2.x, ``get_accuracy(query, query_labels, reference=None, reference_labels=None,
+        ref_includes_query=False, include=(), exclude=())``, where ``reference=None`` evaluates the query
+        set against itself and ``ref_includes_query=True`` means the first ``len(query)`` reference rows
+        are the queries (``ValueError`` otherwise).
 
         The keyword ``embeddings_come_from_same_source`` selects 1.x, ``ref_includes_query`` 2.x.
-        Without either: a 1-D second argument (labels), at most two positional arguments, or a
-        ``None`` third argument mean 2.x; a 1-D third argument (1.x's query labels) means 1.x. With
-        2-D labels in both places, shapes that fit one form only decide (a reference has the query's
-        width, the query labels its rows), then a floating-point second argument (1.x's reference)
-        next to integer labels; anything else is ambiguous and raises ``ValueError`` asking for the
-        keyword. Integer embeddings are used as float.
+        Without either, a 1-D second argument (labels), at most two positional arguments or a ``None``
+        third one mean 2.x, a 1-D third argument (1.x's query labels) 1.x; with 2-D labels in both
+        places, shapes that fit one form only decide (a reference has the query's width, the query
+        labels its rows), then a floating-point second argument (1.x's reference) next to integer
+        labels; anything else raises ``ValueError`` asking for the keyword. Integer embeddings are used
+        as float.
+
+        Query rows taken from the reference are never their own neighbour (removed by index, so an exact
+        duplicate at distance 0 stays). In 1.x, query row ``i`` is reference row ``i`` when ``query is
+        reference`` or the first ``n_q`` reference rows (and labels) equal the query; otherwise each
+        query row is matched to an identical reference row with the same label.
 
         Args:
             query: ``(n_q, d)`` torch tensor or NumPy array of query embeddings.
             args: the remaining arguments of either call form (see above).
             kwargs: the same, by name.
 
-        Query rows taken from the reference (1.x ``embeddings_come_from_same_source=True``) are never
-        their own neighbour (removed by index, so an exact duplicate at distance 0 stays). In 1.x,
-        query row ``i`` is reference row ``i`` when ``query is reference`` or the first ``n_q``
-        reference rows (and labels) equal the query; otherwise each query row is matched to an
-        identical reference row with the same label. In 2.x, the first ``n_q`` rows must equal the
-        query (``ValueError`` otherwise).
-
         Returns:
-            A dict from metric names to values (floats, or per-class lists with
-            ``return_per_class``; NaN for kNN metrics when every query is lone, i.e. has no
-            relevant reference).
+            A dict from metric names to values (floats, or per-class lists with ``return_per_class``;
+            NaN for kNN metrics when every query is lone, i.e. has no relevant reference).
         """
         tensors, options = engine.call_inputs(self, parse_accuracy_call((query, *args), kwargs))
         return self.evaluate(*tensors, **options)
 
-    # the shared compute path and the built-in metrics, named
+    # the defaults of pytorch-metric-learning's protocol, the shared compute path, the built-in metrics
+    get_curr_metrics = engine.get_curr_metrics
+    get_function_dict = engine.get_function_dict
+    _get_accuracy = engine.call_metric_functions
+    requires_clustering = engine.requires_clustering
+    requires_knn = engine.requires_knn
     evaluate = engine.evaluate
     get_cluster_labels = builtin.get_cluster_labels
     calculate_NMI = builtin.calculate_NMI

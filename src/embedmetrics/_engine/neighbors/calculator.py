@@ -1,20 +1,22 @@
 """The decisions of ``AccuracyCalculator`` (``embedmetrics.neighbors``), which only names them.
 
-- its settings (``seed_argument_order``, ``chosen_metrics``, ``set_options``): the seed's positional
+- its settings (``seed_order``, ``chosen_metrics``, ``set_options``): the seed's positional
   order, the metrics it computes by default and those a call may still ask for, the option table;
 - the metrics of one call (``select_metrics``) and the tensors of a ``get_accuracy`` call
   (``call_inputs``);
+- the defaults of pytorch-metric-learning's protocol (``get_curr_metrics``, ``get_function_dict``,
+  ``requires_knn``, ``requires_clustering``; ``call_metric_functions`` is its ``_get_accuracy``);
 - the one compute path of ``get_accuracy`` and ``EmbeddingAccuracy`` (``evaluate``): what every
   ``calculate_<name>`` method receives (the kNN part in ``calculator_knn``), then one call each.
 
-The functions take the calculator as ``self`` (``evaluate`` is its method): its ``requires_knn``,
-``requires_clustering``, ``get_cluster_labels`` and ``calculate_<name>`` methods are
+The functions take the calculator as ``self`` (those the class names are its methods): its
+``requires_knn``, ``requires_clustering``, ``get_cluster_labels`` and ``calculate_<name>`` methods are
 pytorch-metric-learning's subclassing protocol, so they are always called through it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import torch
@@ -35,8 +37,8 @@ from embedmetrics._engine.neighbors.accuracy_call import AccuracyCall
 from embedmetrics._engine.neighbors.calculator_knn import knn_kwargs, listed_knn_kwargs
 from embedmetrics._engine.neighbors.lists import EQUALITY
 from embedmetrics._engine.neighbors.options import OPTIONS
-from embedmetrics._engine.neighbors.statistics import finite, self_index_of
-from embedmetrics._engine.settings.options import read_options
+from embedmetrics._engine.neighbors.statistics import KNN_STATS, finite, self_index_of
+from embedmetrics._engine.settings.options import options_in, read_options
 
 #: Metrics computed only when asked for by name (``include``) in the seed's (1.x) call form.
 OPT_IN_METRICS = ("mean_average_precision", "mean_reciprocal_rank")
@@ -69,7 +71,7 @@ class Calculator(Protocol):
     def get_cluster_labels(self, query: Tensor, query_labels: Tensor, **kwargs: Any) -> Tensor: ...
 
 
-def seed_argument_order(return_per_class: Any, k: Any, label_comparison_fn: Any) -> tuple[Any, Any, Any]:
+def seed_order(return_per_class: Any, k: Any, label_comparison_fn: Any) -> tuple[Any, Any, Any]:
     """``(return_per_class, k, label_comparison_fn)``: the seed's 1.x positional order had ``k`` in
     ``return_per_class``'s place and ``label_comparison_fn`` in ``k``'s; a non-bool is read that way."""
     if isinstance(return_per_class, bool):
@@ -98,9 +100,12 @@ def chosen_metrics(
     return [m for m in chosen if m not in exclude], allowed
 
 
-def set_options(self: Calculator, values: dict[str, Any]) -> None:
-    """Check the options (their table) and set them; refuse clustering with a custom comparison."""
-    values = read_options(type(self).__name__, OPTIONS["AccuracyCalculator"], values)
+def set_options(self: Calculator, scope: Mapping[str, Any]) -> None:
+    """Check the options the constructor was given (``scope``: its ``locals()``; ``include`` and
+    ``exclude`` are read by ``chosen_metrics``) and set them; refuse clustering with a custom comparison."""
+    table = OPTIONS["AccuracyCalculator"]
+    given = options_in([o for o in table if o.name not in ("include", "exclude")], scope)
+    values = read_options(type(self).__name__, table, given)
     if values["avg_of_avgs"] and values["return_per_class"]:
         raise ValueError(
             "Arguments `avg_of_avgs` and `return_per_class` are mutually exclusive; got both True."
@@ -125,6 +130,34 @@ def select_metrics(
     check_metric_names("exclude", exclude, self._allowed)
     chosen = list(include) if include else self.original_metrics if version == 1 else self._allowed
     return [m for m in chosen if m not in exclude]
+
+
+def get_curr_metrics(self: Calculator) -> list[str]:
+    """Names of the metrics ``get_accuracy`` computes by default."""
+    return list(self.original_metrics)
+
+
+def get_function_dict(
+    self: Calculator, include: Sequence[str] = (), exclude: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The ``calculate_<name>`` methods of the selected metrics, by name (pytorch-metric-learning 2.x)."""
+    return {m: getattr(self, self.function_keyword + m) for m in select_metrics(self, include, exclude, 2)}
+
+
+def call_metric_functions(self: Calculator, function_dict: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """Call each metric function with the shared keyword arguments (pytorch-metric-learning 2.x's
+    ``_get_accuracy``)."""
+    return {name: fn(**kwargs) for name, fn in function_dict.items()}
+
+
+def requires_clustering(self: Calculator) -> list[str]:
+    """Metrics that need ``cluster_labels`` (extend in a subclass)."""
+    return list(CLUSTERING_METRICS)
+
+
+def requires_knn(self: Calculator) -> list[str]:
+    """Metrics that need the nearest neighbours (extend in a subclass)."""
+    return list(KNN_STATS)
 
 
 def call_inputs(self: Calculator, call: AccuracyCall) -> tuple[tuple[Tensor, ...], dict[str, Any]]:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 def get_cluster_labels(self: Calculator, query: Tensor, query_labels: Tensor, **kwargs: Any) -> Tensor:
     """Cluster id of each query: the user's ``kmeans_func`` or the built-in k-means (as many
-    clusters as distinct query labels)."""
+    clusters as distinct query labels; torch, k-means++ initialisation, fixed seed ``kmeans_seed``)."""
     if not kwargs.get("embeddings_are_finite", True):  # no clustering of NaN: one cluster each
         return torch.arange(query.shape[0], device=query.device)
     n_clusters = int(unique_ids(query_labels).max().item()) + 1
@@ -38,7 +38,8 @@ def get_cluster_labels(self: Calculator, query: Tensor, query_labels: Tensor, **
 
 
 def calculate_NMI(self: Calculator, query_labels: Tensor, cluster_labels: Tensor, **kwargs: Any) -> float:
-    """Normalized mutual information (arithmetic mean) of the k-means clusters and the query labels."""
+    """Normalized mutual information (arithmetic mean) of the k-means clusters of the query embeddings
+    (``get_cluster_labels``) and the query labels."""
     if not kwargs.get("embeddings_are_finite", True):
         return math.nan
     with warnings.catch_warnings():  # torch's note on sparse invariant checks, from torchmetrics
@@ -59,27 +60,29 @@ def calculate_AMI(self: Calculator, query_labels: Tensor, cluster_labels: Tensor
 
 
 def calculate_precision_at_1(self: Calculator, **kwargs: Any) -> Any:
-    """Precision of the nearest neighbour."""
+    """Precision of the nearest neighbour: is it relevant?"""
     return knn_metric(self, "precision_at_1", kwargs)
 
 
 def calculate_r_precision(self: Calculator, **kwargs: Any) -> Any:
-    """R-precision."""
+    """R-precision: relevant items among the first ``R`` neighbours, divided by ``R`` (``R``: the query's
+    number of relevant references, the query itself excluded; ``min(R, k)`` when ``k < R``)."""
     return knn_metric(self, "r_precision", kwargs)
 
 
 def calculate_mean_average_precision_at_r(self: Calculator, **kwargs: Any) -> Any:
-    """MAP@R."""
+    """MAP@R of "A Metric Learning Reality Check" (section 3.2)."""
     return knn_metric(self, "mean_average_precision_at_r", kwargs)
 
 
 def calculate_mean_average_precision(self: Calculator, **kwargs: Any) -> Any:
-    """Mean average precision over the ``k`` neighbours (denominator ``R``)."""
+    """Mean average precision over the ``k`` neighbours, divided by ``R`` (on request: not a default)."""
     return knn_metric(self, "mean_average_precision", kwargs)
 
 
 def calculate_mean_reciprocal_rank(self: Calculator, **kwargs: Any) -> Any:
-    """Mean reciprocal rank of the first relevant neighbour within ``k``."""
+    """Mean reciprocal rank: 1 / rank of the first relevant neighbour within ``k``, 0 if none (on
+    request: not a default)."""
     return knn_metric(self, "mean_reciprocal_rank", kwargs)
 
 
