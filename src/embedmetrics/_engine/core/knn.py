@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from embedmetrics._engine.core import tie_stats
+from embedmetrics._engine.core.canonical import Rescorer, canonical_smallest, key_margins
 from embedmetrics._engine.core.distinct import distinct_rows
 from embedmetrics._engine.core.scan import (
     all_reduce_sum,
@@ -146,6 +147,7 @@ class KeyBlocks:
     kk: int
     groups: Optional[tuple[int, int]]
     self_index: Optional[Tensor]
+    margins: Tensor
     buffer: Optional[Tensor] = None
 
     @property
@@ -179,9 +181,10 @@ class KeyBlocks:
             q = torch.cat([q * -2.0, q.new_ones(n_q, 1)], dim=1)
         groups = column_groups(n_r, kk)
         n_cols = n_r if groups is None else groups[0] * GROUP_SIZE
+        margins = key_margins(q, ref)
         if distinct.all_distinct and n_cols > n_r:  # padding columns, set to +inf after each product
             ref = torch.cat([ref, ref.new_zeros(n_cols - n_r, ref.shape[1])])
-        return cls(q, ref.T, distinct.inverse, q_sq, n_r, n_cols, kk, groups, self_index)
+        return cls(q, ref.T, distinct.inverse, q_sq, n_r, n_cols, kk, groups, self_index, margins)
 
     def plan(
         self, block_bytes: int | None, shard: Optional[tuple[int, int]], extra_row_bytes: int = 0
@@ -194,6 +197,20 @@ class KeyBlocks:
             min(rows, self.q.shape[0]), self.n_cols, dtype=self.dtype, device=self.device
         )
         return ranges
+
+    def rescorer(self, start: int, stop: int) -> Rescorer:
+        """Canonical keys of the queries ``start:stop`` (``embedmetrics._engine.core.canonical``)."""
+        return Rescorer(self.q[start:stop], self.ref_t.T, self.inverse, self.margins[start:stop])
+
+    def nearest(self, start: int, stop: int) -> tuple[Tensor, Tensor, Tensor, Rescorer]:
+        """The block's product keys (valid until the next call), its ``kk`` smallest canonical keys
+        (float64, ascending) and their columns, and the block's ``Rescorer`` (whole rows:
+        ``Rescorer.rows``): what a query gets never depends on the other queries of its block."""
+        s = self.block(start, stop)
+        rescore = self.rescorer(start, stop)
+        vals, idx = smallest_keys(s, self.kk, self.groups)
+        vals, idx = canonical_smallest(vals, idx, s, rescore)
+        return s, vals, idx, rescore
 
     def block(self, start: int, stop: int) -> Tensor:
         """The ``(stop − start, n_cols)`` keys of queries ``start:stop`` (valid until the next call)."""
@@ -252,7 +269,7 @@ def knn_scan(
         Per-query statistics (see ``STAT_NAMES``), zero outside the scanned share.
     """
     keys = KeyBlocks.prepare(query, reference, distance, min(k + 1, reference.shape[0]), self_index)
-    n_q, kk, groups, dev, dtype = query.shape[0], keys.kk, keys.groups, keys.device, keys.dtype
+    n_q, kk, dev, dtype = query.shape[0], keys.kk, keys.device, keys.dtype
     n_r = keys.n_r
     out = {n: torch.zeros(n_q, dtype=torch.float64, device=dev) for n in STAT_NAMES if n in stats}
     indices = torch.zeros(n_q, k, dtype=torch.int64, device=dev) if return_neighbors else None
@@ -262,16 +279,16 @@ def knn_scan(
     cmp_fn = label_comparison_fn
     for start, stop in ranges:
         nb = stop - start
-        s = keys.block(start, stop)
-        vals, idx = smallest_keys(s, kk, groups)
+        s, vals, idx, rescore = keys.nearest(start, stop)
         v_k = vals[:, k - 1]
         qlab = query_labels[start:stop]
         rel = compare_labels(cmp_fn, qlab, reference_labels[idx[:, :k]])
         spill = vals[:, k] == v_k if kk > k else torch.zeros(nb, dtype=torch.bool, device=dev)
 
         relevant_in_row = partial(_relevant_in_rows, cmp_fn, qlab, reference_labels)
+        row_keys = partial(_canonical_rows, rescore, s[:, :n_r], v_k)
         tied_rows, last_t, last_r, spill_rows, sub = _last_tie_block(
-            vals, v_k, rel, spill, s[:, :n_r], k, relevant_in_row
+            vals, v_k, rel, spill, row_keys, k, relevant_in_row
         )
         need_prec = "map_at_r" in out or "average_precision" in out
         terms = _position_terms(
@@ -288,6 +305,11 @@ def knn_scan(
     return KnnResult(out, indices, distances, k)
 
 
+def _canonical_rows(rescore: Rescorer, s: Tensor, v_k: Tensor, rows: Tensor) -> Tensor:
+    """Whole rows of the block, canonical up to each row's ``k``-th key (``Rescorer.rows``)."""
+    return rescore.rows(s, rows, v_k[rows])
+
+
 def _relevant_in_rows(
     cmp_fn: Optional[LabelComparison], query_labels: Tensor, reference_labels: Tensor, rows: Tensor
 ) -> Tensor:
@@ -300,7 +322,7 @@ def _last_tie_block(
     v_k: Tensor,
     rel: Tensor,
     spill: Tensor,
-    row_keys: Tensor,
+    row_keys: Callable[[Tensor], Tensor],
     k: int,
     relevant_in_row: Callable[[Tensor], Tensor],
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Optional[Tensor]]:
@@ -319,7 +341,7 @@ def _last_tie_block(
         spill_at = spill[tied_rows].nonzero().flatten()
         if spill_at.numel() > 0:
             spill_rows = tied_rows[spill_at]
-            sub = row_keys[spill_rows]
+            sub = row_keys(spill_rows)
             eq = sub == v_k[spill_rows, None]
             last_t[spill_at] = eq.sum(dim=1)
             last_r[spill_at] = (eq & relevant_in_row(spill_rows)).sum(dim=1)

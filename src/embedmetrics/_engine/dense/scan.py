@@ -37,6 +37,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from embedmetrics._engine.core.block_progress import block_done
+from embedmetrics._engine.core.canonical import Rescorer, canonical_smallest, key_margins
 from embedmetrics._engine.core.distinct import distinct_rows
 from embedmetrics._engine.core.knn import GROUP_SIZE, column_groups, smallest_keys
 from embedmetrics._engine.core.scan import block_budget, compute_dtype, l2_normalize
@@ -196,22 +197,25 @@ def _block_keys(
     similarity: str,
     padded: int,
     buffers: KeyBuffers,
-) -> Tensor:
-    """``(Q, padded)`` keys of the block's columns, ``+inf`` in the padding columns. Each distinct row
-    is multiplied once and its key copied to every column holding it (bit-identical keys)."""
+) -> tuple[Tensor, Rescorer]:
+    """``(Q, padded)`` keys of the block's columns, ``+inf`` in the padding columns, and the block's
+    canonical keys (``Rescorer``; valid until the next block). Each distinct row is multiplied once and
+    its key copied to every column holding it (bit-identical keys)."""
     u0, u1, c0, c1 = block
     inf = float("inf")
     s = buffers.view("keys", q.shape[0], padded)
     if layout.order is None or layout.inverse is None:
-        torch.mm(q, corpus_side(layout.rows[u0:u1], similarity, padded, buffers.corpus).T, out=s)
+        side = corpus_side(layout.rows[u0:u1], similarity, padded, buffers.corpus)
+        torch.mm(q, side.T, out=s)
         s[:, c1 - c0 :] = inf
-        return s
+        return s, Rescorer(q, side, None, key_margins(q, side))
     keys_u = buffers.view("distinct", q.shape[0], u1 - u0 + 1)
-    torch.mm(q, corpus_side(layout.rows[u0:u1], similarity, u1 - u0 + 1, buffers.corpus).T, out=keys_u)
+    side = corpus_side(layout.rows[u0:u1], similarity, u1 - u0 + 1, buffers.corpus)
+    torch.mm(q, side.T, out=keys_u)
     keys_u[:, -1] = inf
     local = torch.full((padded,), u1 - u0, dtype=torch.int64, device=q.device)
     local[: c1 - c0] = layout.inverse[layout.order[c0:c1]] - u0
-    return torch.index_select(keys_u, 1, local, out=s)
+    return torch.index_select(keys_u, 1, local, out=s), Rescorer(q, side, local, key_margins(q, side))
 
 
 def scan_corpus(
@@ -257,12 +261,13 @@ def scan_corpus(
     for done, block in enumerate(blocks, start=1):
         c0, c1 = block[2], block[3]
         bound = None if running is None else running.keys[:, -1]
-        part, keys = _scan_block(
+        part, keys, rescore = _scan_block(
             q, layout, block, similarity, depth, ordered_ids[c0:c1], self_pos, buffers, bound
         )
         inside = ((entry_pos >= c0) & (entry_pos < c1)).nonzero().flatten()
         rows, cols = judgements.entry_row[inside], entry_pos[inside] - c0
-        out.judged_keys[inside] = keys[rows, cols].to(torch.float64)
+        masked = torch.isinf(keys[rows, cols])  # a query's own document under exclude_self
+        out.judged_keys[inside] = torch.where(masked, torch.inf, rescore.keys(rows, cols))
         part.judged_keys = out.judged_keys
         running = part if running is None else merge_lists([running, part])
         block_done(done, len(blocks))
@@ -281,8 +286,9 @@ def _scan_block(
     self_pos: Optional[Tensor],
     buffers: KeyBuffers,
     bound: Optional[Tensor] = None,
-) -> tuple[TopLists, Tensor]:
-    """The top-``depth`` lists of one corpus block (``(Q, depth)``), and the block's keys.
+) -> tuple[TopLists, Tensor, Rescorer]:
+    """The top-``depth`` lists of one corpus block (``(Q, depth)``, canonical keys), the block's product
+    keys and its ``Rescorer``.
 
     With ``bound`` (the running lists' last keys), only keys ``<= bound`` are listed: no larger key can
     enter the merged list, and every member of its boundary block is still listed or counted. The list
@@ -290,11 +296,14 @@ def _scan_block(
     """
     n_q, n_cols, c0 = q.shape[0], block[3] - block[2], block[2]
     padded, groups = _padded_width(n_cols, depth)
-    s = _block_keys(q, layout, block, similarity, padded, buffers)
+    s, rescore = _block_keys(q, layout, block, similarity, padded, buffers)
     if self_pos is not None:
         mine = ((self_pos >= c0) & (self_pos < c0 + n_cols)).nonzero().flatten()
         s[mine, self_pos[mine] - c0] = float("inf")
-    vals, idx = smallest_keys(s, min(depth + 1, n_cols), groups, bound)
+    # the product filters (its bound widened by the margin), canonical keys decide
+    wide = None if bound is None else rescore.widened(bound.to(s.dtype))
+    vals, idx = smallest_keys(s, min(depth + 1, n_cols), groups, wide)
+    vals, idx = canonical_smallest(vals, idx, s, rescore)
     width = min(depth, vals.shape[1])
     top = vals[:, :width]
     ids = block_ids[idx[:, :width]]
@@ -304,13 +313,17 @@ def _scan_block(
         spill = ((vals[:, width] == last) & torch.isfinite(last)).nonzero().flatten()
         if spill.numel() > 0:
             tail[spill], ids[spill] = _spilled_block(
-                s[spill, :n_cols], last[spill], block_ids, ids[spill], tail[spill]
+                rescore.rows(s[:, :n_cols], spill, last[spill]),
+                last[spill],
+                block_ids,
+                ids[spill],
+                tail[spill],
             )
     part = TopLists.empty(n_q, depth if bound is None else width, 0, q.device)
-    part.keys[:, :width] = top.to(torch.float64)
+    part.keys[:, :width] = top
     part.ids[:, :width] = torch.where(torch.isfinite(top), ids, -1)
     part.tail = tail
-    return part, s
+    return part, s, rescore
 
 
 def _spilled_block(

@@ -39,7 +39,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from embedmetrics._engine.core.exact_sum import order_free_sum
-from embedmetrics._engine.core.knn import KeyBlocks, smallest_keys
+from embedmetrics._engine.core.knn import KeyBlocks
 from embedmetrics._engine.core.row_owners import gather_rows, route_identical_rows
 from embedmetrics._engine.core.scan import block_ranges, compute_dtype
 from embedmetrics._engine.dense.scan import boundary_block, by_key_then_id, side_by_side
@@ -143,8 +143,7 @@ def scan_votes(
     keys = KeyBlocks.prepare(queries, bank, "cosine", min(width + 1, n_r), self_index)
     extras = [out.extra]
     for start, stop in keys.plan(block_bytes, None, extra_row_bytes=16 * n_classes):
-        block = keys.block(start, stop)
-        vals, idx = smallest_keys(block, keys.kk, keys.groups)
+        block, vals, idx, rescore = keys.nearest(start, stop)
         top, cls = vals[:, :width], bank_cls[idx[:, :width]]
         last = top[:, -1]
         out.keys[start:stop, :width] = top.to(torch.float64)
@@ -153,7 +152,8 @@ def scan_votes(
         if keys.kk > width:
             spill = ((vals[:, width] == last) & torch.isfinite(last)).nonzero().flatten()
             if spill.numel() > 0:  # the tie block runs past the kept keys: count it on the full row
-                where = (block[spill, : keys.n_r] == last[spill, None]).nonzero()
+                row = rescore.rows(block[:, : keys.n_r], spill, last[spill])
+                where = (row == last[spill, None]).nonzero()
                 whole = _class_counts(where[:, 0], where[:, 1], bank_cls, spill.numel(), n_classes)
                 listed = (top[spill] == last[spill, None]).to(torch.int64)
                 whole.scatter_add_(1, cls[spill], -listed)

@@ -1,0 +1,122 @@
+"""Canonical keys: a (query, reference) pair gets one key, whatever else shares its matrix product.
+
+A matrix product's kernel rounds an entry according to the shape of the product and where the entry
+sits in it (MKL's AVX2 kernels treat the edge rows and columns of a tile and the threads' split
+differently; cuBLAS picks tiles by shape). A key read off a block of the product therefore depends,
+in its last bits, on the other queries of the batch, the block size and the position of the row:
+ties appear or vanish with them, and with them every tie-aware value.
+
+The scans keep the product as a fast *filter* and rank by canonical keys. The canonical key of a pair
+is the float64 sum of the float64 products of its two factor rows (each factor row a function of its
+own input row alone), summed by one reduction of a fixed shape (``CHUNK_ROWS`` pairs, zero-padded):
+every pair is computed by the same instructions in the same order wherever it sits. A product key
+differs from its exact value by at most ``γ_d Σ|a_k b_k| <= d u ||a|| ||b||`` in any summation order
+(``u`` the unit roundoff), and so from the canonical key by at most ``margin = (d + 2) eps ||a||
+max||b||``. Every entry that can be among a row's ``kk`` smallest canonical keys (or tie with the
+``kk``-th) thus has a product key within ``2 margin`` of the row's ``kk``-th smallest product key:
+only those entries are rescored (typically the ``kk`` found, rarely a few more).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+#: Pairs per reduction call: every call has this exact shape, so its summation order never changes.
+CHUNK_ROWS = 1024
+
+
+def _row_dots(a: Tensor, b: Tensor) -> Tensor:
+    """Row-wise dot products of two ``(CHUNK_ROWS, d)`` float64 tensors (always this shape)."""
+    return (a * b).sum(dim=1)
+
+
+def pair_dots(a_rows: Tensor, b_rows: Tensor, a_index: Tensor, b_index: Tensor) -> Tensor:
+    """Float64 ``a_rows[a_index[i]] · b_rows[b_index[i]]`` for every ``i``, by fixed-shape chunks."""
+    n, d = a_index.numel(), a_rows.shape[1]
+    out = torch.empty(n, dtype=torch.float64, device=a_rows.device)
+    a = torch.zeros(CHUNK_ROWS, d, dtype=torch.float64, device=a_rows.device)
+    b = torch.zeros_like(a)
+    for lo in range(0, n, CHUNK_ROWS):
+        m = min(n, lo + CHUNK_ROWS) - lo
+        a[:m], b[:m] = a_rows[a_index[lo : lo + m]], b_rows[b_index[lo : lo + m]]
+        a[m:], b[m:] = 0, 0
+        out[lo : lo + m] = _row_dots(a, b)[:m]
+    return out
+
+
+def key_margins(a: Tensor, b: Tensor) -> Tensor:
+    """Per row of ``a``, twice the largest distance between a product key ``a_i · b_j`` (any kernel,
+    any order) and its canonical key: ``2 (d + 2) eps ||a_i|| max_j ||b_j||``, float64."""
+    if b.shape[0] == 0:
+        return torch.zeros(a.shape[0], dtype=torch.float64, device=a.device)
+    eps = torch.finfo(a.dtype).eps
+    top = b.double().norm(dim=1).max()
+    margins: Tensor = a.double().norm(dim=1) * top * (2.0 * (a.shape[1] + 2) * eps)
+    return margins
+
+
+@dataclass
+class Rescorer:
+    """Canonical keys of one block of rows: the block's factor rows ``a``, the reference factor rows
+    ``b``, which row of ``b`` each key column holds (``column_row``, ``None``: column ``j`` is row ``j``),
+    ``sign`` applied to every key, and per row twice the product's largest error (``margins``)."""
+
+    a: Tensor
+    b: Tensor
+    column_row: Optional[Tensor]
+    margins: Tensor
+
+    def keys(self, rows: Tensor, cols: Tensor) -> Tensor:
+        """Canonical float64 keys of the (block row, key column) pairs."""
+        b_index = cols if self.column_row is None else self.column_row[cols]
+        return pair_dots(self.a, self.b, rows, b_index)
+
+    def widened(self, keys: Tensor, rows: Optional[Tensor] = None) -> Tensor:
+        """``keys`` (one per row, or per ``rows``) plus the rows' margins, rounded up in ``keys``' dtype:
+        every product key that can tie with or beat a canonical key ``<= keys`` is ``<=`` this."""
+        m = self.margins if rows is None else self.margins[rows]
+        out = (keys.double() + m).to(keys.dtype)
+        return torch.nextafter(out, torch.full_like(out, float("inf")))
+
+    def rows(self, s: Tensor, rows: Tensor, upto: Tensor) -> Tensor:
+        """Whole rows ``rows`` of the product keys ``s`` (float64), canonical wherever an entry can be
+        ``<= upto`` (per row) canonically: an equality with a canonical key read off them is exact."""
+        sub = s[rows].double()
+        limit = self.widened(upto.to(s.dtype), rows).double()
+        near = (sub <= limit[:, None]).nonzero()
+        if near.numel() > 0:
+            sub[near[:, 0], near[:, 1]] = self.keys(rows[near[:, 0]], near[:, 1])
+        return sub
+
+
+def canonical_smallest(vals: Tensor, idx: Tensor, s: Tensor, rescore: Rescorer) -> tuple[Tensor, Tensor]:
+    """The ``kk = vals.shape[1]`` smallest canonical keys of each row of ``s`` and their columns, ascending.
+
+    ``vals``, ``idx``: the rows' ``kk`` smallest *product* keys of ``s`` (``+inf`` past a row's wanted
+    keys). Every entry of ``s`` within the margin of the row's last finite listed key is rescored and
+    the ``kk`` smallest kept (equal canonical keys in any order). Rows holding NaN keep their product
+    keys (their values are NaN anyway); ``+inf`` entries (masked columns, padding) stay ``+inf``.
+    """
+    nb, kk = vals.shape
+    finite = torch.isfinite(vals)
+    last = torch.where(finite, vals, -torch.inf).amax(dim=1)
+    ok = ~vals.isnan().any(dim=1) & torch.isfinite(last)
+    limit = torch.where(ok, rescore.widened(last), -torch.inf)
+    near = (s <= limit[:, None]).nonzero()
+    if near.numel() == 0:
+        return vals.double(), idx
+    rows, cols = near[:, 0], near[:, 1]
+    count = torch.bincount(rows, minlength=nb)
+    width = max(int(count.max()), kk)
+    slot = rows * width + torch.arange(rows.numel(), device=s.device) - (count.cumsum(0) - count)[rows]
+    keys = torch.full((nb * width,), float("inf"), dtype=torch.float64, device=s.device)
+    keys.index_copy_(0, slot, rescore.keys(rows, cols))
+    columns = torch.zeros(nb * width, dtype=torch.int64, device=s.device).index_copy_(0, slot, cols)
+    top, pick = keys.view(nb, width).topk(kk, dim=1, largest=False, sorted=True)
+    out_vals = torch.where(ok[:, None], top, vals.double())
+    out_idx = torch.where(ok[:, None], columns.view(nb, width).gather(1, pick), idx)
+    return out_vals, out_idx
