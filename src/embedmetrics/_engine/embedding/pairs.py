@@ -322,14 +322,20 @@ def weighted_contrastive_partial(
 # ----------------------------------------------------------------------------- uniformity
 
 
-#: Fixed tiles of the uniformity scan: every matrix product and row sum is taken over one tile of at
-#: most ``UNIFORMITY_TILE_ROWS`` rows (starting at a multiple of it) by at most
+#: Fixed tiles of the uniformity scan: every matrix product and row sum is taken over one tile of
+#: ``uniformity_tile_rows(n)`` rows (starting at a multiple of it; at most ``UNIFORMITY_TILE_ROWS``, fewer
+#: for small ``n`` so that shards still share the work) by at most
 #: ``UNIFORMITY_TILE_COLUMNS`` columns (starting at the tile's first row, then at multiples of it from
 #: there). The tiles depend only on ``n``, never on ``block_bytes`` or on the shard: a BLAS kernel may
 #: round a row differently in a product of another shape (an AMD EPYC's float64 uniformity moved by
 #: 4.4e-16 between 64-byte and default blocks), but the same product of the same rows gives the same bits.
 UNIFORMITY_TILE_ROWS = 64
 UNIFORMITY_TILE_COLUMNS = 32768
+
+
+def uniformity_tile_rows(n: int) -> int:
+    """Rows of one tile of the uniformity scan over ``n`` rows: a function of ``n`` alone."""
+    return max(1, min(UNIFORMITY_TILE_ROWS, n // UNIFORMITY_TILE_ROWS))
 
 
 def _tile_log_sum_exp(pot: Tensor, ones: Tensor) -> Tensor:
@@ -359,11 +365,12 @@ def uniformity_partial(
     n = z.shape[0]
     tsq = (z * z).sum(1).mul_(t)
     out = torch.zeros(n, dtype=z.dtype, device=z.device)
-    tiles = block_ranges(n, UNIFORMITY_TILE_ROWS)
+    tile = uniformity_tile_rows(n)
+    tiles = block_ranges(n, tile)
     if shard is not None and shard[1] > 1:
         tiles = tiles[shard[0] :: shard[1]]
     width = max(1, min(n, UNIFORMITY_TILE_COLUMNS))
-    buf = torch.empty(UNIFORMITY_TILE_ROWS * width, dtype=z.dtype, device=z.device)
+    buf = torch.empty(tile * width, dtype=z.dtype, device=z.device)
     ones = torch.ones(width, dtype=z.dtype, device=z.device)
     rows = torch.arange(n, device=z.device)
     cols = rows[:width]
