@@ -29,6 +29,9 @@ test: $(VENV)/.dev-installed
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy src
 	$(BIN)/python -m pytest -q
+	# the contract suite again on the other CPU kernels: ATen's AVX2 and scalar paths, MKL's AVX2 and SSE4.2
+	ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 $(BIN)/python -m pytest -q tests/contracts
+	ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 $(BIN)/python -m pytest -q tests/contracts
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir $(VENV)/site
 
 $(VENV)/.bench-installed: $(VENV)/.dev-installed
