@@ -29,33 +29,38 @@ from torch import Tensor
 CHUNK_ROWS = 1024
 
 
-def _row_dots(a: Tensor, b: Tensor) -> Tensor:
-    """Row-wise dot products of two ``(CHUNK_ROWS, d)`` float64 tensors (always this shape)."""
-    return (a * b).sum(dim=1)
-
-
 def pair_dots(a_rows: Tensor, b_rows: Tensor, a_index: Tensor, b_index: Tensor) -> Tensor:
-    """Float64 ``a_rows[a_index[i]] · b_rows[b_index[i]]`` for every ``i``, by fixed-shape chunks."""
+    """Float64 ``a_rows[a_index[i]] · b_rows[b_index[i]]`` for every ``i``, by fixed-shape chunks (the
+    products of float32 factors are exact in float64)."""
     n, d = a_index.numel(), a_rows.shape[1]
     out = torch.empty(n, dtype=torch.float64, device=a_rows.device)
     a = torch.zeros(CHUNK_ROWS, d, dtype=torch.float64, device=a_rows.device)
     b = torch.zeros_like(a)
+    sums = torch.empty(CHUNK_ROWS, dtype=torch.float64, device=a_rows.device)
+    wide = a_rows.dtype == torch.float64 and b_rows.dtype == torch.float64
     for lo in range(0, n, CHUNK_ROWS):
         m = min(n, lo + CHUNK_ROWS) - lo
-        a[:m], b[:m] = a_rows[a_index[lo : lo + m]], b_rows[b_index[lo : lo + m]]
-        a[m:], b[m:] = 0, 0
-        out[lo : lo + m] = _row_dots(a, b)[:m]
+        if wide:
+            torch.index_select(a_rows, 0, a_index[lo : lo + m], out=a[:m])
+            torch.index_select(b_rows, 0, b_index[lo : lo + m], out=b[:m])
+        else:
+            a[:m], b[:m] = a_rows[a_index[lo : lo + m]], b_rows[b_index[lo : lo + m]]
+        if m < CHUNK_ROWS:
+            a[m:], b[m:] = 0, 0
+        torch.sum(a.mul_(b), dim=1, out=sums)  # always (CHUNK_ROWS, d): one summation order
+        out[lo : lo + m] = sums[:m]
     return out
 
 
 def key_margins(a: Tensor, b: Tensor) -> Tensor:
     """Per row of ``a``, twice the largest distance between a product key ``a_i · b_j`` (any kernel,
-    any order) and its canonical key: ``2 (d + 2) eps ||a_i|| max_j ||b_j||``, float64."""
+    any order) and its canonical key: ``2 (d + 2) eps ||a_i|| max_j ||b_j||``, float64 (the norms in
+    the rows' dtype, their own rounding covered by a 1% slack)."""
     if b.shape[0] == 0:
         return torch.zeros(a.shape[0], dtype=torch.float64, device=a.device)
     eps = torch.finfo(a.dtype).eps
-    top = b.double().norm(dim=1).max()
-    margins: Tensor = a.double().norm(dim=1) * top * (2.0 * (a.shape[1] + 2) * eps)
+    top = float(b.norm(dim=1).max())
+    margins: Tensor = a.norm(dim=1).double() * (top * 2.02 * (a.shape[1] + 2) * eps)
     return margins
 
 
@@ -75,6 +80,10 @@ class Rescorer:
         b_index = cols if self.column_row is None else self.column_row[cols]
         return pair_dots(self.a, self.b, rows, b_index)
 
+    def take(self, rows: Tensor) -> Rescorer:
+        """The same keys for the block rows ``rows`` only."""
+        return Rescorer(self.a[rows], self.b, self.column_row, self.margins[rows])
+
     def widened(self, keys: Tensor, rows: Optional[Tensor] = None) -> Tensor:
         """``keys`` (one per row, or per ``rows``) plus the rows' margins, rounded up in ``keys``' dtype:
         every product key that can tie with or beat a canonical key ``<= keys`` is ``<=`` this."""
@@ -93,13 +102,16 @@ class Rescorer:
         return sub
 
 
-def canonical_smallest(vals: Tensor, idx: Tensor, s: Tensor, rescore: Rescorer) -> tuple[Tensor, Tensor]:
+def canonical_smallest(
+    vals: Tensor, idx: Tensor, s: Tensor, rescore: Rescorer, columns: Optional[Tensor] = None
+) -> tuple[Tensor, Tensor]:
     """The ``kk = vals.shape[1]`` smallest canonical keys of each row of ``s`` and their columns, ascending.
 
     ``vals``, ``idx``: the rows' ``kk`` smallest *product* keys of ``s`` (``+inf`` past a row's wanted
     keys). Every entry of ``s`` within the margin of the row's last finite listed key is rescored and
-    the ``kk`` smallest kept (equal canonical keys in any order). Rows holding NaN keep their product
-    keys (their values are NaN anyway); ``+inf`` entries (masked columns, padding) stay ``+inf``.
+    the ``kk`` smallest kept (equal canonical keys in any order). ``columns``: the key column of each
+    entry of ``s`` where ``s`` holds candidates rather than whole rows. Rows holding NaN keep their
+    product keys (their values are NaN anyway); ``+inf`` entries (masked columns, padding) stay ``+inf``.
     """
     nb, kk = vals.shape
     finite = torch.isfinite(vals)
@@ -109,14 +121,15 @@ def canonical_smallest(vals: Tensor, idx: Tensor, s: Tensor, rescore: Rescorer) 
     near = (s <= limit[:, None]).nonzero()
     if near.numel() == 0:
         return vals.double(), idx
-    rows, cols = near[:, 0], near[:, 1]
+    rows = near[:, 0]
+    cols = near[:, 1] if columns is None else columns[rows, near[:, 1]]
     count = torch.bincount(rows, minlength=nb)
     width = max(int(count.max()), kk)
     slot = rows * width + torch.arange(rows.numel(), device=s.device) - (count.cumsum(0) - count)[rows]
     keys = torch.full((nb * width,), float("inf"), dtype=torch.float64, device=s.device)
     keys.index_copy_(0, slot, rescore.keys(rows, cols))
-    columns = torch.zeros(nb * width, dtype=torch.int64, device=s.device).index_copy_(0, slot, cols)
+    picked = torch.zeros(nb * width, dtype=torch.int64, device=s.device).index_copy_(0, slot, cols)
     top, pick = keys.view(nb, width).topk(kk, dim=1, largest=False, sorted=True)
     out_vals = torch.where(ok[:, None], top, vals.double())
-    out_idx = torch.where(ok[:, None], columns.view(nb, width).gather(1, pick), idx)
+    out_idx = torch.where(ok[:, None], picked.view(nb, width).gather(1, pick), idx)
     return out_vals, out_idx

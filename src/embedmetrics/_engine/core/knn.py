@@ -208,8 +208,7 @@ class KeyBlocks:
         ``Rescorer.rows``): what a query gets never depends on the other queries of its block."""
         s = self.block(start, stop)
         rescore = self.rescorer(start, stop)
-        vals, idx = smallest_keys(s, self.kk, self.groups)
-        vals, idx = canonical_smallest(vals, idx, s, rescore)
+        vals, idx = smallest_keys(s, self.kk, self.groups, rescore=rescore)
         return s, vals, idx, rescore
 
     def block(self, start: int, stop: int) -> Tensor:
@@ -407,9 +406,18 @@ def _coarse_bound(coarse_min: Tensor, kk: int, bound: Optional[Tensor]) -> Tenso
 
 
 def smallest_keys(
-    s: Tensor, kk: int, groups: Optional[tuple[int, int]], bound: Optional[Tensor] = None
+    s: Tensor,
+    kk: int,
+    groups: Optional[tuple[int, int]],
+    bound: Optional[Tensor] = None,
+    rescore: Optional[Rescorer] = None,
 ) -> tuple[Tensor, Tensor]:
     """The ``kk`` smallest keys of each row of ``s`` and their columns, ascending.
+
+    With ``rescore``, the ``kk`` smallest *canonical* keys (float64; ``s`` holds the product's keys,
+    ``embedmetrics._engine.core.canonical``): the filter's threshold is widened by the margin, and the
+    candidates within the margin of each row's ``kk``-th product key are rescored before the final
+    ranking, so no extra pass over the block is needed.
 
     Equal to ``s.topk(kk, dim=1, largest=False, sorted=True)`` up to the order of equal keys.
     ``bound`` (``(rows,)``, optional): only keys ``<= bound`` of a row are wanted (a running list's last
@@ -426,13 +434,16 @@ def smallest_keys(
     bound leaves more than a quarter of the groups, take a plain ``topk``.
     """
     if groups is None:
-        return s.topk(kk, dim=1, largest=False, sorted=True)
+        vals, idx = s.topk(kk, dim=1, largest=False, sorted=True)
+        return (vals, idx) if rescore is None else canonical_smallest(vals, idx, s, rescore)
     n_groups, n_coarse = groups
     nb, n_cols = s.shape
     size = n_cols // n_groups
     group_min = s.view(nb, size, n_groups).amin(dim=1)
     coarse_min = group_min.view(nb, -1, n_coarse).amin(dim=1)
     tau = _coarse_bound(coarse_min, kk, bound)
+    if rescore is not None:
+        tau = rescore.widened(tau)
     flat = (group_min <= tau[:, None]).view(-1).nonzero().view(-1)
     row = flat // n_groups
     per_row = torch.bincount(row, minlength=nb)
@@ -458,8 +469,15 @@ def smallest_keys(
     cand_col = torch.zeros(nb * width, dtype=torch.int64, device=s.device).index_copy_(0, slot, hit_col)
     vals, pick = cand_key.view(nb, width).topk(kk, dim=1, largest=False, sorted=True)
     idx = cand_col.view(nb, width).gather(1, pick)
+    if rescore is not None:
+        vals, idx = canonical_smallest(vals, idx, cand_key.view(nb, width), rescore, cand_col.view(nb, width))
     if plain_rows.numel() > 0:
-        vals[plain_rows], idx[plain_rows] = s[plain_rows].topk(kk, dim=1, largest=False, sorted=True)
+        plain_vals, plain_idx = s[plain_rows].topk(kk, dim=1, largest=False, sorted=True)
+        if rescore is not None:
+            plain_vals, plain_idx = canonical_smallest(
+                plain_vals, plain_idx, s[plain_rows], rescore.take(plain_rows)
+            )
+        vals[plain_rows], idx[plain_rows] = plain_vals, plain_idx
     return vals, idx
 
 

@@ -37,7 +37,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from embedmetrics._engine.core.block_progress import block_done
-from embedmetrics._engine.core.canonical import Rescorer, canonical_smallest, key_margins
+from embedmetrics._engine.core.canonical import Rescorer, key_margins
 from embedmetrics._engine.core.distinct import distinct_rows
 from embedmetrics._engine.core.knn import GROUP_SIZE, column_groups, smallest_keys
 from embedmetrics._engine.core.scan import block_budget, compute_dtype, l2_normalize
@@ -302,8 +302,7 @@ def _scan_block(
         s[mine, self_pos[mine] - c0] = float("inf")
     # the product filters (its bound widened by the margin), canonical keys decide
     wide = None if bound is None else rescore.widened(bound.to(s.dtype))
-    vals, idx = smallest_keys(s, min(depth + 1, n_cols), groups, wide)
-    vals, idx = canonical_smallest(vals, idx, s, rescore)
+    vals, idx = smallest_keys(s, min(depth + 1, n_cols), groups, wide, rescore)
     width = min(depth, vals.shape[1])
     top = vals[:, :width]
     ids = block_ids[idx[:, :width]]
