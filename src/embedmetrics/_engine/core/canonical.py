@@ -7,14 +7,14 @@ in its last bits, on the other queries of the batch, the block size and the posi
 ties appear or vanish with them, and with them every tie-aware value.
 
 The scans keep the product as a fast *filter* and rank by canonical keys. The canonical key of a pair
-is the float64 sum of the float64 products of its two factor rows (each factor row a function of its
-own input row alone), summed by one reduction of a fixed shape (``CHUNK_ROWS`` pairs, zero-padded):
-every pair is computed by the same instructions in the same order wherever it sits. A product key
-differs from its exact value by at most ``γ_d Σ|a_k b_k| <= d u ||a|| ||b||`` in any summation order
-(``u`` the unit roundoff), and so from the canonical key by at most ``margin = (d + 2) eps ||a||
-max||b||``. Every entry that can be among a row's ``kk`` smallest canonical keys (or tie with the
-``kk``-th) thus has a product key within ``2 margin`` of the row's ``kk``-th smallest product key:
-only those entries are rescored (typically the ``kk`` found, rarely a few more).
+is the sum of the products of its two factor rows (each factor row a function of its own input row
+alone), in their dtype, by one reduction of a fixed shape (``CHUNK_ROWS`` pairs, zero-padded): every
+pair is computed by the same instructions in the same order wherever it sits. A product key and the
+canonical key each differ from the exact value by at most ``γ_(d+1) Σ|a_k b_k| <= (d + 1) u ||a||
+||b||`` in any summation order (``u`` the unit roundoff), so from each other by at most ``margin =
+(d + 2) eps ||a|| max||b||``. Every entry that can be among a row's ``kk`` smallest canonical keys
+(or tie with the ``kk``-th) thus has a product key within ``2 margin`` of the row's ``kk``-th
+smallest product key: only those entries are rescored (typically the ``kk`` found, rarely more).
 """
 
 from __future__ import annotations
@@ -30,21 +30,17 @@ CHUNK_ROWS = 1024
 
 
 def pair_dots(a_rows: Tensor, b_rows: Tensor, a_index: Tensor, b_index: Tensor) -> Tensor:
-    """Float64 ``a_rows[a_index[i]] · b_rows[b_index[i]]`` for every ``i``, by fixed-shape chunks (the
-    products of float32 factors are exact in float64)."""
+    """``a_rows[a_index[i]] · b_rows[b_index[i]]`` for every ``i`` (float64 out), computed in the rows'
+    dtype by chunks of one fixed shape ``(CHUNK_ROWS, d)``, zero-padded."""
     n, d = a_index.numel(), a_rows.shape[1]
     out = torch.empty(n, dtype=torch.float64, device=a_rows.device)
-    a = torch.zeros(CHUNK_ROWS, d, dtype=torch.float64, device=a_rows.device)
+    a = torch.zeros(CHUNK_ROWS, d, dtype=a_rows.dtype, device=a_rows.device)
     b = torch.zeros_like(a)
-    sums = torch.empty(CHUNK_ROWS, dtype=torch.float64, device=a_rows.device)
-    wide = a_rows.dtype == torch.float64 and b_rows.dtype == torch.float64
+    sums = torch.empty(CHUNK_ROWS, dtype=a_rows.dtype, device=a_rows.device)
     for lo in range(0, n, CHUNK_ROWS):
         m = min(n, lo + CHUNK_ROWS) - lo
-        if wide:
-            torch.index_select(a_rows, 0, a_index[lo : lo + m], out=a[:m])
-            torch.index_select(b_rows, 0, b_index[lo : lo + m], out=b[:m])
-        else:
-            a[:m], b[:m] = a_rows[a_index[lo : lo + m]], b_rows[b_index[lo : lo + m]]
+        torch.index_select(a_rows, 0, a_index[lo : lo + m], out=a[:m])
+        torch.index_select(b_rows, 0, b_index[lo : lo + m], out=b[:m])
         if m < CHUNK_ROWS:
             a[m:], b[m:] = 0, 0
         torch.sum(a.mul_(b), dim=1, out=sums)  # always (CHUNK_ROWS, d): one summation order

@@ -45,9 +45,10 @@ from embedmetrics._engine.core.checks import (
 from embedmetrics._engine.core.pair_scores import pair_similarity
 from embedmetrics._engine.core.row_owners import gather_rows, route_identical_rows
 from embedmetrics._engine.core.scan import compute_dtype
+from embedmetrics._engine.dense.exact_lists import scan_corpus
 from embedmetrics._engine.dense.options import DENSE_METRICS
 from embedmetrics._engine.dense.qrels import Judgements, check_unique_ids, per_row_sorted
-from embedmetrics._engine.dense.scan import TopLists, by_key_then_id, columns_of, gather_lists, scan_corpus
+from embedmetrics._engine.dense.scan import TopLists, by_key_then_id, columns_of, gather_lists
 from embedmetrics._engine.ranking.measures import aggregate
 
 

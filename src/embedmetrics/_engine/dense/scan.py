@@ -40,8 +40,8 @@ from embedmetrics._engine.core.block_progress import block_done
 from embedmetrics._engine.core.canonical import Rescorer, key_margins
 from embedmetrics._engine.core.distinct import distinct_rows
 from embedmetrics._engine.core.knn import GROUP_SIZE, column_groups, smallest_keys
-from embedmetrics._engine.core.scan import block_budget, compute_dtype, l2_normalize
-from embedmetrics._engine.dense.qrels import Judgements, find_sorted
+from embedmetrics._engine.core.scan import block_budget, l2_normalize
+from embedmetrics._engine.dense.qrels import find_sorted
 
 #: Default budget of one key block (all queries x a block of corpus columns), bytes.
 DENSE_BLOCK_BYTES = 64 * 2**20
@@ -199,8 +199,8 @@ def _block_keys(
     buffers: KeyBuffers,
 ) -> tuple[Tensor, Rescorer]:
     """``(Q, padded)`` keys of the block's columns, ``+inf`` in the padding columns, and the block's
-    canonical keys (``Rescorer``; valid until the next block). Each distinct row is multiplied once and
-    its key copied to every column holding it (bit-identical keys)."""
+    canonical keys (``Rescorer``, its margins left to the caller; valid until the next block). Each
+    distinct row is multiplied once and its key copied to every column holding it (bit-identical keys)."""
     u0, u1, c0, c1 = block
     inf = float("inf")
     s = buffers.view("keys", q.shape[0], padded)
@@ -208,72 +208,75 @@ def _block_keys(
         side = corpus_side(layout.rows[u0:u1], similarity, padded, buffers.corpus)
         torch.mm(q, side.T, out=s)
         s[:, c1 - c0 :] = inf
-        return s, Rescorer(q, side, None, key_margins(q, side))
+        return s, Rescorer(q, side, None, torch.empty(0))
     keys_u = buffers.view("distinct", q.shape[0], u1 - u0 + 1)
     side = corpus_side(layout.rows[u0:u1], similarity, u1 - u0 + 1, buffers.corpus)
     torch.mm(q, side.T, out=keys_u)
     keys_u[:, -1] = inf
     local = torch.full((padded,), u1 - u0, dtype=torch.int64, device=q.device)
     local[: c1 - c0] = layout.inverse[layout.order[c0:c1]] - u0
-    return torch.index_select(keys_u, 1, local, out=s), Rescorer(q, side, local, key_margins(q, side))
+    return torch.index_select(keys_u, 1, local, out=s), Rescorer(q, side, local, torch.empty(0))
 
 
-def scan_corpus(
-    queries: Tensor,
-    query_ids: Tensor,
-    corpus: Tensor,
-    corpus_ids: Tensor,
-    judgements: Judgements,
-    *,
-    depth: int,
-    similarity: str,
-    exclude_self: bool,
-    block_bytes: Optional[int],
-) -> TopLists:
-    """The top-``depth`` lists of every query against this corpus part (see the module docstring)."""
-    n_q, n_c = queries.shape[0], corpus.shape[0]
-    out = TopLists.empty(n_q, depth, judgements.entry_row.numel(), queries.device)
-    if n_c == 0 or n_q == 0:
-        return out
-    dtype = compute_dtype(queries, corpus)
-    q = query_side(queries, similarity, dtype)
-    layout = CorpusLayout.build(corpus.detach().to(dtype))
-    position = torch.arange(n_c, device=q.device)
-    ordered_ids = corpus_ids
-    if layout.order is not None:
-        position = torch.empty_like(position).scatter_(0, layout.order, position)
-        ordered_ids = corpus_ids[layout.order]
+@dataclass
+class CorpusScan:
+    """The corpus part in blocks of whole groups of identical rows, and the buffers every block reuses."""
 
-    def ordered(cols: Tensor) -> Tensor:
-        return torch.where(cols >= 0, position[cols.clamp_min(0)], -1)
+    layout: CorpusLayout
+    ordered_ids: Tensor
+    position: Tensor
+    blocks: list[tuple[int, int, int, int]]
+    buffers: KeyBuffers
+    similarity: str
 
-    self_pos = ordered(columns_of(query_ids, corpus_ids)) if exclude_self else None
-    entry_pos = ordered(columns_of(judgements.entry_doc, corpus_ids))
-    # a block holds its keys and its corpus rows as the product's right factor
-    width = corpus_width(corpus.shape[1], similarity)
-    budget = block_budget(block_bytes, q.device, DENSE_BLOCK_BYTES)
-    columns = _block_width(n_c, max(1, budget // ((n_q + width) * q.element_size())), depth)
-    blocks = layout.blocks(columns)
-    widest = max(_padded_width(b[3] - b[2], depth)[0] for b in blocks)
-    distinct = None if layout.order is None else q.new_empty(n_q * (max(b[1] - b[0] for b in blocks) + 1))
-    buffers = KeyBuffers(q.new_empty(n_q * widest), distinct, q.new_empty((widest + 1) * width))
-    running: Optional[TopLists] = None
-    for done, block in enumerate(blocks, start=1):
-        c0, c1 = block[2], block[3]
-        bound = None if running is None else running.keys[:, -1]
-        part, keys, rescore = _scan_block(
-            q, layout, block, similarity, depth, ordered_ids[c0:c1], self_pos, buffers, bound
-        )
-        inside = ((entry_pos >= c0) & (entry_pos < c1)).nonzero().flatten()
-        rows, cols = judgements.entry_row[inside], entry_pos[inside] - c0
-        masked = torch.isinf(keys[rows, cols])  # a query's own document under exclude_self
-        out.judged_keys[inside] = torch.where(masked, torch.inf, rescore.keys(rows, cols))
-        part.judged_keys = out.judged_keys
-        running = part if running is None else merge_lists([running, part])
-        block_done(done, len(blocks))
-    assert running is not None
-    running.judged_keys = out.judged_keys
-    return running
+    @classmethod
+    def build(
+        cls,
+        q: Tensor,
+        corpus: Tensor,
+        corpus_ids: Tensor,
+        similarity: str,
+        depths: tuple[int, ...],
+        block_bytes: Optional[int],
+    ) -> CorpusScan:
+        """Blocks and buffers for scans of list lengths ``depths`` (the first the longest)."""
+        depth = depths[0]
+        n_q, n_c = q.shape[0], corpus.shape[0]
+        layout = CorpusLayout.build(corpus)
+        position = torch.arange(n_c, device=q.device)
+        ordered_ids = corpus_ids
+        if layout.order is not None:
+            position = torch.empty_like(position).scatter_(0, layout.order, position)
+            ordered_ids = corpus_ids[layout.order]
+        # a block holds its keys and its corpus rows as the product's right factor
+        width = corpus_width(corpus.shape[1], similarity)
+        budget = block_budget(block_bytes, q.device, DENSE_BLOCK_BYTES)
+        columns = _block_width(n_c, max(1, budget // ((n_q + width) * q.element_size())), depth)
+        blocks = layout.blocks(columns)
+        widest = max(_padded_width(b[3] - b[2], d)[0] for b in blocks for d in depths)
+        distinct = None if layout.order is None else q.new_empty(n_q * (max(b[1] - b[0] for b in blocks) + 1))
+        buffers = KeyBuffers(q.new_empty(n_q * widest), distinct, q.new_empty((widest + 1) * width))
+        return cls(layout, ordered_ids, position, blocks, buffers, similarity)
+
+    def ordered(self, cols: Tensor) -> Tensor:
+        """Corpus columns in the scan's order (``-1`` stays ``-1``)."""
+        return torch.where(cols >= 0, self.position[cols.clamp_min(0)], -1)
+
+    def lists(self, q: Tensor, depth: int, self_pos: Optional[Tensor], *, canonical: bool) -> TopLists:
+        """The top-``depth`` lists of the queries ``q`` (at most the rows the buffers were built for), by
+        product keys or by canonical keys (``judged_keys`` left empty)."""
+        running: Optional[TopLists] = None
+        for done, block in enumerate(self.blocks, start=1):
+            c0, c1 = block[2], block[3]
+            bound = None if running is None else running.keys[:, -1]
+            part = _scan_block(
+                q, self.layout, block, self.similarity, depth, self.ordered_ids[c0:c1], self_pos,
+                self.buffers, bound, canonical,
+            )  # fmt: skip
+            running = part if running is None else merge_lists([running, part])
+            block_done(done, len(self.blocks))
+        assert running is not None
+        return running
 
 
 def _scan_block(
@@ -286,9 +289,9 @@ def _scan_block(
     self_pos: Optional[Tensor],
     buffers: KeyBuffers,
     bound: Optional[Tensor] = None,
-) -> tuple[TopLists, Tensor, Rescorer]:
-    """The top-``depth`` lists of one corpus block (``(Q, depth)``, canonical keys), the block's product
-    keys and its ``Rescorer``.
+    canonical: bool = False,
+) -> TopLists:
+    """The top-``depth`` lists of one corpus block (``(Q, depth)``; canonical keys when ``canonical``).
 
     With ``bound`` (the running lists' last keys), only keys ``<= bound`` are listed: no larger key can
     enter the merged list, and every member of its boundary block is still listed or counted. The list
@@ -300,9 +303,12 @@ def _scan_block(
     if self_pos is not None:
         mine = ((self_pos >= c0) & (self_pos < c0 + n_cols)).nonzero().flatten()
         s[mine, self_pos[mine] - c0] = float("inf")
-    # the product filters (its bound widened by the margin), canonical keys decide
-    wide = None if bound is None else rescore.widened(bound.to(s.dtype))
-    vals, idx = smallest_keys(s, min(depth + 1, n_cols), groups, wide, rescore)
+    if canonical:  # the product filters (its bound widened by the margin), canonical keys decide
+        rescore.margins = key_margins(q, rescore.b)
+        wide = None if bound is None else rescore.widened(bound.to(s.dtype))
+        vals, idx = smallest_keys(s, min(depth + 1, n_cols), groups, wide, rescore)
+    else:
+        vals, idx = smallest_keys(s, min(depth + 1, n_cols), groups, bound)
     width = min(depth, vals.shape[1])
     top = vals[:, :width]
     ids = block_ids[idx[:, :width]]
@@ -311,18 +317,13 @@ def _scan_block(
     if vals.shape[1] > width:
         spill = ((vals[:, width] == last) & torch.isfinite(last)).nonzero().flatten()
         if spill.numel() > 0:
-            tail[spill], ids[spill] = _spilled_block(
-                rescore.rows(s[:, :n_cols], spill, last[spill]),
-                last[spill],
-                block_ids,
-                ids[spill],
-                tail[spill],
-            )
+            rows = rescore.rows(s[:, :n_cols], spill, last[spill]) if canonical else s[spill, :n_cols]
+            tail[spill], ids[spill] = _spilled_block(rows, last[spill], block_ids, ids[spill], tail[spill])
     part = TopLists.empty(n_q, depth if bound is None else width, 0, q.device)
     part.keys[:, :width] = top
     part.ids[:, :width] = torch.where(torch.isfinite(top), ids, -1)
     part.tail = tail
-    return part, s, rescore
+    return part
 
 
 def _spilled_block(

@@ -1,0 +1,139 @@
+"""Dense retrieval, part 2: the lists by canonical keys, and the scan that makes them.
+
+``scan_corpus`` scans the corpus part once with product keys, ``FAST_EXTRA`` places deeper than
+``depth`` (``CorpusScan``: the fast path, near the bare product's speed). A query's canonical lists
+are then read off its fast list (``exact_lists``): every entry that can be among its ``depth``
+nearest by canonical keys (``embedmetrics._engine.core.canonical``), or tie with the ``depth``-th,
+has a product key within the margin of the ``depth``-th product key; when the list reaches past that
+(the common case) its entries up to there are rescored and ranked by (canonical key, document id),
+the boundary tie block counted whole. A query whose near ties overflow the list (heavily tied data)
+is scanned again, block by block with canonical keys. The keys of the judged pairs are canonical too
+(``judged_keys``). So a query's lists never depend on the other queries, the block size, the corpus
+order or the product's kernel.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from embedmetrics._engine.core.canonical import pair_dots
+from embedmetrics._engine.core.scan import compute_dtype
+from embedmetrics._engine.dense.qrels import Judgements, find_sorted
+from embedmetrics._engine.dense.scan import (
+    CorpusScan,
+    TopLists,
+    by_key_then_id,
+    columns_of,
+    corpus_side,
+    query_side,
+)
+
+#: Places the fast scan lists past ``depth``: a query whose near ties (within the product's error
+#: margin of its ``depth``-th key) fit in them is rescored from its list, without a second scan.
+FAST_EXTRA = 8
+
+
+class DocFactors:
+    """The right factor rows of chosen corpus documents (by id), and the largest norm of any."""
+
+    def __init__(self, corpus: Tensor, corpus_ids: Tensor, similarity: str, dtype: torch.dtype) -> None:
+        self.corpus, self.corpus_ids, self.similarity, self.dtype = corpus, corpus_ids, similarity, dtype
+        if similarity == "cosine" or corpus.shape[0] == 0:  # unit rows (their rounding is in the slack)
+            self.largest_norm = 1.0
+        else:
+            top = float(corpus.detach().to(dtype).norm(dim=1).max())
+            self.largest_norm = top if similarity == "dot" else (top * top + top**4) ** 0.5
+        self.order = torch.argsort(corpus_ids)
+        self.sorted_ids = corpus_ids[self.order]
+
+    def holds(self, ids: Tensor) -> Tensor:
+        """The corpus row of each id, ``-1`` where the part has no such id."""
+        at = find_sorted(self.sorted_ids, ids)
+        return torch.where(at >= 0, self.order[at.clamp_min(0)], -1)
+
+    def rows(self, ids: Tensor) -> tuple[Tensor, Tensor]:
+        """``(factor rows of the distinct ids, index of each id among them)``; ids must be in the part."""
+        unique, inverse = torch.unique(ids, return_inverse=True)
+        rows = self.corpus[self.holds(unique)].detach().to(self.dtype) + 0.0
+        return corpus_side(rows, self.similarity, rows.shape[0]), inverse
+
+    def margins(self, q: Tensor) -> Tensor:
+        """Per query, twice the largest distance between a product key and a canonical key (float64)."""
+        eps = torch.finfo(q.dtype).eps
+        margins: Tensor = q.norm(dim=1).double() * (self.largest_norm * 2.02 * (q.shape[1] + 2) * eps)
+        return margins
+
+
+def scan_corpus(
+    queries: Tensor,
+    query_ids: Tensor,
+    corpus: Tensor,
+    corpus_ids: Tensor,
+    judgements: Judgements,
+    *,
+    depth: int,
+    similarity: str,
+    exclude_self: bool,
+    block_bytes: Optional[int],
+) -> TopLists:
+    """The top-``depth`` lists of every query against this corpus part, by canonical keys (see the
+    module docstring): a fast scan of product keys ``FAST_EXTRA`` places deeper than ``depth``, its
+    lists rescored (``exact_lists``); the queries whose near ties overflow them are scanned again with
+    canonical keys block by block."""
+    n_q, n_c = queries.shape[0], corpus.shape[0]
+    out = TopLists.empty(n_q, depth, judgements.entry_row.numel(), queries.device)
+    if n_c == 0 or n_q == 0:
+        return out
+    dtype = compute_dtype(queries, corpus)
+    q = query_side(queries, similarity, dtype)
+    scan = CorpusScan.build(
+        q, corpus.detach().to(dtype), corpus_ids, similarity, (depth + FAST_EXTRA, depth), block_bytes
+    )
+    self_pos = scan.ordered(columns_of(query_ids, corpus_ids)) if exclude_self else None
+    fast = scan.lists(q, depth + FAST_EXTRA, self_pos, canonical=False)
+    docs = DocFactors(corpus, corpus_ids, similarity, dtype)
+    lists, redo = exact_lists(fast, depth, q, docs)
+    if redo.numel() > 0:
+        exact = scan.lists(q[redo], depth, None if self_pos is None else self_pos[redo], canonical=True)
+        lists.keys[redo], lists.ids[redo], lists.tail[redo] = exact.keys, exact.ids, exact.tail
+    lists.judged_keys = judged_keys(q, docs, judgements, query_ids if exclude_self else None)
+    return lists
+
+
+def exact_lists(fast: TopLists, depth: int, q: Tensor, docs: DocFactors) -> tuple[TopLists, Tensor]:
+    """The canonical top-``depth`` lists of the queries whose fast list (product keys, deeper than
+    ``depth``) holds every entry that can matter, and the rows of the others (to scan again)."""
+    keys, ids = fast.keys, fast.ids
+    limit = keys[:, depth - 1] + docs.margins(q)
+    last = keys[:, -1]
+    ok = ~keys.isnan().any(dim=1) & ((last > limit) | torch.isinf(last))
+    near = (torch.isfinite(keys) & (keys <= limit[:, None]) & ok[:, None]).nonzero()
+    canon = torch.full_like(keys, float("inf"))
+    if near.numel() > 0:
+        side, index = docs.rows(ids[near[:, 0], near[:, 1]])
+        canon[near[:, 0], near[:, 1]] = pair_dots(q, side, near[:, 0], index)
+    order = by_key_then_id(canon, torch.where(torch.isfinite(canon), ids, torch.iinfo(torch.int64).max))
+    top_keys = canon.gather(1, order)[:, :depth]
+    top_ids = torch.where(torch.isfinite(top_keys), ids.gather(1, order)[:, :depth], -1)
+    v = top_keys[:, -1]
+    tail = torch.where(torch.isfinite(v), (canon == v[:, None]).sum(dim=1), torch.isinf(top_keys).sum(dim=1))
+    lists = TopLists(top_keys, top_ids, tail, fast.judged_keys)
+    return lists, (~ok).nonzero().flatten()
+
+
+def judged_keys(q: Tensor, docs: DocFactors, judgements: Judgements, self_ids: Optional[Tensor]) -> Tensor:
+    """The canonical key of every judged (query, document) pair whose document the part holds (``+inf``
+    otherwise, and for a query's own document where ``self_ids``, the query ids, are given)."""
+    rows, doc = judgements.entry_row, judgements.entry_doc
+    out = torch.full((rows.numel(),), float("inf"), dtype=torch.float64, device=q.device)
+    held = docs.holds(doc) >= 0
+    if self_ids is not None:
+        held &= doc != self_ids[rows]
+    at = held.nonzero().flatten()
+    if at.numel() > 0:
+        side, index = docs.rows(doc[at])
+        out[at] = pair_dots(q, side, rows[at], index)
+    return out
