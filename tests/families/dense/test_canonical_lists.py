@@ -1,0 +1,51 @@
+"""Dense retrieval's two routes to canonical lists agree: the fast scan rescored (``exact_lists``) and
+the block-by-block canonical scan of the queries whose near ties overflow the fast list."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from embedmetrics._engine.dense import exact_lists
+from embedmetrics.functional import dense_retrieval
+
+
+def _data(kind: str, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    if kind == "random":
+        corpus = torch.randn(300, 16, generator=g)
+    else:  # permutations and small integers: near ties everywhere
+        base = torch.randint(-2, 3, (3, 16), generator=g).float()
+        corpus = torch.stack([base[i % 3][torch.randperm(16, generator=g)] for i in range(300)])
+    queries = torch.cat([torch.ones(1, 16), torch.randn(20, 16, generator=g)])
+    qrels = torch.stack(
+        [
+            torch.arange(21).repeat(3),
+            torch.randint(0, 300, (63,), generator=g),
+            torch.ones(63, dtype=torch.long),
+        ],
+        1,
+    )
+    return queries, corpus, qrels
+
+
+@pytest.mark.parametrize("kind", ["random", "tied"])
+@pytest.mark.parametrize("similarity", ["cosine", "dot", "euclidean"])
+def test_the_fast_route_equals_the_canonical_scan(kind, similarity, monkeypatch):
+    queries, corpus, qrels = _data(kind, seed=3)
+    args = {"k": (1, 5, 20), "depth": 30, "similarity": similarity, "aggregation": "none", "return_run": True}
+    fast = dense_retrieval(queries, corpus, qrels, **args, block_bytes=4096)
+    calls = []
+    scan = exact_lists.CorpusScan.lists
+
+    def counted(self, q, depth, self_pos, *, canonical):
+        calls.append((q.shape[0], canonical))
+        return scan(self, q, depth, self_pos, canonical=canonical)
+
+    monkeypatch.setattr(exact_lists.CorpusScan, "lists", counted)
+    monkeypatch.setattr(exact_lists, "FAST_EXTRA", 0)  # every full list overflows: all rows scanned again
+    slow = dense_retrieval(queries, corpus, qrels, **args, block_bytes=4096)
+    assert (21, True) in calls  # the canonical scan ran for every query
+    for key in fast:
+        want, got = (fast[key], slow[key]) if key != "run" else (torch.cat(fast[key]), torch.cat(slow[key]))
+        torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True, msg=key)
