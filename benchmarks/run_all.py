@@ -57,6 +57,12 @@ PLAN: list[tuple[str, list[str], list[str], bool]] = [
         ["--queries", "200", "--docs", "20000", "--dim", "768", "--repeat", "1"],
         True,
     ),
+    (
+        "bench_representation.py",
+        ["--skip-spectral", "--bank", "50000", "--queries", "5000"],
+        ["--skip-spectral", "--bank", "5000", "--queries", "500"],
+        True,
+    ),
     ("bench_trec.py", ["--repeat", "5"], ["--queries", "2000", "--repeat", "1"], False),
     ("bench_comparison.py", [], ["--resamples", "2000", "--repeat", "1"], False),
 ]
