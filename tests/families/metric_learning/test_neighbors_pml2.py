@@ -358,3 +358,16 @@ def test_list_metric_helpers_match_numpy(seed: int) -> None:
     assert accuracy_calculator.precision_at_k(knn, gt[:, None], 3, False, eq) == pytest.approx(
         expected["p@3"]
     )
+
+
+def test_exclude_wins_over_include_in_both_call_forms() -> None:
+    """A metric both included and excluded is not computed (pytorch-metric-learning returns ``{}``)."""
+    x = torch.tensor([[0.0], [0.1], [5.0], [5.2], [5.3]])
+    y = torch.tensor([0, 0, 1, 1, 0])
+    calc = AccuracyCalculator(include=("precision_at_1", "r_precision"), exclude=("precision_at_1",))
+    assert calc.get_curr_metrics() == ["r_precision"]
+    assert set(calc.get_accuracy(x, y)) == {"r_precision"}  # 2.x call form
+    assert set(calc.get_accuracy(x, x, y, y, embeddings_come_from_same_source=True)) == {"r_precision"}
+    both = AccuracyCalculator(include=("precision_at_1",), exclude=("precision_at_1",))
+    assert both.get_curr_metrics() == []
+    assert both.get_accuracy(x, y) == {}

@@ -122,12 +122,18 @@ def check_embedding_rows(names: tuple[str, ...], tensors: list[Tensor], *, valid
             check_finite(name, t)
 
 
+def finite_values(x: Tensor) -> Tensor:
+    """Whether every value of ``x`` is finite (0-dim bool, on ``x``'s device): one pass, no temporary
+    (``aminmax``: NaN propagates, an infinity is an extreme)."""
+    if x.numel() == 0 or not x.is_floating_point():
+        return torch.ones((), dtype=torch.bool, device=x.device)
+    low, high = torch.aminmax(x)
+    return torch.isfinite(low) & torch.isfinite(high)
+
+
 def check_finite(name: str, x: Tensor) -> None:
     """Raise ``ValueError`` if ``x`` holds NaN or an infinity (reads the data: a host sync)."""
-    if x.numel() == 0 or not x.is_floating_point():
-        return
-    low, high = torch.aminmax(x)  # one pass, no temporary: NaN propagates, an infinity is an extreme
-    if bool(torch.isfinite(low) & torch.isfinite(high)):
+    if bool(finite_values(x)):
         return
     bad = ~torch.isfinite(x)
     if bool(bad.any()):

@@ -96,7 +96,7 @@ def chosen_metrics(
     check_metric_names("include", include, all_metrics)
     check_metric_names("exclude", exclude, all_metrics)
     chosen = list(include) if include else [m for m in all_metrics if m not in OPT_IN_METRICS]
-    allowed = list(include) if include else [m for m in all_metrics if m not in exclude]
+    allowed = [m for m in (list(include) or all_metrics) if m not in exclude]  # exclude wins, as in PML
     return [m for m in chosen if m not in exclude], allowed
 
 

@@ -17,6 +17,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from embedmetrics._engine.core.checks import finite_values
 from embedmetrics._engine.core.knn import KnnResult, LabelComparison, knn_scan, relevant_counts
 
 #: The kNN metrics and the per-query statistic of the scan behind each.
@@ -176,4 +177,4 @@ def neighbor_statistics(
 
 def finite(*tensors: Tensor) -> bool:
     """Whether every value is finite (NaN or infinite embeddings have no neighbours). Host sync."""
-    return all(bool(torch.isfinite(t).all()) for t in tensors)
+    return all(bool(finite_values(t)) for t in tensors)

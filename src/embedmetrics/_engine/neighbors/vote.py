@@ -38,6 +38,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from embedmetrics._engine.core.checks import finite_values
 from embedmetrics._engine.core.exact_sum import order_free_sum
 from embedmetrics._engine.core.knn import KeyBlocks
 from embedmetrics._engine.core.row_owners import gather_rows, route_identical_rows
@@ -299,7 +300,7 @@ def _all_finite(bank: Tensor, queries: Tensor, sharded: bool) -> bool:
     bad = torch.zeros((), dtype=torch.int64, device=queries.device)
     for t in (bank, queries):
         if t.numel():
-            bad = bad + (~torch.isfinite(t)).any().to(torch.int64)
+            bad = bad + (~finite_values(t)).to(torch.int64)
     if sharded:
         dist.all_reduce(bad)
     return int(bad) == 0
