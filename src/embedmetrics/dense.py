@@ -75,6 +75,7 @@ class DenseRetrieval(BaseMetric):
     _process_local_states: ClassVar[tuple[str, ...]] = ("corpus", "corpus_ids")
     _embedding_states = ("query", "corpus")
     _unique_id_states = ("query_ids", "corpus_ids")  # ``merge_state`` refuses known ids, as ``update``
+    _aligned_row_stores = (("query", "query_ids"), ("corpus", "corpus_ids"))
     batch_spec = BatchSpec(
         (Arg("embeddings"), Arg("ids", "ids", rows_of="embeddings")), roles=_ROLES, allow_empty=True
     )

@@ -63,6 +63,7 @@ class _StoredEmbeddingMetric(_EmbeddingMetric):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._embedding_states = cls._views  # the row stores of the views hold the embeddings
+        cls._aligned_row_stores = (cls._views,) if len(cls._views) > 1 else ()  # row i of z1 pairs with z2's
 
     block_bytes: int | None
 

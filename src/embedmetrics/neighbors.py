@@ -255,6 +255,7 @@ class EmbeddingAccuracy(BaseMetric):
     is_differentiable = False
     higher_is_better = True
     full_state_update = False
+    _aligned_row_stores = tuple((f"{r}_embeddings", f"{r}_labels") for r in _ROLES)
     _embedding_states = tuple(f"{role}_embeddings" for role in _ROLES)
     batch_spec = BatchSpec(
         (Arg("embeddings"), Arg("labels", "labels", rows_of="embeddings")), roles=_ROLES, allow_empty=True

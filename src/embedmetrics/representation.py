@@ -388,6 +388,7 @@ class KNNAccuracy(_RepresentationMetric):
         (Arg("embeddings"), Arg("labels", "class_labels", rows_of="embeddings")), roles=("bank", "query")
     )
     _embedding_states = ("bank", "query")
+    _aligned_row_stores = (("bank", "bank_labels"), ("query", "query_labels"))
 
     k: int
     temperature: float

@@ -58,6 +58,7 @@ class RetrievalMetric(BaseMetric):
     higher_is_better: bool = True
     full_state_update: bool = False
     plot_lower_bound: float = 0.0
+    _aligned_row_stores = (("preds", "target", "indexes"),)
     plot_upper_bound: float = 1.0
 
     declaration: ClassVar[RetrievalDeclaration]

@@ -234,3 +234,47 @@ def test_merge_of_disjoint_ids_equals_the_functional(spec: MetricSpec, form: str
     feed(theirs, second, forward=forward)
     ours.merge_state(theirs if form == "metric" else {n: getattr(theirs, n) for n in theirs._defaults})
     assert_same(ours.compute(), case.functional(case.streams), exact=case.exact, what=spec.key)
+
+
+ALIGNED = [s for s in STATEFUL if getattr(s.load_class(), "_aligned_row_stores", ())]
+
+
+def test_the_metrics_with_row_aligned_inputs_declare_their_groups() -> None:
+    declared = {s.key for s in ALIGNED}
+    expected = {"DenseRetrieval", "KNNAccuracy", "EmbeddingAccuracy", "ContrastiveAccuracy"}
+    assert expected | {s.key for s in STATEFUL if s.family == "retrieval"} <= declared
+
+
+def _unaligned(metric: Any) -> tuple[dict[str, Any], str]:
+    """The metric's state with one row dropped from the first store of its first group holding rows."""
+    state = {
+        name: list(value) if isinstance(value, list) else value for name, value in metric.metric_state.items()
+    }
+    for group in metric._aligned_row_stores:
+        rows = torch.cat(list(state[group[0]])) if state[group[0]] else None
+        if rows is not None and rows.shape[0] > 0:
+            state[group[0]] = [rows[:-1]]
+            return state, group[0]
+    raise AssertionError("no group holds rows")
+
+
+@pytest.mark.parametrize("spec", ALIGNED, ids=lambda s: s.key)
+@pytest.mark.parametrize("form", ["merge_state", "load_state_dict"])
+def test_a_state_of_unaligned_rows_is_refused_and_keeps_the_state(spec: MetricSpec, form: str) -> None:
+    """Rows that belong together (embeddings and ids or labels, scores and relevance) stay together: a
+    state whose stores of one group differ in rows is refused, the state bit for bit as it was."""
+    case = spec.make_case()
+    source = build(spec, case)
+    feed(source, whole_calls(case))
+    bad, store = _unaligned(source)
+    metric = build(spec, case)
+    feed(metric, whole_calls(case))
+    before, value = snapshot(metric), metric.compute()
+    action = (
+        metric.merge_state if form == "merge_state" else lambda s: metric.load_state_dict(s, strict=False)
+    )
+    with pytest.raises(ValueError, match="as many rows") as err:
+        action(bad)
+    assert f"`{store}`" in str(err.value)
+    assert snapshot(metric) == before
+    assert_same(metric.compute(), value, exact=True, what=spec.key)

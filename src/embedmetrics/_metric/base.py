@@ -84,6 +84,12 @@ def _ids_of(state: Any) -> Optional[Tensor]:
     return torch.cat(items) if items else None
 
 
+def _rows_of(state: Any) -> int:
+    """The rows of a list (or tensor) state: the leading sizes of its tensors, added up."""
+    items = state if isinstance(state, list) else [state]
+    return sum(int(t.shape[0]) if t.ndim else 1 for t in items if isinstance(t, Tensor))
+
+
 def _ids_text(ids: Tensor) -> str:
     """Ascending distinct ``ids`` as text: all of them up to five, else the first five and the count."""
     values = torch.unique(ids).tolist()
@@ -108,6 +114,10 @@ class BaseMetric(SyncSafeMetric):
     #: List states of ids that ``update`` keeps unique across every batch (``_stateful_rules`` refuses a
     #: known id): ``merge_state`` and ``load_state_dict`` refuse a state that would repeat one.
     _unique_id_states: ClassVar[tuple[str, ...]] = ()
+    #: Groups of row stores whose rows belong together (embeddings and their ids or labels, the scores of
+    #: a ranking and their relevance): ``merge_state`` and ``load_state_dict`` refuse a state whose stores
+    #: of one group hold different numbers of rows, as ``update`` refuses such a batch.
+    _aligned_row_stores: ClassVar[tuple[tuple[str, ...], ...]] = ()
     #: What ``update`` takes (the engine's one batch validator reads it); ``None``: validated in ``update``.
     batch_spec: ClassVar[Optional[BatchSpec]] = None
 
@@ -465,6 +475,19 @@ class BaseMetric(SyncSafeMetric):
                     "metric's state (a merge with a copy of itself?); nothing was merged."
                 )
 
+    def _refuse_unaligned_rows(self, incoming: Mapping[str, Any], argument: str, action: str) -> None:
+        """``update``'s rule that the rows of one group belong together, for a whole state: the stores of
+        every ``_aligned_row_stores`` group in ``incoming`` hold as many rows each. ``ValueError`` naming
+        ``argument``, the stores and their rows; touches nothing."""
+        for group in self._aligned_row_stores:
+            rows = {name: _rows_of(incoming[name]) for name in group if name in incoming}
+            if len(set(rows.values())) > 1:
+                shown = ", ".join(f"`{name}` {n}" for name, n in rows.items())
+                raise ValueError(
+                    f"{type(self).__name__}.{action}: argument `{argument}` must hold as many rows in each "
+                    f"of {', '.join(f'`{n}`' for n in group)}, got {shown}; nothing was changed."
+                )
+
     def merge_state(self, incoming_state: dict[str, Any] | Metric) -> None:
         """torchmetrics' ``merge_state``; a state computed with other settings, or holding ids that
         ``update`` would refuse (``_unique_id_states``), raises ``ValueError`` with nothing merged, and
@@ -478,6 +501,7 @@ class BaseMetric(SyncSafeMetric):
             theirs = incoming_state
         self._refuse_other_rows(incoming_state, "merge_state")
         if theirs is not None:
+            self._refuse_unaligned_rows(theirs, "incoming_state", "merge_state")
             self._refuse_repeated_ids(theirs, "incoming_state", "merge_state", adds=True)
         super().merge_state(incoming_state)
         self._computed = None  # torchmetrics keeps the value cached before the merge
@@ -511,7 +535,11 @@ class BaseMetric(SyncSafeMetric):
             self._refuse_other_settings(json.loads(bytes(saved.cpu().tolist()).decode()), "load_state_dict")
         else:
             self._refuse_other_settings_code(state_dict.get(prefix + "settings_code"), "load_state_dict")
-        loaded = {n: state_dict[prefix + n] for n in self._unique_id_states if prefix + n in state_dict}
+        aligned = {n for group in self._aligned_row_stores for n in group}
+        loaded = {
+            n: state_dict[prefix + n] for n in {*self._unique_id_states, *aligned} if prefix + n in state_dict
+        }
+        self._refuse_unaligned_rows(loaded, "state_dict", "load_state_dict")
         self._refuse_repeated_ids(loaded, "state_dict", "load_state_dict", adds=False)
         super()._load_from_state_dict(
             state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
