@@ -131,6 +131,34 @@ def finite_values(x: Tensor) -> Tensor:
     return torch.isfinite(low) & torch.isfinite(high)
 
 
+def largest_magnitude(x: Tensor) -> Tensor:
+    """``max |x|`` as a 0-dim tensor (0 for an empty ``x``), in one pass without a temporary."""
+    if x.numel() == 0:
+        return torch.zeros((), dtype=x.dtype, device=x.device)
+    low, high = torch.aminmax(x)
+    return torch.maximum(high, -low)
+
+
+def check_score_range(
+    names: tuple[str, str], magnitudes: tuple[float, float], width: int, similarity: str, dtype: torch.dtype
+) -> None:
+    """Raise ``ValueError`` where the ``"dot"`` or ``"euclidean"`` keys of rows of widths ``width`` whose
+    largest magnitudes are ``magnitudes`` could overflow ``dtype`` (cosine rows are normalised first).
+    Every key would be infinite or NaN there, ties everywhere: a wrong value, never an error otherwise."""
+    if similarity == "cosine":
+        return
+    a, b = magnitudes
+    reach = width * (a + b) * (a + b) if similarity == "euclidean" else width * a * b
+    if reach * 16 <= torch.finfo(dtype).max:
+        return
+    hint = "; pass float64 embeddings" if dtype != torch.float64 else ""
+    raise ValueError(
+        f"Arguments `{names[0]}` and `{names[1]}` hold values too large for {similarity} scores in "
+        f"{str(dtype).replace('torch.', '')}: largest magnitudes {a:.3g} and {b:.3g} over {width} features "
+        f"can overflow it; scale the embeddings down{hint}."
+    )
+
+
 def check_finite(name: str, x: Tensor) -> None:
     """Raise ``ValueError`` if ``x`` holds NaN or an infinity (reads the data: a host sync)."""
     if bool(finite_values(x)):

@@ -29,6 +29,7 @@ from torch import Tensor
 
 from embedmetrics._engine.core import tie_stats
 from embedmetrics._engine.core.canonical import Rescorer, canonical_smallest, key_margins
+from embedmetrics._engine.core.checks import check_score_range, largest_magnitude
 from embedmetrics._engine.core.distinct import distinct_rows
 from embedmetrics._engine.core.scan import (
     all_reduce_sum,
@@ -165,6 +166,8 @@ class KeyBlocks:
         """Normalise or extend the rows once; ``kk`` keys per row will be asked of ``smallest_keys``."""
         dtype = compute_dtype(query, reference)
         q = query.detach().to(dtype)
+        magnitudes = (float(largest_magnitude(q)), float(largest_magnitude(reference.detach())))
+        check_score_range(("query", "reference"), magnitudes, q.shape[1], distance, dtype)
         # identical reference rows must get identical keys in every row: compute each distinct one once
         distinct = distinct_rows(reference.detach().to(dtype))
         ref = distinct.rows

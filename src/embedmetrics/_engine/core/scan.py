@@ -80,9 +80,19 @@ def block_rows_for(row_bytes: int, budget: int) -> int:
 
 
 def l2_normalize(z: Tensor, eps: float, out: Tensor | None = None) -> Tensor:
-    """Divide each row by ``max(norm, eps)`` (the seeds' convention for ``eps``), into ``out`` when given."""
-    norms: Tensor = z.norm(dim=1, keepdim=True).clamp_min(eps)
-    return z / norms if out is None else torch.div(z, norms, out=out)
+    """Divide each row by ``max(norm, eps)`` (the seeds' convention for ``eps``), into ``out`` when given.
+
+    The norm is taken of the row scaled by a power of two (exact) to its largest magnitude, so rows of
+    huge or tiny finite values neither overflow nor underflow; the quotient is the same bits as
+    ``z / max(norm, eps)`` wherever that does not overflow."""
+    if z.numel() == 0:
+        return z.clone() if out is None else out.copy_(z)
+    _, exponent = torch.frexp(z.abs().amax(dim=1, keepdim=True))
+    scaled = torch.ldexp(z, -exponent)
+    norms = scaled.norm(dim=1, keepdim=True)  # the row's norm times 2**-exponent, exactly
+    small = torch.ldexp(norms.double(), exponent) < eps  # rows below eps are divided by eps instead
+    quotient = torch.where(small, z / eps, scaled / torch.where(norms > 0, norms, 1.0))
+    return quotient if out is None else out.copy_(quotient)
 
 
 def rows_for_shard(n_rows: int, rows_per_block: int, shard: tuple[int, int] | None) -> int:

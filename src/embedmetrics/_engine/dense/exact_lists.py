@@ -45,7 +45,7 @@ class DocFactors:
             self.largest_norm = 1.0
         else:
             top = float(corpus.detach().to(dtype).norm(dim=1).max())
-            self.largest_norm = top if similarity == "dot" else (top * top + top**4) ** 0.5
+            self.largest_norm = top if similarity == "dot" else top * (1.0 + top * top) ** 0.5
         self.order = torch.argsort(corpus_ids)
         self.sorted_ids = corpus_ids[self.order]
 

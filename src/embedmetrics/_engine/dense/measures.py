@@ -40,6 +40,8 @@ from embedmetrics._engine.core.checks import (
     check_finite,
     check_ids,
     check_same_device,
+    check_score_range,
+    largest_magnitude,
     normalize_ks,
 )
 from embedmetrics._engine.core.pair_scores import pair_similarity
@@ -255,6 +257,7 @@ def dense_values(
     # no list is longer than the corpus: a huge ``depth`` costs nothing (the cut-offs stay addressable)
     n_corpus = _corpus_size(corpus, distributed)
     opts = replace(opts, depth=max(max(opts.ks), min(opts.depth, n_corpus)))
+    _check_score_range(queries, corpus, opts.similarity, distributed)
     if distributed:  # identical rows on several processes: all scanned by one (bit-identical keys)
         corpus, corpus_ids = route_identical_rows(
             corpus.detach().to(compute_dtype(queries, corpus)), corpus_ids
@@ -307,6 +310,20 @@ def _no_queries(queries: Tensor, corpus: Tensor, opts: DenseOptions) -> dict[str
     if opts.return_run:
         result["run"] = (empty.view(0, 0), torch.zeros(0, 0, dtype=dtype, device=dev))
     return result
+
+
+def _check_score_range(queries: Tensor, corpus: Tensor, similarity: str, distributed: bool) -> None:
+    """Refuse embeddings whose scores would overflow (every process the same error: the corpus' largest
+    magnitude is the largest of every process's part)."""
+    if similarity == "cosine":
+        return
+    largest = torch.stack([largest_magnitude(queries).double(), largest_magnitude(corpus).double()])
+    if distributed:
+        torch.distributed.all_reduce(largest, op=torch.distributed.ReduceOp.MAX)
+    magnitudes = (float(largest[0]), float(largest[1]))
+    check_score_range(
+        ("queries", "corpus"), magnitudes, queries.shape[1], similarity, compute_dtype(queries, corpus)
+    )
 
 
 def _corpus_size(corpus: Tensor, distributed: bool) -> int:
