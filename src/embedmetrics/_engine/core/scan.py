@@ -13,6 +13,7 @@ is split across ranks instead of repeated on each.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 import torch
@@ -87,10 +88,14 @@ def l2_normalize(z: Tensor, eps: float, out: Tensor | None = None) -> Tensor:
     ``z / max(norm, eps)`` wherever that does not overflow."""
     if z.numel() == 0:
         return z.clone() if out is None else out.copy_(z)
-    _, exponent = torch.frexp(z.abs().amax(dim=1, keepdim=True))
-    scaled = torch.ldexp(z, -exponent)
+    top = torch.finfo(z.dtype).max
+    limit = int(math.log2(top)) - 1  # 2**-limit .. 2**limit are normal powers of two of the dtype
+    _, exponent = torch.frexp(z.detach().abs().amax(dim=1, keepdim=True))
+    exponent = exponent.clamp(-limit, limit)
+    scale = torch.ldexp(torch.ones_like(exponent, dtype=z.dtype), -exponent)  # (torch's ldexp has no
+    scaled = z * scale  # right gradient for integer exponents: a plain product by the power of two)
     norms = scaled.norm(dim=1, keepdim=True)  # the row's norm times 2**-exponent, exactly
-    small = torch.ldexp(norms.double(), exponent) < eps  # rows below eps are divided by eps instead
+    small = norms.double() * torch.ldexp(torch.ones_like(norms, dtype=torch.float64), exponent) < eps
     quotient = torch.where(small, z / eps, scaled / torch.where(norms > 0, norms, 1.0))
     return quotient if out is None else out.copy_(quotient)
 
