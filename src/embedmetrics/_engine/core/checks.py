@@ -13,6 +13,7 @@ Checks of tensor *values* (NaN, ranges) read the data on the host; callers run t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Union
 
@@ -145,9 +146,9 @@ def check_score_range(
     """Raise ``ValueError`` where the ``"dot"`` or ``"euclidean"`` keys of rows of widths ``width`` whose
     largest magnitudes are ``magnitudes`` could overflow ``dtype`` (cosine rows are normalised first).
     Every key would be infinite or NaN there, ties everywhere: a wrong value, never an error otherwise."""
-    if similarity == "cosine":
-        return
     a, b = magnitudes
+    if similarity == "cosine" or not (math.isfinite(a) and math.isfinite(b)):
+        return  # cosine rows are normalised first; non-finite embeddings give NaN where not refused
     reach = width * (a + b) * (a + b) if similarity == "euclidean" else width * a * b
     if reach * 16 <= torch.finfo(dtype).max:
         return
