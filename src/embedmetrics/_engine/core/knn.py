@@ -41,10 +41,11 @@ from embedmetrics._engine.core.scan import (
 
 LabelComparison = Callable[[Tensor, Tensor], Tensor]
 
-#: Default budget of one block of the kNN scan on the CPU (bytes of the key block): small enough that
-#: the block stays in the core's cache between the product and the selection's passes over it (and
-#: that no block is fresh memory: 256 MiB blocks cost 1.3x more, measured on 20k x 20k).
-KNN_BLOCK_BYTES = 12 * 2**20
+#: Default budget of one block of the kNN scan on the CPU (bytes of the key block). With canonical keys
+#: each block also pays a fixed cost of small passes; 32 MiB measured best on a 2-core Xeon (AVX-512)
+#: for both a 50,000 x 512 bank (2,000 queries: 1.35 s at 12 MiB, 1.04 s at 32, 1.03-1.05 s at 64-128)
+#: and 20,000 x 128 (1.07-1.33 s at 12 MiB, 1.08 s at 32).
+KNN_BLOCK_BYTES = 32 * 2**20
 
 #: Per-query statistics the scan produces (float64, one value per query).
 STAT_NAMES = ("precision_at_1", "r_precision", "map_at_r", "average_precision", "reciprocal_rank")
