@@ -19,6 +19,7 @@ smallest product key: only those entries are rescored (typically the ``kk`` foun
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Optional
 
@@ -29,18 +30,28 @@ from torch import Tensor
 CHUNK_ROWS = 1024
 
 
-def pair_dots(a_rows: Tensor, b_rows: Tensor, a_index: Tensor, b_index: Tensor) -> Tensor:
+def pair_dots(
+    a_rows: Tensor,
+    b_rows: Tensor,
+    a_index: Tensor,
+    b_index: Tensor,
+    b_factor: Optional[Callable[[Tensor], Tensor]] = None,
+) -> Tensor:
     """``a_rows[a_index[i]] · b_rows[b_index[i]]`` for every ``i`` (float64 out), computed in the rows'
-    dtype by chunks of one fixed shape ``(CHUNK_ROWS, d)``, zero-padded."""
-    n, d = a_index.numel(), a_rows.shape[1]
+    dtype by chunks of one fixed shape ``(CHUNK_ROWS, d)``, zero-padded. ``b_factor``: the right factor
+    rows of raw ``b_rows`` (a function of each row alone), made chunk by chunk: memory ``O(CHUNK_ROWS d)``."""
+    n = a_index.numel()
     out = torch.empty(n, dtype=torch.float64, device=a_rows.device)
-    a = torch.zeros(CHUNK_ROWS, d, dtype=a_rows.dtype, device=a_rows.device)
+    a = torch.zeros(CHUNK_ROWS, a_rows.shape[1], dtype=a_rows.dtype, device=a_rows.device)
     b = torch.zeros_like(a)
     sums = torch.empty(CHUNK_ROWS, dtype=a_rows.dtype, device=a_rows.device)
     for lo in range(0, n, CHUNK_ROWS):
         m = min(n, lo + CHUNK_ROWS) - lo
         torch.index_select(a_rows, 0, a_index[lo : lo + m], out=a[:m])
-        torch.index_select(b_rows, 0, b_index[lo : lo + m], out=b[:m])
+        if b_factor is None:
+            torch.index_select(b_rows, 0, b_index[lo : lo + m], out=b[:m])
+        else:
+            b[:m] = b_factor(b_rows[b_index[lo : lo + m]])
         if m < CHUNK_ROWS:
             a[m:], b[m:] = 0, 0
         torch.sum(a.mul_(b), dim=1, out=sums)  # always (CHUNK_ROWS, d): one summation order

@@ -54,11 +54,15 @@ class DocFactors:
         at = find_sorted(self.sorted_ids, ids)
         return torch.where(at >= 0, self.order[at.clamp_min(0)], -1)
 
-    def rows(self, ids: Tensor) -> tuple[Tensor, Tensor]:
-        """``(factor rows of the distinct ids, index of each id among them)``; ids must be in the part."""
-        unique, inverse = torch.unique(ids, return_inverse=True)
-        rows = self.corpus[self.holds(unique)].detach().to(self.dtype) + 0.0
-        return corpus_side(rows, self.similarity, rows.shape[0]), inverse
+    def dots(self, q: Tensor, query_rows: Tensor, ids: Tensor) -> Tensor:
+        """Canonical keys of the pairs (``q[query_rows[i]]``, document ``ids[i]``; held by the part),
+        the documents' factor rows made chunk by chunk (never a copy of the documents)."""
+        rows = self.holds(ids)
+
+        def factor(chunk: Tensor) -> Tensor:
+            return corpus_side(chunk.detach().to(self.dtype) + 0.0, self.similarity, chunk.shape[0])
+
+        return pair_dots(q, self.corpus, query_rows, rows, factor)
 
     def margins(self, q: Tensor) -> Tensor:
         """Per query, twice the largest distance between a product key and a canonical key (float64)."""
@@ -113,8 +117,7 @@ def exact_lists(fast: TopLists, depth: int, q: Tensor, docs: DocFactors) -> tupl
     near = (torch.isfinite(keys) & (keys <= limit[:, None]) & ok[:, None]).nonzero()
     canon = torch.full_like(keys, float("inf"))
     if near.numel() > 0:
-        side, index = docs.rows(ids[near[:, 0], near[:, 1]])
-        canon[near[:, 0], near[:, 1]] = pair_dots(q, side, near[:, 0], index)
+        canon[near[:, 0], near[:, 1]] = docs.dots(q, near[:, 0], ids[near[:, 0], near[:, 1]])
     order = by_key_then_id(canon, torch.where(torch.isfinite(canon), ids, torch.iinfo(torch.int64).max))
     top_keys = canon.gather(1, order)[:, :depth]
     top_ids = torch.where(torch.isfinite(top_keys), ids.gather(1, order)[:, :depth], -1)
@@ -134,6 +137,5 @@ def judged_keys(q: Tensor, docs: DocFactors, judgements: Judgements, self_ids: O
         held &= doc != self_ids[rows]
     at = held.nonzero().flatten()
     if at.numel() > 0:
-        side, index = docs.rows(doc[at])
-        out[at] = pair_dots(q, side, rows[at], index)
+        out[at] = docs.dots(q, rows[at], doc[at])
     return out
