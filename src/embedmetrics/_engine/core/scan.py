@@ -85,19 +85,28 @@ def l2_normalize(z: Tensor, eps: float, out: Tensor | None = None) -> Tensor:
 
     The norm is taken of the row scaled by a power of two (exact) to its largest magnitude, so rows of
     huge or tiny finite values neither overflow nor underflow; the quotient is the same bits as
-    ``z / max(norm, eps)`` wherever that does not overflow."""
+    ``z / max(norm, eps)`` wherever that does not overflow. Temporaries: one value per row (and one
+    copy of ``z`` where it needs a gradient)."""
     if z.numel() == 0:
         return z.clone() if out is None else out.copy_(z)
-    top = torch.finfo(z.dtype).max
-    limit = int(math.log2(top)) - 1  # 2**-limit .. 2**limit are normal powers of two of the dtype
-    _, exponent = torch.frexp(z.detach().abs().amax(dim=1, keepdim=True))
+    limit = int(math.log2(torch.finfo(z.dtype).max)) - 1  # 2**-limit .. 2**limit: normal powers of two
+    low, high = torch.aminmax(z.detach(), dim=1, keepdim=True)
+    _, exponent = torch.frexp(torch.maximum(high, -low))
     exponent = exponent.clamp(-limit, limit)
-    scale = torch.ldexp(torch.ones_like(exponent, dtype=z.dtype), -exponent)  # (torch's ldexp has no
-    scaled = z * scale  # right gradient for integer exponents: a plain product by the power of two)
-    norms = scaled.norm(dim=1, keepdim=True)  # the row's norm times 2**-exponent, exactly
-    small = norms.double() * torch.ldexp(torch.ones_like(norms, dtype=torch.float64), exponent) < eps
-    quotient = torch.where(small, z / eps, scaled / torch.where(norms > 0, norms, 1.0))
-    return quotient if out is None else out.copy_(quotient)
+    scale = torch.ldexp(torch.ones_like(high), -exponent)  # torch's ldexp has no right gradient for
+    if z.requires_grad:  # integer exponents: a plain product by the power of two instead
+        scaled = z * scale
+        return _divide_rows(scaled, scaled.norm(dim=1, keepdim=True), exponent, eps, out)
+    scaled = torch.mul(z, scale, out=out) if out is not None else z * scale
+    return _divide_rows(scaled, scaled.norm(dim=1, keepdim=True), exponent, eps, scaled)
+
+
+def _divide_rows(scaled: Tensor, norms: Tensor, exponent: Tensor, eps: float, out: Tensor | None) -> Tensor:
+    """``scaled`` (rows times ``2**-exponent``) over ``max(norm, eps)`` at the same scale, in place into
+    ``out`` when given: ``eps * 2**-exponent`` is exact, so the quotient is ``z / eps`` bit for bit."""
+    at_scale = torch.ldexp(torch.full_like(norms, eps, dtype=torch.float64), -exponent)
+    divisor = torch.where(norms.double() < at_scale, at_scale, norms.double()).to(scaled.dtype)
+    return torch.div(scaled, divisor) if out is None else torch.div(scaled, divisor, out=out)
 
 
 def rows_for_shard(n_rows: int, rows_per_block: int, shard: tuple[int, int] | None) -> int:
