@@ -96,16 +96,19 @@ def knn_vote_values(batch: Tensor, row: int, bank: Tensor, labels: Tensor) -> li
 
 
 def neighbor_values(batch: Tensor, row: int, bank: Tensor, labels: Tensor, distance: str) -> list[Tensor]:
+    """The rank statistics alone (order and tie blocks canonical) and with the neighbours' distances
+    (every listed value canonical)."""
     query_labels = torch.zeros(batch.shape[0], dtype=torch.int64)
     counts = torch.full((batch.shape[0],), int((labels == 0).sum()))
     out = []
-    for ties in ("average", "pessimistic", "optimistic"):
+    for ties, neighbors in itertools.product(("average", "pessimistic", "optimistic"), (False, True)):
         res = knn_scan(
             batch, bank, query_labels, labels, k=5, counts=counts, distance=distance, ties=ties,
-            return_neighbors=True,
+            return_neighbors=neighbors,
         )  # fmt: skip
         out += [v[row] for _, v in sorted(res.stats.items())]
-        out.append(res.distances[row] if res.distances is not None else torch.zeros(0))
+        if res.distances is not None:
+            out.append(res.distances[row])
     return out
 
 

@@ -110,15 +110,24 @@ class Rescorer:
 
 
 def canonical_smallest(
-    vals: Tensor, idx: Tensor, s: Tensor, rescore: Rescorer, columns: Optional[Tensor] = None
+    vals: Tensor,
+    idx: Tensor,
+    s: Tensor,
+    rescore: Rescorer,
+    columns: Optional[Tensor] = None,
+    values: bool = True,
 ) -> tuple[Tensor, Tensor]:
     """The ``kk = vals.shape[1]`` smallest canonical keys of each row of ``s`` and their columns, ascending.
 
     ``vals``, ``idx``: the rows' ``kk`` smallest *product* keys of ``s`` (``+inf`` past a row's wanted
-    keys). Every entry of ``s`` within the margin of the row's last finite listed key is rescored and
-    the ``kk`` smallest kept (equal canonical keys in any order). ``columns``: the key column of each
-    entry of ``s`` where ``s`` holds candidates rather than whole rows. Rows holding NaN keep their
-    product keys (their values are NaN anyway); ``+inf`` entries (masked columns, padding) stay ``+inf``.
+    keys). Every entry of ``s`` within the margin of the row's last finite listed key is a candidate; the
+    ``kk`` smallest are kept (equal canonical keys in any order). ``values``: every candidate is rescored;
+    otherwise only those within the margin of the next smaller or larger candidate: an entry farther
+    from both keeps its product key, which orders it as its canonical key would and ties with nothing,
+    so the order and the tie blocks (all that rank statistics read) are canonical, not every value.
+    ``columns``: the key column of each entry of ``s`` where ``s`` holds candidates rather than whole
+    rows. Rows holding NaN keep their product keys (their values are NaN anyway); ``+inf`` entries
+    (masked columns, padding) stay ``+inf``.
     """
     nb, kk = vals.shape
     finite = torch.isfinite(vals)
@@ -134,9 +143,23 @@ def canonical_smallest(
     width = max(int(count.max()), kk)
     slot = rows * width + torch.arange(rows.numel(), device=s.device) - (count.cumsum(0) - count)[rows]
     keys = torch.full((nb * width,), float("inf"), dtype=torch.float64, device=s.device)
-    keys.index_copy_(0, slot, rescore.keys(rows, cols))
+    keys.index_copy_(0, slot, s[near[:, 0], near[:, 1]].double())
     picked = torch.zeros(nb * width, dtype=torch.int64, device=s.device).index_copy_(0, slot, cols)
-    top, pick = keys.view(nb, width).topk(kk, dim=1, largest=False, sorted=True)
+    keys, order = keys.view(nb, width).sort(dim=1)
+    picked = picked.view(nb, width).gather(1, order)
+    redo = _needing_canonical(keys, rescore.margins) if not values else torch.isfinite(keys)
+    at = redo.nonzero()
+    keys[at[:, 0], at[:, 1]] = rescore.keys(at[:, 0], picked[at[:, 0], at[:, 1]])
+    top, pick = keys.topk(kk, dim=1, largest=False, sorted=True)
     out_vals = torch.where(ok[:, None], top, vals.double())
-    out_idx = torch.where(ok[:, None], picked.view(nb, width).gather(1, pick), idx)
+    out_idx = torch.where(ok[:, None], picked.gather(1, pick), idx)
     return out_vals, out_idx
+
+
+def _needing_canonical(keys: Tensor, margins: Tensor) -> Tensor:
+    """Of each row's ascending product keys, those within the row's margin of a neighbour."""
+    close = (keys[:, 1:] - keys[:, :-1]) <= margins[:, None]  # inf - inf is NaN: never close
+    need = torch.zeros_like(keys, dtype=torch.bool)
+    need[:, 1:] |= close
+    need[:, :-1] |= close
+    return need & torch.isfinite(keys)

@@ -41,11 +41,14 @@ from embedmetrics._engine.core.scan import (
 
 LabelComparison = Callable[[Tensor, Tensor], Tensor]
 
-#: Default budget of one block of the kNN scan on the CPU (bytes of the key block). With canonical keys
-#: each block also pays a fixed cost of small passes; 32 MiB measured best on a 2-core Xeon (AVX-512)
-#: for both a 50,000 x 512 bank (2,000 queries: 1.35 s at 12 MiB, 1.04 s at 32, 1.03-1.05 s at 64-128)
-#: and 20,000 x 128 (1.07-1.33 s at 12 MiB, 1.08 s at 32).
-KNN_BLOCK_BYTES = 32 * 2**20
+#: Default budget of one block of the kNN scan on the CPU (bytes of the key block): small enough that
+#: the block stays in the core's cache between the product and the selection's passes over it (and
+#: that no block is fresh memory: 256 MiB blocks cost 1.3x more, measured on 20k x 20k).
+KNN_BLOCK_BYTES = 12 * 2**20
+#: Fewest query rows of a default block: a thinner product runs below the matrix product's speed, and
+#: every block pays a fixed cost of small passes (canonical keys). A 50,000 x 512 bank, 2,000 queries
+#: on a 2-core Xeon: 1.35 s with 62-row blocks (12 MiB), 1.04 s with 32 MiB blocks (167 rows).
+KNN_MIN_ROWS = 128
 
 #: Per-query statistics the scan produces (float64, one value per query).
 STAT_NAMES = ("precision_at_1", "r_precision", "map_at_r", "average_precision", "reciprocal_rank")
@@ -194,8 +197,10 @@ class KeyBlocks:
         self, block_bytes: int | None, shard: Optional[tuple[int, int]], extra_row_bytes: int = 0
     ) -> list[tuple[int, int]]:
         """This shard's query blocks (``extra_row_bytes``: the caller's own memory per query row)."""
-        budget = block_budget(block_bytes, self.device, KNN_BLOCK_BYTES)
         row_bytes = self.n_cols * self.q.element_size() + extra_row_bytes
+        budget = block_budget(block_bytes, self.device, KNN_BLOCK_BYTES)
+        if block_bytes is None:  # the default: at least KNN_MIN_ROWS rows
+            budget = max(budget, KNN_MIN_ROWS * row_bytes)
         rows, ranges = plan_blocks(self.q.shape[0], row_bytes, budget, shard)
         self.buffer = torch.empty(
             min(rows, self.q.shape[0]), self.n_cols, dtype=self.dtype, device=self.device
@@ -206,13 +211,13 @@ class KeyBlocks:
         """Canonical keys of the queries ``start:stop`` (``embedmetrics._engine.core.canonical``)."""
         return Rescorer(self.q[start:stop], self.ref_t.T, self.inverse, self.margins[start:stop])
 
-    def nearest(self, start: int, stop: int) -> tuple[Tensor, Tensor, Tensor, Rescorer]:
+    def nearest(self, start: int, stop: int, values: bool = True) -> tuple[Tensor, Tensor, Tensor, Rescorer]:
         """The block's product keys (valid until the next call), its ``kk`` smallest canonical keys
         (float64, ascending) and their columns, and the block's ``Rescorer`` (whole rows:
         ``Rescorer.rows``): what a query gets never depends on the other queries of its block."""
         s = self.block(start, stop)
         rescore = self.rescorer(start, stop)
-        vals, idx = smallest_keys(s, self.kk, self.groups, rescore=rescore)
+        vals, idx = smallest_keys(s, self.kk, self.groups, rescore=rescore, values=values)
         return s, vals, idx, rescore
 
     def block(self, start: int, stop: int) -> Tensor:
@@ -282,7 +287,8 @@ def knn_scan(
     cmp_fn = label_comparison_fn
     for start, stop in ranges:
         nb = stop - start
-        s, vals, idx, rescore = keys.nearest(start, stop)
+        # rank statistics read only the order and the tie blocks: canonical values only where asked for
+        s, vals, idx, rescore = keys.nearest(start, stop, values=return_neighbors)
         v_k = vals[:, k - 1]
         qlab = query_labels[start:stop]
         rel = compare_labels(cmp_fn, qlab, reference_labels[idx[:, :k]])
@@ -415,6 +421,7 @@ def smallest_keys(
     groups: Optional[tuple[int, int]],
     bound: Optional[Tensor] = None,
     rescore: Optional[Rescorer] = None,
+    values: bool = True,
 ) -> tuple[Tensor, Tensor]:
     """The ``kk`` smallest keys of each row of ``s`` and their columns, ascending.
 
@@ -439,7 +446,7 @@ def smallest_keys(
     """
     if groups is None:
         vals, idx = s.topk(kk, dim=1, largest=False, sorted=True)
-        return (vals, idx) if rescore is None else canonical_smallest(vals, idx, s, rescore)
+        return (vals, idx) if rescore is None else canonical_smallest(vals, idx, s, rescore, values=values)
     n_groups, n_coarse = groups
     nb, n_cols = s.shape
     size = n_cols // n_groups
@@ -474,12 +481,13 @@ def smallest_keys(
     vals, pick = cand_key.view(nb, width).topk(kk, dim=1, largest=False, sorted=True)
     idx = cand_col.view(nb, width).gather(1, pick)
     if rescore is not None:
-        vals, idx = canonical_smallest(vals, idx, cand_key.view(nb, width), rescore, cand_col.view(nb, width))
+        cands = cand_key.view(nb, width)
+        vals, idx = canonical_smallest(vals, idx, cands, rescore, cand_col.view(nb, width), values)
     if plain_rows.numel() > 0:
         plain_vals, plain_idx = s[plain_rows].topk(kk, dim=1, largest=False, sorted=True)
         if rescore is not None:
             plain_vals, plain_idx = canonical_smallest(
-                plain_vals, plain_idx, s[plain_rows], rescore.take(plain_rows)
+                plain_vals, plain_idx, s[plain_rows], rescore.take(plain_rows), values=values
             )
         vals[plain_rows], idx[plain_rows] = plain_vals, plain_idx
     return vals, idx
