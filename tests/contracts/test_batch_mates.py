@@ -173,3 +173,26 @@ def test_the_reported_case_holds() -> None:
             for key in alone:
                 if key != "query_ids":
                     assert torch.equal(alone[key][0], mates[key][0]), (seed, dtype, similarity, ties, key)
+
+
+@pytest.mark.parametrize("layout", ["plain", "euclidean"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
+def test_the_margin_bounds_every_product_key(layout: str, dtype: torch.dtype) -> None:
+    """Half the margin bounds the distance between any product key (products of several shapes) and the
+    canonical key of the same pair: the filter never drops an entry canonical keys would keep."""
+    from embedmetrics._engine.core.canonical import key_margins, pair_dots
+
+    g = _gen(11)
+    for scale, d in ((1.0, 7), (30.0, 128), (1e3, 300)):
+        q = torch.randn(64, d, generator=g, dtype=torch.float64) * scale
+        r = torch.randn(500, d, generator=g, dtype=torch.float64) * scale + scale
+        if layout == "euclidean":
+            q = torch.cat([-2.0 * q, torch.ones(64, 1, dtype=torch.float64)], dim=1)
+            r = torch.cat([r, (r * r).sum(1, keepdim=True)], dim=1)
+        a, b = q.to(dtype), r.to(dtype)
+        half = key_margins(a, b, euclidean=layout == "euclidean")[:, None] / 2
+        rows, cols = torch.meshgrid(torch.arange(64), torch.arange(500), indexing="ij")
+        canonical = pair_dots(a, b, rows.reshape(-1), cols.reshape(-1)).view(64, 500)
+        for m in (1, 7, 64):
+            product = torch.cat([a[i : i + m] @ b.T for i in range(0, 64, m)]).double()
+            assert bool(((product - canonical).abs() <= half).all()), (scale, d, m)

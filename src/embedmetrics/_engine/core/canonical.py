@@ -59,15 +59,21 @@ def pair_dots(
     return out
 
 
-def key_margins(a: Tensor, b: Tensor) -> Tensor:
+def key_margins(a: Tensor, b: Tensor, euclidean: bool = False) -> Tensor:
     """Per row of ``a``, twice the largest distance between a product key ``a_i · b_j`` (any kernel,
-    any order) and its canonical key: ``2 (d + 2) eps ||a_i|| max_j ||b_j||``, float64 (the norms in
-    the rows' dtype, their own rounding covered by a 1% slack)."""
+    any order) and its canonical key: ``2 (d + 2) eps`` times a bound on ``Σ_k |a_ik b_jk|``, float64 (the
+    norms in the rows' dtype, their own rounding covered by a 1% slack). The bound is ``||a_i|| max_j
+    ||b_j||``; for the Euclidean layout (``a = [-2q, 1]``, ``b = [r, ||r||²]``) the tighter
+    ``2 ||q|| R + R²`` (``R = max ||r||``): Cauchy–Schwarz on the appended column would square ``R``."""
     if b.shape[0] == 0:
         return torch.zeros(a.shape[0], dtype=torch.float64, device=a.device)
-    eps = torch.finfo(a.dtype).eps
-    top = float(b.norm(dim=1).max())
-    margins: Tensor = a.norm(dim=1).double() * (top * 2.02 * (a.shape[1] + 2) * eps)
+    scale = 2.02 * (a.shape[1] + 2) * torch.finfo(a.dtype).eps
+    if euclidean:
+        top = float(b[:, :-1].norm(dim=1).max())
+        bound = a[:, :-1].norm(dim=1).double() * top + 1.01 * top * top
+    else:
+        bound = a.norm(dim=1).double() * float(b.norm(dim=1).max())
+    margins: Tensor = bound * scale
     return margins
 
 

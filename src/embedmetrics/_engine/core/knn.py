@@ -188,7 +188,7 @@ class KeyBlocks:
             q = torch.cat([q * -2.0, q.new_ones(n_q, 1)], dim=1)
         groups = column_groups(n_r, kk)
         n_cols = n_r if groups is None else groups[0] * GROUP_SIZE
-        margins = key_margins(q, ref)
+        margins = key_margins(q, ref, euclidean=q_sq is not None)
         if distinct.all_distinct and n_cols > n_r:  # padding columns, set to +inf after each product
             ref = torch.cat([ref, ref.new_zeros(n_cols - n_r, ref.shape[1])])
         return cls(q, ref.T, distinct.inverse, q_sq, n_r, n_cols, kk, groups, self_index, margins)

@@ -41,11 +41,11 @@ class DocFactors:
 
     def __init__(self, corpus: Tensor, corpus_ids: Tensor, similarity: str, dtype: torch.dtype) -> None:
         self.corpus, self.corpus_ids, self.similarity, self.dtype = corpus, corpus_ids, similarity, dtype
-        if similarity == "cosine" or corpus.shape[0] == 0:  # unit rows (their rounding is in the slack)
-            self.largest_norm = 1.0
-        else:
-            top = float(corpus.detach().to(dtype).norm(dim=1).max())
-            self.largest_norm = top if similarity == "dot" else top * (1.0 + top * top) ** 0.5
+        # the largest norm of a document row (its factor: unit rows for cosine)
+        empty = corpus.shape[0] == 0
+        self.largest_norm = (
+            1.0 if similarity == "cosine" or empty else float(corpus.to(dtype).norm(dim=1).max())
+        )
         self.order = torch.argsort(corpus_ids)
         self.sorted_ids = corpus_ids[self.order]
 
@@ -66,8 +66,13 @@ class DocFactors:
 
     def margins(self, q: Tensor) -> Tensor:
         """Per query, twice the largest distance between a product key and a canonical key (float64)."""
-        eps = torch.finfo(q.dtype).eps
-        margins: Tensor = q.norm(dim=1).double() * (self.largest_norm * 2.02 * (q.shape[1] + 2) * eps)
+        scale = 2.02 * (q.shape[1] + 2) * torch.finfo(q.dtype).eps
+        top = self.largest_norm
+        if self.similarity == "euclidean":  # q = [-2 q, 1] against [r, ||r||²] (see ``key_margins``)
+            bound = q[:, :-1].norm(dim=1).double() * top + 1.01 * top * top
+        else:
+            bound = q.norm(dim=1).double() * top
+        margins: Tensor = bound * scale
         return margins
 
 

@@ -304,7 +304,7 @@ def _scan_block(
         mine = ((self_pos >= c0) & (self_pos < c0 + n_cols)).nonzero().flatten()
         s[mine, self_pos[mine] - c0] = float("inf")
     if canonical:  # the product filters (its bound widened by the margin), canonical keys decide
-        rescore.margins = key_margins(q, rescore.b)
+        rescore.margins = key_margins(q, rescore.b, euclidean=similarity == "euclidean")
         wide = None if bound is None else rescore.widened(bound.to(s.dtype))
         vals, idx = smallest_keys(s, min(depth + 1, n_cols), groups, wide, rescore)
     else:
