@@ -10,11 +10,11 @@ The scans keep the product as a fast *filter* and rank by canonical keys. The ca
 is the sum of the products of its two factor rows (each factor row a function of its own input row
 alone), in their dtype, by one reduction of a fixed shape (``CHUNK_ROWS`` pairs, zero-padded): every
 pair is computed by the same instructions in the same order wherever it sits. A product key and the
-canonical key each differ from the exact value by at most ``γ_(d+1) Σ|a_k b_k| <= (d + 1) u ||a||
-||b||`` in any summation order (``u`` the unit roundoff), so from each other by at most ``margin =
-(d + 2) eps ||a|| max||b||``. Every entry that can be among a row's ``kk`` smallest canonical keys
-(or tie with the ``kk``-th) thus has a product key within ``2 margin`` of the row's ``kk``-th
-smallest product key: only those entries are rescored (typically the ``kk`` found, rarely more).
+canonical key each differ from the exact value by at most ``γ_(d+1) Σ|a_k b_k|`` in any summation
+order (``u`` the unit roundoff, ``γ_n = n u / (1 - n u)``), so from each other by at most ``margin``:
+``(d + 2) eps`` times a bound on ``Σ|a_k b_k|`` (``margins_of``). Every entry that can be among a
+row's ``kk`` smallest canonical keys (or tie with the ``kk``-th) thus has a product key within
+``2 margin`` of the row's ``kk``-th smallest product key: only those entries are rescored.
 """
 
 from __future__ import annotations
@@ -61,18 +61,23 @@ def pair_dots(
 
 def key_margins(a: Tensor, b: Tensor, euclidean: bool = False) -> Tensor:
     """Per row of ``a``, twice the largest distance between a product key ``a_i · b_j`` (any kernel,
-    any order) and its canonical key: ``2 (d + 2) eps`` times a bound on ``Σ_k |a_ik b_jk|``, float64 (the
-    norms in the rows' dtype, their own rounding covered by a 1% slack). The bound is ``||a_i|| max_j
-    ||b_j||``; for the Euclidean layout (``a = [-2q, 1]``, ``b = [r, ||r||²]``) the tighter
-    ``2 ||q|| R + R²`` (``R = max ||r||``): Cauchy–Schwarz on the appended column would square ``R``."""
+    any order) and its canonical key (``margins_of`` with the largest norm of the rows of ``b``)."""
     if b.shape[0] == 0:
         return torch.zeros(a.shape[0], dtype=torch.float64, device=a.device)
+    return margins_of(a, float((b[:, :-1] if euclidean else b).norm(dim=1).max()), euclidean)
+
+
+def margins_of(a: Tensor, top: float, euclidean: bool = False) -> Tensor:
+    """Per row of ``a``, ``2 (d + 2) eps`` times a bound on ``Σ_k |a_ik b_jk|`` for right factor rows of
+    norm at most ``top``, float64 (the norms in the rows' dtype, their own rounding covered by a 1% slack).
+    The bound is ``||a_i|| top``; for the Euclidean layout (``a = [-2q, 1]``, ``b = [r, ||r||²]``, ``top``
+    the largest ``||r||``) the tighter ``2 ||q|| top + top²``: Cauchy–Schwarz on the appended column
+    would square ``top``."""
     scale = 2.02 * (a.shape[1] + 2) * torch.finfo(a.dtype).eps
     if euclidean:
-        top = float(b[:, :-1].norm(dim=1).max())
         bound = a[:, :-1].norm(dim=1).double() * top + 1.01 * top * top
     else:
-        bound = a.norm(dim=1).double() * float(b.norm(dim=1).max())
+        bound = a.norm(dim=1).double() * top
     margins: Tensor = bound * scale
     return margins
 
@@ -81,7 +86,7 @@ def key_margins(a: Tensor, b: Tensor, euclidean: bool = False) -> Tensor:
 class Rescorer:
     """Canonical keys of one block of rows: the block's factor rows ``a``, the reference factor rows
     ``b``, which row of ``b`` each key column holds (``column_row``, ``None``: column ``j`` is row ``j``),
-    ``sign`` applied to every key, and per row twice the product's largest error (``margins``)."""
+    and per row twice the product's largest error (``margins``)."""
 
     a: Tensor
     b: Tensor

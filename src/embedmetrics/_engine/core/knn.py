@@ -170,8 +170,9 @@ class KeyBlocks:
         """Normalise or extend the rows once; ``kk`` keys per row will be asked of ``smallest_keys``."""
         dtype = compute_dtype(query, reference)
         q = query.detach().to(dtype)
-        magnitudes = (float(largest_magnitude(q)), float(largest_magnitude(reference.detach())))
-        check_score_range(("query", "reference"), magnitudes, q.shape[1], distance, dtype)
+        if distance != "cosine":  # cosine rows are normalised: any finite scale
+            magnitudes = (float(largest_magnitude(q)), float(largest_magnitude(reference.detach())))
+            check_score_range(("query", "reference"), magnitudes, q.shape[1], distance, dtype)
         # identical reference rows must get identical keys in every row: compute each distinct one once
         distinct = distinct_rows(reference.detach().to(dtype))
         ref = distinct.rows

@@ -19,11 +19,12 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.core.canonical import pair_dots
+from embedmetrics._engine.core.canonical import margins_of, pair_dots
 from embedmetrics._engine.core.scan import compute_dtype
-from embedmetrics._engine.dense.qrels import Judgements, find_sorted
+from embedmetrics._engine.dense.qrels import Judgements
 from embedmetrics._engine.dense.scan import (
     CorpusScan,
+    IdColumns,
     TopLists,
     by_key_then_id,
     columns_of,
@@ -46,13 +47,7 @@ class DocFactors:
         self.largest_norm = (
             1.0 if similarity == "cosine" or empty else float(corpus.to(dtype).norm(dim=1).max())
         )
-        self.order = torch.argsort(corpus_ids)
-        self.sorted_ids = corpus_ids[self.order]
-
-    def holds(self, ids: Tensor) -> Tensor:
-        """The corpus row of each id, ``-1`` where the part has no such id."""
-        at = find_sorted(self.sorted_ids, ids)
-        return torch.where(at >= 0, self.order[at.clamp_min(0)], -1)
+        self.holds = IdColumns(corpus_ids)  # the corpus row of an id, -1 where the part has none
 
     def dots(self, q: Tensor, query_rows: Tensor, ids: Tensor) -> Tensor:
         """Canonical keys of the pairs (``q[query_rows[i]]``, document ``ids[i]``; held by the part),
@@ -66,14 +61,7 @@ class DocFactors:
 
     def margins(self, q: Tensor) -> Tensor:
         """Per query, twice the largest distance between a product key and a canonical key (float64)."""
-        scale = 2.02 * (q.shape[1] + 2) * torch.finfo(q.dtype).eps
-        top = self.largest_norm
-        if self.similarity == "euclidean":  # q = [-2 q, 1] against [r, ||r||²] (see ``key_margins``)
-            bound = q[:, :-1].norm(dim=1).double() * top + 1.01 * top * top
-        else:
-            bound = q.norm(dim=1).double() * top
-        margins: Tensor = bound * scale
-        return margins
+        return margins_of(q, self.largest_norm, self.similarity == "euclidean")
 
 
 def scan_corpus(

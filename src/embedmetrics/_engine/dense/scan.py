@@ -81,13 +81,24 @@ class TopLists:
         )
 
 
+class IdColumns:
+    """The column of each id in a corpus part's ids: one sort, then a binary search per lookup."""
+
+    def __init__(self, corpus_ids: Tensor) -> None:
+        self.order = torch.argsort(corpus_ids)
+        self.sorted_ids = corpus_ids[self.order]
+
+    def __call__(self, ids: Tensor) -> Tensor:
+        """The corpus column holding each of ``ids``, ``-1`` where the corpus part has no such id."""
+        if self.sorted_ids.numel() == 0:
+            return torch.full_like(ids, -1)
+        at = find_sorted(self.sorted_ids, ids)
+        return torch.where(at >= 0, self.order[at.clamp_min(0)], -1)
+
+
 def columns_of(ids: Tensor, corpus_ids: Tensor) -> Tensor:
     """The corpus column holding each of ``ids``, ``-1`` where the corpus part has no such id."""
-    if corpus_ids.numel() == 0:
-        return torch.full_like(ids, -1)
-    order = torch.argsort(corpus_ids)
-    at = find_sorted(corpus_ids[order], ids)
-    return torch.where(at >= 0, order[at.clamp_min(0)], -1)
+    return IdColumns(corpus_ids)(ids)
 
 
 def query_side(queries: Tensor, similarity: str, dtype: torch.dtype) -> Tensor:
