@@ -9,6 +9,7 @@ below fails any test that draws from, or reseeds, torch's, NumPy's or Python's g
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import sys
@@ -21,6 +22,13 @@ import torch
 from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[0]))
+
+# Third-party modules that draw from Python's global generator once, when first imported (rich, which
+# sentence-transformers' dependencies bring, seeds its style ids with ``random.getrandbits``): imported
+# here, so the fixture below does not blame the first test that happens to import them.
+for _module in ("rich.style",):
+    with contextlib.suppress(ImportError):
+        __import__(_module)
 
 settings.register_profile(
     "deterministic",
