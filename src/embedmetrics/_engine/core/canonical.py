@@ -167,6 +167,33 @@ def canonical_smallest(
     return out_vals, out_idx
 
 
+def canonical_candidates(
+    cand: Tensor, cand_col: Tensor, kk: int, rescore: Rescorer, values: bool = True
+) -> tuple[Tensor, Tensor]:
+    """``canonical_smallest`` where ``cand`` (``(rows, width)``, ``width >= kk``, ``+inf`` padding) holds
+    every product key of a row that can be among its ``kk`` smallest canonical keys, and ``cand_col``
+    their key columns: one sort of the candidates instead of a ``topk`` and a second gathering. The
+    candidates within the margin of a row's ``kk``-th product key are a prefix of the sorted row."""
+    keys, order = cand.sort(dim=1)
+    cols = cand_col.gather(1, order)
+    vals, idx = keys[:, :kk], cols[:, :kk]
+    last = torch.where(torch.isfinite(vals), vals, -torch.inf).amax(dim=1)
+    ok = ~vals.isnan().any(dim=1) & torch.isfinite(last)
+    limit = torch.where(ok, rescore.widened(last), -torch.inf)
+    keep = keys <= limit[:, None]
+    width = max(int(keep.sum(dim=1).max()), kk)
+    keys64 = torch.where(keep, keys.double(), torch.inf)[:, :width]
+    cols = cols[:, :width]
+    redo = _needing_canonical(keys64, rescore.margins) if not values else torch.isfinite(keys64)
+    at = redo.nonzero()
+    if at.numel() > 0:
+        keys64[at[:, 0], at[:, 1]] = rescore.keys(at[:, 0], cols[at[:, 0], at[:, 1]])
+    top, pick = keys64.topk(kk, dim=1, largest=False, sorted=True)
+    out_vals = torch.where(ok[:, None], top, vals.double())
+    out_idx = torch.where(ok[:, None], cols.gather(1, pick), idx)
+    return out_vals, out_idx
+
+
 def _needing_canonical(keys: Tensor, margins: Tensor) -> Tensor:
     """Of each row's ascending product keys, those within the row's margin of a neighbour."""
     close = (keys[:, 1:] - keys[:, :-1]) <= margins[:, None]  # inf - inf is NaN: never close

@@ -28,7 +28,12 @@ import torch
 from torch import Tensor
 
 from embedmetrics._engine.core import tie_stats
-from embedmetrics._engine.core.canonical import Rescorer, canonical_smallest, key_margins
+from embedmetrics._engine.core.canonical import (
+    Rescorer,
+    canonical_candidates,
+    canonical_smallest,
+    key_margins,
+)
 from embedmetrics._engine.core.checks import check_score_range, largest_magnitude
 from embedmetrics._engine.core.distinct import distinct_rows
 from embedmetrics._engine.core.scan import (
@@ -479,11 +484,13 @@ def smallest_keys(
     slot = hit_row * width + torch.arange(hit.numel(), device=s.device) - (count.cumsum(0) - count)[hit_row]
     cand_key = s.new_full((nb * width,), float("inf")).index_copy_(0, slot, keys.view(-1)[hit])
     cand_col = torch.zeros(nb * width, dtype=torch.int64, device=s.device).index_copy_(0, slot, hit_col)
-    vals, pick = cand_key.view(nb, width).topk(kk, dim=1, largest=False, sorted=True)
-    idx = cand_col.view(nb, width).gather(1, pick)
-    if rescore is not None:
-        cands = cand_key.view(nb, width)
-        vals, idx = canonical_smallest(vals, idx, cands, rescore, cand_col.view(nb, width), values)
+    if rescore is None:
+        vals, pick = cand_key.view(nb, width).topk(kk, dim=1, largest=False, sorted=True)
+        idx = cand_col.view(nb, width).gather(1, pick)
+    else:
+        vals, idx = canonical_candidates(
+            cand_key.view(nb, width), cand_col.view(nb, width), kk, rescore, values
+        )
     if plain_rows.numel() > 0:
         plain_vals, plain_idx = s[plain_rows].topk(kk, dim=1, largest=False, sorted=True)
         if rescore is not None:
