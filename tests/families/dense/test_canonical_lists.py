@@ -49,3 +49,29 @@ def test_the_fast_route_equals_the_canonical_scan(kind, similarity, monkeypatch)
     for key in fast:
         want, got = (fast[key], slow[key]) if key != "run" else (torch.cat(fast[key]), torch.cat(slow[key]))
         torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True, msg=key)
+
+
+@pytest.mark.parametrize("kind", ["random", "tied"])
+@pytest.mark.parametrize("similarity", ["cosine", "dot", "euclidean"])
+def test_lists_with_only_the_near_keys_canonical_rank_as_all_canonical(kind, similarity):
+    """One process rescores only the entries near a neighbour or the boundary: the same order, tie blocks
+    and boundary key (all the measures read) as lists whose every key is canonical."""
+    from embedmetrics._engine.dense.qrels import Judgements
+
+    queries, corpus, qrels = _data(kind, seed=5)
+    query_ids, corpus_ids = torch.arange(21), torch.arange(300)
+    judgements = Judgements.build(qrels, query_ids)
+    args = {"depth": 30, "similarity": similarity, "exclude_self": False, "block_bytes": 4096}
+    every = exact_lists.scan_corpus(queries, query_ids, corpus, corpus_ids, judgements, **args, values=True)
+    near = exact_lists.scan_corpus(queries, query_ids, corpus, corpus_ids, judgements, **args, values=False)
+    every, near = every.canonical(), near.canonical()
+    assert torch.equal(near.ids, every.ids)
+    assert torch.equal(near.tail, every.tail)
+    assert torch.equal(near.keys[:, -1], every.keys[:, -1])
+    assert torch.equal(near.judged_keys, every.judged_keys)
+    tied = near.keys[:, 1:] == near.keys[:, :-1]
+    assert torch.equal(tied, every.keys[:, 1:] == every.keys[:, :-1])
+    if kind == "tied":
+        assert bool(tied.any())  # the case has tie blocks inside the lists
+    if kind == "random":  # isolated entries kept their product keys (not the same bits everywhere)
+        assert not torch.equal(near.keys, every.keys)

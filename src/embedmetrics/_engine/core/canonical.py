@@ -158,7 +158,7 @@ def canonical_smallest(
     picked = torch.zeros(nb * width, dtype=torch.int64, device=s.device).index_copy_(0, slot, cols)
     keys, order = keys.view(nb, width).sort(dim=1)
     picked = picked.view(nb, width).gather(1, order)
-    redo = _needing_canonical(keys, rescore.margins) if not values else torch.isfinite(keys)
+    redo = needing_canonical(keys, rescore.margins) if not values else torch.isfinite(keys)
     at = redo.nonzero()
     keys[at[:, 0], at[:, 1]] = rescore.keys(at[:, 0], picked[at[:, 0], at[:, 1]])
     top, pick = keys.topk(kk, dim=1, largest=False, sorted=True)
@@ -184,7 +184,7 @@ def canonical_candidates(
     width = max(int(keep.sum(dim=1).max()), kk)
     keys64 = torch.where(keep, keys.double(), torch.inf)[:, :width]
     cols = cols[:, :width]
-    redo = _needing_canonical(keys64, rescore.margins) if not values else torch.isfinite(keys64)
+    redo = needing_canonical(keys64, rescore.margins) if not values else torch.isfinite(keys64)
     at = redo.nonzero()
     if at.numel() > 0:
         keys64[at[:, 0], at[:, 1]] = rescore.keys(at[:, 0], cols[at[:, 0], at[:, 1]])
@@ -194,7 +194,7 @@ def canonical_candidates(
     return out_vals, out_idx
 
 
-def _needing_canonical(keys: Tensor, margins: Tensor) -> Tensor:
+def needing_canonical(keys: Tensor, margins: Tensor) -> Tensor:
     """Of each row's ascending product keys, those within the row's margin of a neighbour."""
     close = (keys[:, 1:] - keys[:, :-1]) <= margins[:, None]  # inf - inf is NaN: never close
     need = torch.zeros_like(keys, dtype=torch.bool)

@@ -19,7 +19,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.core.canonical import margins_of, pair_dots
+from embedmetrics._engine.core.canonical import margins_of, needing_canonical, pair_dots
 from embedmetrics._engine.core.scan import compute_dtype
 from embedmetrics._engine.dense.qrels import Judgements
 from embedmetrics._engine.dense.scan import (
@@ -75,11 +75,12 @@ def scan_corpus(
     similarity: str,
     exclude_self: bool,
     block_bytes: Optional[int],
+    values: bool = True,
 ) -> TopLists:
     """The top-``depth`` lists of every query against this corpus part, by canonical keys (see the
     module docstring): a fast scan of product keys ``FAST_EXTRA`` places deeper than ``depth``, its
     lists rescored (``exact_lists``); the queries whose near ties overflow them are scanned again with
-    canonical keys block by block."""
+    canonical keys block by block. ``values``: every listed key canonical (see ``exact_lists``)."""
     n_q, n_c = queries.shape[0], corpus.shape[0]
     out = TopLists.empty(n_q, depth, judgements.entry_row.numel(), queries.device)
     if n_c == 0 or n_q == 0:
@@ -92,7 +93,7 @@ def scan_corpus(
     self_pos = scan.ordered(columns_of(query_ids, corpus_ids)) if exclude_self else None
     fast = scan.lists(q, depth + FAST_EXTRA, self_pos, canonical=False)
     docs = DocFactors(corpus, corpus_ids, similarity, dtype)
-    lists, redo = exact_lists(fast, depth, q, docs)
+    lists, redo = exact_lists(fast, depth, q, docs, values)
     if redo.numel() > 0:
         exact = scan.lists(q[redo], depth, None if self_pos is None else self_pos[redo], canonical=True)
         lists.keys[redo], lists.ids[redo], lists.tail[redo] = exact.keys, exact.ids, exact.tail
@@ -100,15 +101,30 @@ def scan_corpus(
     return lists
 
 
-def exact_lists(fast: TopLists, depth: int, q: Tensor, docs: DocFactors) -> tuple[TopLists, Tensor]:
+def exact_lists(
+    fast: TopLists, depth: int, q: Tensor, docs: DocFactors, values: bool = True
+) -> tuple[TopLists, Tensor]:
     """The canonical top-``depth`` lists of the queries whose fast list (product keys, deeper than
-    ``depth``) holds every entry that can matter, and the rows of the others (to scan again)."""
+    ``depth``) holds every entry that can matter, and the rows of the others (to scan again).
+
+    ``values``: every listed key canonical (lists merged with other processes' lists need them).
+    Otherwise only the entries within the margin of a neighbour or of the ``depth``-th key: an entry
+    farther keeps its product key, which orders it as its canonical key would and ties with nothing,
+    so the order, the tie blocks and the boundary key (compared with the judged keys) are canonical:
+    all that the measures read."""
     keys, ids = fast.keys, fast.ids
-    limit = keys[:, depth - 1] + docs.margins(q)
+    margins = docs.margins(q)
+    limit = keys[:, depth - 1] + margins
     last = keys[:, -1]
     ok = ~keys.isnan().any(dim=1) & ((last > limit) | torch.isinf(last))
-    near = (torch.isfinite(keys) & (keys <= limit[:, None]) & ok[:, None]).nonzero()
-    canon = torch.full_like(keys, float("inf"))
+    listed = torch.isfinite(keys) & (keys <= limit[:, None]) & ok[:, None]
+    canon = torch.where(listed, keys.double(), torch.inf)
+    if values:
+        redo = listed
+    else:  # the entries near a neighbour, and those that can tie with the boundary key
+        boundary = keys.double() >= (keys[:, depth - 1].double() - margins)[:, None]
+        redo = needing_canonical(canon, margins) | (listed & boundary)
+    near = redo.nonzero()
     if near.numel() > 0:
         canon[near[:, 0], near[:, 1]] = docs.dots(q, near[:, 0], ids[near[:, 0], near[:, 1]])
     order = by_key_then_id(canon, torch.where(torch.isfinite(canon), ids, torch.iinfo(torch.int64).max))

@@ -265,6 +265,7 @@ def dense_values(
     lists = scan_corpus(
         queries, query_ids, corpus, corpus_ids, judgements, depth=opts.depth,
         similarity=opts.similarity, exclude_self=opts.exclude_self, block_bytes=opts.block_bytes,
+        values=distributed,  # merged lists compare keys across processes: every one canonical
     )  # fmt: skip
     lists = (gather_lists(lists) if distributed else lists).canonical()
     valid = torch.isfinite(lists.keys)
