@@ -29,7 +29,14 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from embedmetrics._io.errors import ReportInputError
-from embedmetrics._io.id_codes import pack_names, run_starts, sorted_codes, sorted_vocabulary, unpack
+from embedmetrics._io.id_codes import (
+    in_name_order,
+    pack_names,
+    run_starts,
+    sorted_codes,
+    sorted_vocabulary,
+    unpack,
+)
 from embedmetrics._io.progress import progress_bar, show_progress
 from embedmetrics._io.trec_arrow import arrow_table
 
@@ -44,8 +51,9 @@ QRELS_FORMAT = "qid iter docno rel"
 class Run:
     """A parsed run: one entry per retrieved document (``line`` is the 1-based line number).
 
-    ``qid`` and ``docno`` are integer codes into the name arrays ``queries`` and ``docs``, which every
-    reader gives sorted (code order is name order).
+    ``qid`` and ``docno`` are integer codes into the name arrays ``queries`` and ``docs`` (distinct
+    names). Code order is name order, as ``join_run`` requires: names given in another order are put in
+    order here, codes renumbered (``id_codes.in_name_order``), however the run is built.
     """
 
     qid: np.ndarray
@@ -55,10 +63,14 @@ class Run:
     queries: np.ndarray
     docs: np.ndarray
 
+    def __post_init__(self) -> None:
+        _order_ids(self, "Run")
+
 
 @dataclass
 class Qrels:
-    """Parsed relevance judgements: one entry per judged (query, document), ids coded as in ``Run``."""
+    """Parsed relevance judgements: one entry per judged (query, document), ids coded as in ``Run``
+    (put in name order here too)."""
 
     qid: np.ndarray
     docno: np.ndarray
@@ -66,6 +78,22 @@ class Qrels:
     line: np.ndarray
     queries: np.ndarray
     docs: np.ndarray
+
+    def __post_init__(self) -> None:
+        _order_ids(self, "Qrels")
+
+
+def _order_ids(table: Run | Qrels, kind: str) -> None:
+    """Check that the columns of ``table`` have one length, and put its names in sorted order."""
+    value = table.score if isinstance(table, Run) else table.rel
+    sizes = {np.shape(column)[0] for column in (table.qid, table.docno, value, table.line)}
+    if len(sizes) != 1:
+        raise ValueError(
+            f"{kind}: qid, docno, {'score' if isinstance(table, Run) else 'rel'} and line must have one "
+            f"length; got {[np.shape(c)[0] for c in (table.qid, table.docno, value, table.line)]}."
+        )
+    table.qid, table.queries = in_name_order(table.qid, table.queries, f"{kind}.qid", f"{kind}.queries")
+    table.docno, table.docs = in_name_order(table.docno, table.docs, f"{kind}.docno", f"{kind}.docs")
 
 
 @dataclass
