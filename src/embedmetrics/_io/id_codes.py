@@ -111,3 +111,36 @@ def sorted_vocabulary(codes: np.ndarray, names: np.ndarray) -> tuple[np.ndarray,
     rank = np.empty(order.size, dtype=np.int64)
     rank[order] = np.arange(order.size)
     return rank[codes], names[order]
+
+
+def in_name_order(
+    codes: np.ndarray, names: np.ndarray, codes_name: str, names_name: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """``codes`` (``int64``) into ``names`` (``str``) such that code order is name order: names
+    already sorted are kept (one comparison pass, what every reader gives), others are sorted and the
+    codes renumbered (``sorted_vocabulary``). A repeated name or a code outside ``0..len(names)-1``
+    raises a ``ValueError`` naming the argument (``codes_name``, ``names_name``) and the value."""
+    names = np.asarray(names)
+    if names.ndim != 1:
+        raise ValueError(f"{names_name} must be 1-D; got shape {names.shape}.")
+    if names.dtype.kind != "U":
+        names = names.astype(str)
+    codes = np.asarray(codes)
+    if codes.ndim != 1 or (codes.size and codes.dtype.kind not in "iu"):
+        raise ValueError(f"{codes_name} must be 1-D integer codes; got {codes.dtype} of shape {codes.shape}.")
+    codes = codes.astype(np.int64, copy=False)
+    low, high = (int(codes.min()), int(codes.max())) if codes.size else (0, -1)
+    if low < 0 or high >= names.size:
+        raise ValueError(
+            f"{codes_name}: code {low if low < 0 else high} is not a position in {names_name} "
+            f"({names.size} names)."
+        )
+    if bool((names[1:] > names[:-1]).all()):
+        return codes, names
+    ordered = np.sort(names)
+    repeated = ordered[1:] == ordered[:-1]
+    if repeated.any():
+        raise ValueError(
+            f"{names_name}: the name {str(ordered[1:][repeated][0])!r} appears twice; names are distinct."
+        )
+    return sorted_vocabulary(codes, names)

@@ -1,8 +1,11 @@
 """TREC run and qrels files, and the flat tensors the retrieval functionals take.
 
 Run lines: ``qid Q0 docno rank score tag`` (six whitespace-separated fields; ``Q0``, ``rank`` and
-``tag`` are ignored, as trec_eval ignores them: the order comes from ``score``).
-Qrels lines: ``qid iter docno rel`` (four fields, ``rel`` an integer; ``iter`` is ignored).
+``tag`` are ignored, as trec_eval ignores them: the order comes from ``score``). Fields after the
+sixth are ignored too, as trec_eval's run reader ignores them (the lines of a run may then have
+different numbers of fields).
+Qrels lines: ``qid iter docno rel`` (four fields, ``rel`` an integer; ``iter`` is ignored). A fifth
+field is an error, as it is to trec_eval's qrels reader.
 Blank lines and lines starting with ``#`` are skipped.
 
 What is evaluated follows trec_eval 9 with its default options:
@@ -21,6 +24,7 @@ from __future__ import annotations
 import io
 import itertools
 import math
+import operator
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -29,7 +33,14 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from embedmetrics._io.errors import ReportInputError
-from embedmetrics._io.id_codes import pack_names, run_starts, sorted_codes, sorted_vocabulary, unpack
+from embedmetrics._io.id_codes import (
+    in_name_order,
+    pack_names,
+    run_starts,
+    sorted_codes,
+    sorted_vocabulary,
+    unpack,
+)
 from embedmetrics._io.progress import progress_bar, show_progress
 from embedmetrics._io.trec_arrow import arrow_table
 
@@ -44,8 +55,9 @@ QRELS_FORMAT = "qid iter docno rel"
 class Run:
     """A parsed run: one entry per retrieved document (``line`` is the 1-based line number).
 
-    ``qid`` and ``docno`` are integer codes into the name arrays ``queries`` and ``docs``, which every
-    reader gives sorted (code order is name order).
+    ``qid`` and ``docno`` are integer codes into the name arrays ``queries`` and ``docs`` (distinct
+    names). Code order is name order, as ``join_run`` requires: names given in another order are put in
+    order here, codes renumbered (``id_codes.in_name_order``), however the run is built.
     """
 
     qid: np.ndarray
@@ -55,10 +67,14 @@ class Run:
     queries: np.ndarray
     docs: np.ndarray
 
+    def __post_init__(self) -> None:
+        _order_ids(self, "Run")
+
 
 @dataclass
 class Qrels:
-    """Parsed relevance judgements: one entry per judged (query, document), ids coded as in ``Run``."""
+    """Parsed relevance judgements: one entry per judged (query, document), ids coded as in ``Run``
+    (put in name order here too)."""
 
     qid: np.ndarray
     docno: np.ndarray
@@ -66,6 +82,22 @@ class Qrels:
     line: np.ndarray
     queries: np.ndarray
     docs: np.ndarray
+
+    def __post_init__(self) -> None:
+        _order_ids(self, "Qrels")
+
+
+def _order_ids(table: Run | Qrels, kind: str) -> None:
+    """Check that the columns of ``table`` have one length, and put its names in sorted order."""
+    value = table.score if isinstance(table, Run) else table.rel
+    sizes = {np.shape(column)[0] for column in (table.qid, table.docno, value, table.line)}
+    if len(sizes) != 1:
+        raise ValueError(
+            f"{kind}: qid, docno, {'score' if isinstance(table, Run) else 'rel'} and line must have one "
+            f"length; got {[np.shape(c)[0] for c in (table.qid, table.docno, value, table.line)]}."
+        )
+    table.qid, table.queries = in_name_order(table.qid, table.queries, f"{kind}.qid", f"{kind}.queries")
+    table.docno, table.docs = in_name_order(table.docno, table.docs, f"{kind}.docno", f"{kind}.docs")
 
 
 @dataclass
@@ -169,10 +201,13 @@ _SPACE = np.zeros(256, dtype=bool)
 _SPACE[[9, 10, 32]] = True
 
 
-def fast_columns(data: bytes, n_fields: int, wanted: tuple[int, ...]) -> Optional[Columns]:
+def fast_columns(
+    data: bytes, n_fields: int, wanted: tuple[int, ...], extra_fields: bool = False
+) -> Optional[Columns]:
     """The rows of a well-formed ASCII file without a Python loop over lines, or ``None`` where the file
-    needs the line parser (non-ASCII bytes, unusual whitespace, a line with another number of fields):
-    the line parser then gives the result, or the error with its line number."""
+    needs the line parser (non-ASCII bytes, unusual whitespace, a line with another number of fields,
+    or fewer where ``extra_fields`` lets a line have more): the line parser then gives the result, or
+    the error with its line number."""
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     if not data.isascii():
@@ -201,9 +236,22 @@ def fast_columns(data: bytes, n_fields: int, wanted: tuple[int, ...]) -> Optiona
     row_line = token_line[first]
     if row_line.size == 0:
         return None
-    if not np.array_equal(np.diff(np.flatnonzero(np.append(first, True))), np.full(row_line.size, n_fields)):
+    row_start = np.flatnonzero(first)
+    width = np.diff(np.append(row_start, first.size))  # fields per row
+    if int(width.min()) < n_fields or (int(width.max()) > n_fields and not extra_fields):
         return None
-    return Columns([np.array(tokens[i::n_fields]) for i in wanted], row_line + 1)
+    return Columns(_pick_fields(tokens, row_start, width, wanted), row_line + 1)
+
+
+def _pick_fields(
+    tokens: list[bytes], row_start: np.ndarray, width: np.ndarray, wanted: tuple[int, ...]
+) -> list[np.ndarray]:
+    """The ``wanted`` fields of every row, from the tokens of all rows (row ``r``'s tokens start at
+    ``row_start[r]``, ``width[r]`` of them): slices where every row has one width, else an index."""
+    if int(width.min()) == int(width.max()):
+        step = int(width[0])
+        return [np.array(tokens[i::step]) for i in wanted]
+    return [np.array(operator.itemgetter(*(row_start + i).tolist())(tokens)) for i in wanted]
 
 
 def _coded(names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -264,21 +312,30 @@ def _relevance(text: str) -> int:
 
 @dataclass(frozen=True)
 class TableFormat:
-    """One of the two line formats: its fields, the field holding the value and how to read it."""
+    """One of the two line formats: its fields, the field holding the value and how to read it, and
+    whether a line may have more fields (ignored)."""
 
     layout: str
     empty: str
     value: int
     dtype: type
     parse: Callable[[str], float | int]
+    extra_fields: bool
 
     @property
     def n_fields(self) -> int:
         return len(self.layout.split())
 
+    def wrong_count(self, count: int) -> Optional[str]:
+        """What is wrong with a line of ``count`` fields, or ``None``."""
+        if count == self.n_fields or (count > self.n_fields and self.extra_fields):
+            return None
+        later = "; later fields are ignored" if self.extra_fields else ""
+        return f"expected {self.n_fields} fields ({self.layout}{later}), got {count}"
 
-RUN = TableFormat(RUN_FORMAT, "the run is empty", 4, np.float64, _score)
-QRELS = TableFormat(QRELS_FORMAT, "the qrels are empty", 3, np.int64, _relevance)
+
+RUN = TableFormat(RUN_FORMAT, "the run is empty", 4, np.float64, _score, extra_fields=True)
+QRELS = TableFormat(QRELS_FORMAT, "the qrels are empty", 3, np.int64, _relevance, extra_fields=False)
 
 
 def fast_table(cols: Columns, fmt: TableFormat) -> Optional[_Table]:
@@ -304,11 +361,9 @@ def parse_lines(path: str, data: bytes, fmt: TableFormat) -> _Table:
     values: list[float | int] = []
     lines: list[int] = []
     for number, fields in _lines(path, data):
-        if len(fields) != fmt.n_fields:
-            raise ReportInputError(
-                f"{path}:{number}: expected {fmt.n_fields} fields ({fmt.layout}), got {len(fields)}: "
-                f"{' '.join(fields)!r}."
-            )
+        wrong = fmt.wrong_count(len(fields))
+        if wrong is not None:
+            raise ReportInputError(f"{path}:{number}: {wrong}: {' '.join(fields)!r}.")
         try:
             values.append(fmt.parse(fields[fmt.value]))
         except ValueError as err:
@@ -345,10 +400,10 @@ def _read_table(path: str, fmt: TableFormat) -> _Table:
     the line parser, which gives the same result or names the offending line."""
     data = _read_bytes(path)
     _refuse_nul(path, data)
-    plain = arrow_table(data, fmt.n_fields, (0, 2, fmt.value), fmt.dtype)
+    plain = arrow_table(data, fmt.n_fields, (0, 2, fmt.value), fmt.dtype, fmt.extra_fields)
     if plain is not None:
         return plain  # type: ignore[return-value]
-    cols = fast_columns(data, fmt.n_fields, (0, 2, fmt.value))
+    cols = fast_columns(data, fmt.n_fields, (0, 2, fmt.value), fmt.extra_fields)
     table = None if cols is None else fast_table(cols, fmt)
     return parse_lines(path, data, fmt) if table is None else table
 

@@ -6,7 +6,9 @@ numbers (run scores as Arrow and Python both read them; qrels grades: ``[+-]digi
 the files that retrieval toolkits write, and for them Arrow's multi-threaded reader gives exactly what
 the line parser gives: the same fields (one delimiter, no quoting), the same values (both round
 decimal text to the nearest double), ids coded in sorted order (packed into integers, or by Arrow's
-dictionary encoding past eight bytes) and the line number of row ``i`` is ``i + 1``.
+dictionary encoding past eight bytes) and the line number of row ``i`` is ``i + 1``. A run's lines
+may have fields after the sixth (ignored, as trec_eval ignores them) where each line has as many as
+the first.
 Anything else, a field count Arrow refuses, or ``pyarrow`` not being installed (it comes with the
 ``report`` extra) returns ``None``: the NumPy reader or the line parser then reads the file, or names
 the offending line.
@@ -94,16 +96,21 @@ def _plain_layout(table: Any, pc: Any) -> bool:
 
 
 def arrow_table(
-    data: bytes, n_fields: int, wanted: tuple[int, int, int], dtype: type
+    data: bytes, n_fields: int, wanted: tuple[int, int, int], dtype: type, extra_fields: bool = False
 ) -> Optional[tuple[np.ndarray, ...]]:
     """``(qid codes, docno codes, values, line numbers, query names, doc names)`` of a plain file, fields
-    ``wanted`` = (query, document, value) of ``n_fields``; ``None`` where another reader must read it."""
+    ``wanted`` = (query, document, value) of ``n_fields``; ``None`` where another reader must read it.
+    With ``extra_fields``, lines of more fields (ignored) are read too where every line has as many
+    fields as the first one (lines of different lengths: the NumPy reader)."""
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     modules = arrow_modules()
     if modules is None or not is_plain(data):
         return None
     pa, pc, pcsv = modules
+    if extra_fields:
+        end = data.find(b"\n")
+        n_fields = max(n_fields, (data if end < 0 else data[:end]).count(b" ") + 1)
     names = [f"f{i}" for i in range(n_fields)]
     try:
         table = _read_strings(data, names, pa, pcsv)

@@ -9,9 +9,11 @@ embedding families (the report must print exactly what the API returns).
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -686,10 +688,63 @@ def test_progress_bar_only_on_a_terminal(
     assert "family" in err
 
 
+#: What ``embedmetrics report`` (``make demo``) prints on its built-in example: every value to 4
+#: decimals and the query counts. A change of the demo's numbers must be a reviewed change of this file:
+#: ``embedmetrics report | grep -v '^json: ' > tests/families/report/demo_expected.txt``.
+DEMO_EXPECTED = Path(__file__).with_name("demo_expected.txt")
+
+
+def _demo_oracle(document: dict[str, dict[str, float]]) -> None:
+    """The built-in example's TREC values equal pytrec_eval's (trec_eval itself) on the same run and
+    qrels (its cosine scores have no ties, so the tie policy does not matter)."""
+    import pytrec_eval
+
+    from embedmetrics._report.default import load_default
+
+    state = random.getstate()
+    try:
+        data = load_default()
+    finally:
+        random.setstate(state)  # the first import of scikit-learn moves Python's global generator
+    run: dict[str, dict[str, float]] = {}
+    for q, d, s in zip(data.run.qid, data.run.docno, data.run.score):
+        run.setdefault(str(data.run.queries[q]), {})[str(data.run.docs[d])] = float(s)
+    qrels: dict[str, dict[str, int]] = {}
+    for q, d, g in zip(data.qrels.qid, data.qrels.docno, data.qrels.rel):
+        qrels.setdefault(str(data.qrels.queries[q]), {})[str(data.qrels.docs[d])] = int(g)
+    names = {"map": "map", "mrr": "recip_rank", "r_precision": "Rprec"}
+    for k in (1, 5, 10):
+        names |= {f"ndcg@{k}": f"ndcg_cut_{k}", f"precision@{k}": f"P_{k}", f"recall@{k}": f"recall_{k}"}
+        names[f"hit_rate@{k}"] = f"success_{k}"
+    measures = {
+        "map",
+        "recip_rank",
+        "Rprec",
+        "ndcg_cut.1,5,10",
+        "P.1,5,10",
+        "recall.1,5,10",
+        "success.1,5,10",
+    }
+    per_query = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
+    assert len(per_query) == 599 == document["info"]["trec"]["queries_evaluated"]  # type: ignore[index]
+    assert set(names) == set(document["trec"])
+    for ours, theirs in names.items():
+        want = math.fsum(values[theirs] for values in per_query.values()) / len(per_query)
+        assert document["trec"][ours] == pytest.approx(want, abs=1e-12), ours
+
+
 def test_default_example_in_a_real_process(tmp_path: Path) -> None:
+    """``make demo``: the built-in example prints the pinned table (``demo_expected.txt``: every value
+    to 4 decimals, 599 TREC queries, all judged), and its TREC values are trec_eval's."""
     done = run_cli("--json", "out.json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
+    printed = [line for line in done.stdout.splitlines() if not line.startswith("json: ")]
+    expected = DEMO_EXPECTED.read_text(encoding="utf-8").splitlines()
+    assert printed == expected, "\n".join(
+        difflib.unified_diff(expected, printed, "expected", "printed", lineterm="")
+    )
+    assert "trec: 599 queries evaluated; skipped (as trec_eval does) 0 run queries" in done.stdout
     document = json.loads((tmp_path / "out.json").read_text())
     assert set(document) == {"embeddings", "views", "trec", "info"}
     assert document["info"]["source"] == "digits"
@@ -706,6 +761,7 @@ def test_default_example_in_a_real_process(tmp_path: Path) -> None:
     assert hit == sorted(hit)
     rows = table_rows(done.stdout)
     assert len(rows) == sum(len(document[f]) for f in ("embeddings", "views", "trec"))
+    _demo_oracle(document)
 
 
 # ----------------------------------------------------------------------------- bad input: one line, early

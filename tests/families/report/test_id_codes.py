@@ -107,3 +107,22 @@ def test_sorted_codes_equal_numpy_unique_with_or_without_runs(values: list[int],
     want_distinct, want_codes = np.unique(keys, return_inverse=True)
     np.testing.assert_array_equal(distinct, want_distinct)
     np.testing.assert_array_equal(codes, want_codes.reshape(-1))
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(
+    names=st.lists(  # (no NUL: NumPy's str arrays drop trailing NULs)
+        st.text(st.characters(blacklist_characters="\0"), min_size=1, max_size=6),
+        min_size=1,
+        max_size=20,
+        unique=True,
+    ),
+    data=st.data(),
+)
+def test_in_name_order_keeps_every_row_its_name(names: list[str], data: st.DataObject) -> None:
+    """``Run``/``Qrels``' ordering of names given in any order: the names come out sorted (as Python
+    sorts them) and every code still names what it named."""
+    codes = np.array(data.draw(st.lists(st.integers(0, len(names) - 1), max_size=30)), dtype=np.int64)
+    got_codes, got_names = id_codes.in_name_order(codes, np.array(names), "codes", "names")
+    assert got_names.tolist() == sorted(names)
+    assert [str(got_names[c]) for c in got_codes] == [names[c] for c in codes]

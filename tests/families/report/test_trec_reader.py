@@ -47,6 +47,7 @@ def _files(draw: st.DrawFn, n_fields: int) -> bytes:
             fields = [draw(_ID), "Q0" if n_fields == 6 else "0", draw(_ID)]
             fields += [str(draw(st.integers(1, 99))), draw(_SCORE), "tag"] if n_fields == 6 else []
             fields += [str(draw(st.integers(-2, 3)))] if n_fields == 4 else []
+            fields += draw(st.lists(_ID, max_size=2)) if n_fields == 6 else []  # ignored, as trec_eval does
             pad = draw(st.sampled_from(["", " ", "\t"]))
             lines.append(pad + "".join(f + draw(_GAP) for f in fields[:-1]) + fields[-1] + pad)
     text = lines[0] + eol.join(lines[1:]) + (eol if draw(st.booleans()) else "")
@@ -73,7 +74,7 @@ def _lines(data: bytes, which: str) -> trec.Run | trec.Qrels:
 
 def _columns(data: bytes, which: str) -> trec.Columns | None:
     fmt = _KINDS[which][0]
-    return trec.fast_columns(data, fmt.n_fields, (0, 2, fmt.value))
+    return trec.fast_columns(data, fmt.n_fields, (0, 2, fmt.value), fmt.extra_fields)
 
 
 @settings(max_examples=150, deadline=None, derandomize=True)
@@ -95,18 +96,21 @@ def test_fast_reader_equals_the_line_parser(data: tuple[str, bytes]) -> None:
 
 def _arrow(data: bytes, which: str) -> trec.Run | trec.Qrels | None:
     fmt, kind = _KINDS[which]
-    table = trec_arrow.arrow_table(data, fmt.n_fields, (0, 2, fmt.value), fmt.dtype)
+    table = trec_arrow.arrow_table(data, fmt.n_fields, (0, 2, fmt.value), fmt.dtype, fmt.extra_fields)
     return None if table is None else kind(*table)
 
 
 @st.composite
 def _plain_files(draw: st.DrawFn, n_fields: int) -> bytes:
-    """Files as retrieval toolkits write them: one space between fields, ``\\n`` line ends."""
+    """Files as retrieval toolkits write them: one space between fields, ``\\n`` line ends (run lines
+    with the same number of fields after the sixth, ignored)."""
     lines = []
+    extra = draw(st.integers(0, 2)) if n_fields == 6 else 0
     for _ in range(draw(st.integers(1, 30))):
         fields = [draw(_ID), "Q0" if n_fields == 6 else "0", draw(_ID)]
         fields += [str(draw(st.integers(1, 99))), draw(_DECIMAL_SCORE), "tag"] if n_fields == 6 else []
         fields += [str(draw(st.integers(-(2**63), 2**63 - 1)))] if n_fields == 4 else []
+        fields += [draw(_ID) for _ in range(extra)]
         lines.append(" ".join(fields))
     return ("\n".join(lines) + ("\n" if draw(st.booleans()) else "")).encode()
 
@@ -211,6 +215,8 @@ def test_unusual_files_take_the_line_parser_and_read_the_same(tmp_path: Path, ra
         ("qrels", b"q1 0 d1 1\nq1 0 d2 1.5\n", "file.txt:2: relevance '1.5' is not an integer."),
         ("qrels", b"q1 0 d1 99999999999999999999\n", "file.txt:1: relevance '99999999999999999999' is out"),
         ("qrels", b"q1 0 d1\n", "file.txt:1: expected 4 fields"),
+        ("qrels", b"q1 0 d1 1\nq1 0 d2 1 x\n", "file.txt:2: expected 4 fields (qid iter docno rel), got 5"),
+        ("run", b"q1 Q0 d1 1 0.5 t x\nq1 Q0 d2 2 0.4\n", "file.txt:2: expected 6 fields (qid Q0 docno rank"),
         ("qrels", b"q1 0 d1 1\r\nq1 0 d1 0\r\n", "file.txt:2: document 'd1' appears twice"),
     ],
 )
@@ -269,3 +275,31 @@ def test_arrow_reads_a_finite_score_only_as_python_does(text: str) -> None:
     if not np.isfinite(value):
         return  # refused too (a score must be finite)
     assert np.float64(float(text)).tobytes() == np.float64(value).tobytes(), text
+
+
+#: One run written with fields after the sixth, in each layout that takes another reader: Arrow's
+#: (one space, every line as long as the first), NumPy's (lines of different lengths, a tab), the line
+#: parser's (a non-ASCII id).
+_TRAILING = {
+    "arrow": "q2 Q0 d9 1 2.5 t 1 x\nq1 Q0 d9 7 -1e-3 t 2 y\nq2 Q0 d1 2 0.5 t 3 z\n",
+    "numpy": "q2 Q0 d9 1 2.5 t 1\nq1 Q0 d9 7 -1e-3 t\nq2\tQ0 d1 2 0.5 t a b c\n",
+    "lines": "q2 Q0 d9 1 2.5 t \u00e9\nq1 Q0 d\u00e9 7 -1e-3 t\nq2 Q0 d1 2 0.5 t 3 z\n",
+}
+
+
+@pytest.mark.parametrize("route", sorted(_TRAILING))
+@pytest.mark.parametrize("pyarrow", [True, False])
+def test_run_fields_after_the_sixth_are_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, route: str, pyarrow: bool
+) -> None:
+    """trec_eval's run reader (``get_trec_results.c``) ignores every field after ``run_id``: the run reads
+    as the same file cut to its first six fields, by every reader, with or without pyarrow."""
+    text = _TRAILING[route]
+    cut = "".join(" ".join(line.split()[:6]) + "\n" for line in text.splitlines())
+    if not pyarrow:
+        monkeypatch.setitem(sys.modules, "pyarrow", None)
+    raw = text.encode()
+    assert (_arrow(raw, "run") is not None) == (pyarrow and route == "arrow")  # the route is taken
+    assert (_columns(raw, "run") is not None) == (route != "lines")
+    _same(_read(tmp_path, raw, "run"), _lines(cut.encode(), "run"))
+    assert _read(tmp_path, raw, "run").docs.tolist() == sorted({line.split()[2] for line in cut.splitlines()})
