@@ -213,7 +213,10 @@ class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):  # type: 
         prefix = f"{self.name}_" if self.name else ""
         for name, similarity in similarities.items():
             opts = replace(self._options, similarity=similarity, return_run=bool(self.write_predictions))
-            values = dense_values(queries, query_codes, corpus, codes, qrels, opts, distributed=shard is not None)
+            values = dense_values(
+                queries, query_codes, corpus, codes, qrels, opts,
+                distributed=shard is not None, value_dtype=torch.float64,
+            )  # fmt: skip
             scores[name] = self._st_scores(values, name, prefix)
             if self.write_predictions and output_path is not None:
                 self._write_predictions(output_path, name, values["run"])
