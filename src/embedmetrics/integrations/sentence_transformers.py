@@ -173,7 +173,7 @@ class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):  # type: 
         self.per_query_ids: list[Hashable] = list(self.queries_ids)
 
     def _dense_options(self, ks: list[int]) -> DenseOptions:
-        given = {"k": ks, "metrics": list(dict.fromkeys(_MEASURES.values())), "ties": self.ties}
+        given = {"k": ks, "metrics": list(dict.fromkeys(_MEASURES.values())), "ties": self.ties, "aggregation": "none"}
         return dense_options(read_options(type(self).__name__, OPTIONS["DenseRetrieval"], given))
 
     @staticmethod
