@@ -50,7 +50,9 @@ def load_model(path: Path | str, similarity: str | None = None) -> Any:
     )
 
 
-def make_data(seed: int, n_queries: int, n_docs: int) -> tuple[dict[str, str], dict[str, str], dict[str, set[str]]]:
+def make_data(
+    seed: int, n_queries: int, n_docs: int
+) -> tuple[dict[str, str], dict[str, str], dict[str, set[str]]]:
     """Queries, corpus and relevant documents (documents sharing a word with the query, at most 4;
     some queries have none)."""
     rng = random.Random(seed)
@@ -102,7 +104,9 @@ def evaluate(model_dir: str, data: tuple[Any, ...], kwargs: dict[str, Any]) -> d
     return {"results": results, "per_query": evaluator.per_query, "texts": counter.texts}
 
 
-def evaluate_on_rank(rank: int, world: int, model_dir: str, data: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def evaluate_on_rank(
+    rank: int, world: int, model_dir: str, data: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
     """``evaluate`` on one rank of a gloo group (a plain script calling the evaluator on every rank)."""
     return evaluate(model_dir, data, kwargs)
 

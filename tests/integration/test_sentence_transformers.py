@@ -4,6 +4,7 @@ oracle on tie-free data, the brute-force dense oracle (every order of tied docum
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -15,16 +16,24 @@ import pytest
 
 pytest.importorskip("sentence_transformers")
 
-from _dist import run_distributed
-from _st_helpers import EncodeCounter, build_model, evaluate, evaluate_on_rank, load_model, make_data, train_on_rank
-from oracles.dense import dense_reference
 from sentence_transformers.sentence_transformer.evaluation import (
     InformationRetrievalEvaluator as STEvaluator,
 )
 from sentence_transformers.util import cos_sim, dot_score, euclidean_sim, manhattan_sim
 
 import embedmetrics as em
+from _dist import run_distributed
+from _st_helpers import (
+    EncodeCounter,
+    build_model,
+    evaluate,
+    evaluate_on_rank,
+    load_model,
+    make_data,
+    train_on_rank,
+)
 from embedmetrics.integrations.sentence_transformers import InformationRetrievalEvaluator
+from oracles.dense import dense_reference
 
 KS = {"mrr_at_k": [3, 10], "ndcg_at_k": [5, 10], "accuracy_at_k": [1, 5], "precision_recall_at_k": [2, 10]}
 
@@ -67,14 +76,25 @@ def test_every_key_equals_sentence_transformers(
     assert ours.primary_metric == theirs.primary_metric
     mine, their = ((tmp_path / who / theirs.csv_file).read_text().splitlines() for who in ("ours", "theirs"))
     assert mine[0] == their[0]  # the header
-    np.testing.assert_allclose(np.array(mine[1].split(","), float), np.array(their[1].split(","), float), atol=1e-6)
+    np.testing.assert_allclose(
+        np.array(mine[1].split(","), float), np.array(their[1].split(","), float), atol=1e-6
+    )
     for key, value in got.items():  # the per-query values average to the results
         assert ours.per_query[key].shape == (len(ours.per_query_ids),)
         assert float(np.mean(ours.per_query[key])) == pytest.approx(value, abs=1e-12)
     if kwargs.get("write_predictions"):
         name = theirs.predictions_file.replace(".jsonl", "_euclidean.jsonl")
-        mine, their = ((tmp_path / who / name).read_text().splitlines() for who in ("ours", "theirs"))
-        assert [line[: line.index('"results"')] for line in mine] == [l[: l.index('"results"')] for l in their]
+        mine, their = (
+            [json.loads(line) for line in (tmp_path / who / name).read_text().splitlines()]
+            for who in ("ours", "theirs")
+        )
+        assert [(p["query_id"], p["query"]) for p in mine] == [(p["query_id"], p["query"]) for p in their]
+        for ours_row, their_row in zip(mine, their):
+            assert [h["corpus_id"] for h in ours_row["results"]] == [
+                h["corpus_id"] for h in their_row["results"]
+            ]
+            got_scores = [h["score"] for h in ours_row["results"]]
+            np.testing.assert_allclose(got_scores, [h["score"] for h in their_row["results"]], atol=1e-5)
 
 
 def test_queries_without_relevant_documents_are_skipped_as_sentence_transformers(
@@ -82,7 +102,7 @@ def test_queries_without_relevant_documents_are_skipped_as_sentence_transformers
 ) -> None:
     queries, corpus, relevant = make_data(3, 30, 120)
     relevant = {**relevant, "q000": set(), "unknown-query": {"d0001"}}
-    theirs, ours, expected, got = _both(model, (queries, corpus, relevant), tmp_path)
+    _, ours, expected, got = _both(model, (queries, corpus, relevant), tmp_path)
     assert "q000" not in ours.per_query_ids
     np.testing.assert_allclose(list(got.values()), list(expected.values()), rtol=0, atol=1e-6)
 
@@ -108,7 +128,11 @@ def test_tied_documents_follow_the_tie_oracle(model: Any, ties: str) -> None:
     q = model.encode_query(list(queries.values()), convert_to_numpy=True)
     c = model.encode_document(texts, convert_to_numpy=True)
     qrels = [(qi, int(d[1:]), 1) for qi, qid in enumerate(queries) for d in relevant[qid]]
-    keys = [f"{m}@{k}" for m in ("ndcg", "recall", "precision", "mrr", "map", "hit_rate") for k in (1, 2, 3, 5, 10, 100)]
+    keys = [
+        f"{m}@{k}"
+        for m in ("ndcg", "recall", "precision", "mrr", "map", "hit_rate")
+        for k in (1, 2, 3, 5, 10, 100)
+    ]
     oracle = dense_reference(q, c, qrels, keys, depth=7, ties=ties)
     sizes = np.array([len(relevant[qid]) for qid in queries], dtype=float)
     checked = 0

@@ -73,7 +73,9 @@ def similarity_of(name: str, score_function: Callable[..., Any]) -> str:
     if method is not None and getattr(score_function, "__func__", None) is method:
         kind: str | None = str(getattr(owner, "similarity_fn_name", ""))
     else:
-        kind = next((s for s in SIMILARITIES if score_function is SimilarityFunction.to_similarity_fn(s)), None)
+        kind = next(
+            (s for s in SIMILARITIES if score_function is SimilarityFunction.to_similarity_fn(s)), None
+        )
     if kind not in SIMILARITIES:
         raise ValueError(
             f"Argument `score_functions` must hold similarities embedmetrics scans exactly "
@@ -93,7 +95,7 @@ def _share(n: int, shard: tuple[int, int] | None) -> slice:
     return slice(start, start + size + (rank < extra))
 
 
-class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):  # type: ignore[misc]
+class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):
     r"""sentence-transformers' ``InformationRetrievalEvaluator`` (the same constructor, result keys,
     ``primary_metric`` and CSV file), exact and sharded by embedmetrics' dense retrieval.
 
@@ -132,9 +134,9 @@ class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):  # type: 
 
     def __init__(
         self,
-        queries: dict[Hashable, Any],
-        corpus: dict[Hashable, Any],
-        relevant_docs: dict[Hashable, Any],
+        queries: dict[Any, Any],
+        corpus: dict[Any, Any],
+        relevant_docs: dict[Any, Any],
         corpus_chunk_size: int = 50000,
         mrr_at_k: Sequence[int] = (10,),
         ndcg_at_k: Sequence[int] = (10,),
@@ -155,15 +157,21 @@ class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):  # type: 
         write_predictions: bool = False,
         ties: str = "average",
     ) -> None:
-        ks = [list(mrr_at_k), list(ndcg_at_k), list(accuracy_at_k), list(precision_recall_at_k), list(map_at_k)]
+        cut_offs = {
+            "mrr_at_k": list(mrr_at_k), "ndcg_at_k": list(ndcg_at_k), "accuracy_at_k": list(accuracy_at_k),
+            "precision_recall_at_k": list(precision_recall_at_k), "map_at_k": list(map_at_k),
+        }  # fmt: skip
         super().__init__(
-            queries, corpus, relevant_docs, corpus_chunk_size, *ks, show_progress_bar, batch_size, name,
-            write_csv, truncate_dim, score_functions, main_score_function, query_prompt, query_prompt_name,
-            corpus_prompt, corpus_prompt_name, write_predictions,
+            queries, corpus, relevant_docs, corpus_chunk_size, **cut_offs,
+            show_progress_bar=show_progress_bar, batch_size=batch_size, name=name, write_csv=write_csv,
+            truncate_dim=truncate_dim,
+            score_functions=score_functions, main_score_function=main_score_function,
+            query_prompt=query_prompt, query_prompt_name=query_prompt_name, corpus_prompt=corpus_prompt,
+            corpus_prompt_name=corpus_prompt_name, write_predictions=write_predictions,
         )  # fmt: skip
         check_choice("ties", ties, TIES)
         self.ties = ties
-        self._options = self._dense_options(sorted({k for cut in ks for k in cut}))
+        self._options = self._dense_options(sorted({k for cut in cut_offs.values() for k in cut}))
         self._keyed = keyed_qrels(self.queries_ids, self.corpus_ids, relevant_docs)
         for score_name, function in (score_functions or {}).items():
             similarity_of(score_name, function)
@@ -173,7 +181,12 @@ class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):  # type: 
         self.per_query_ids: list[Hashable] = list(self.queries_ids)
 
     def _dense_options(self, ks: list[int]) -> DenseOptions:
-        given = {"k": ks, "metrics": list(dict.fromkeys(_MEASURES.values())), "ties": self.ties, "aggregation": "none"}
+        given = {
+            "k": ks,
+            "metrics": list(dict.fromkeys(_MEASURES.values())),
+            "ties": self.ties,
+            "aggregation": "none",
+        }
         return dense_options(read_options(type(self).__name__, OPTIONS["DenseRetrieval"], given))
 
     @staticmethod
@@ -187,7 +200,13 @@ class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):  # type: 
         return dist.get_rank(), dist.get_world_size()
 
     def __call__(
-        self, model: Any, output_path: str | None = None, epoch: int = -1, steps: int = -1, *args: Any, **kwargs: Any
+        self,
+        model: Any,
+        output_path: str | None = None,
+        epoch: int = -1,
+        steps: int = -1,
+        *args: Any,
+        **kwargs: Any,
     ) -> dict[str, float]:
         """Evaluate ``model`` (see sentence-transformers' evaluator); rank 0 alone writes files."""
         shard = self.shard_of(model)
@@ -203,7 +222,7 @@ class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):  # type: 
         output_path: str | None = None,
     ) -> dict[str, dict[str, dict[int, float]]]:
         """sentence-transformers' per-score-function results, by the exact sharded scan."""
-        similarities = {name: similarity_of(name, fn) for name, fn in self.score_functions.items()}
+        similarities = {name: similarity_of(name, fn) for name, fn in (self.score_functions or {}).items()}
         shard = self.shard_of(model)
         queries = self._encode_queries(model, shard)
         corpus, codes = self._encode_corpus(corpus_model or model, corpus_embeddings, shard, queries)
@@ -224,7 +243,7 @@ class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):  # type: 
         logger.info(f"Corpus: {len(self.corpus)}\n")
         for name in self.score_function_names:
             logger.info(f"Score-Function: {name}")
-            self.output_scores(scores[name])
+            self.output_scores(scores[name])  # type: ignore[no-untyped-call]
         return scores
 
     def _st_scores(self, values: dict[str, Any], name: str, prefix: str) -> dict[str, dict[int, float]]:
@@ -255,7 +274,7 @@ class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):  # type: 
     def _encode_corpus(
         self, model: Any, given: Tensor | None, shard: tuple[int, int] | None, queries: Tensor
     ) -> tuple[Tensor, Tensor]:
-        """This rank's share of the corpus embeddings (``given`` rows, or encoded chunk by chunk) and codes."""
+        """This rank's share of the corpus embeddings (``given`` rows, or encoded by chunks), its codes."""
         part = _share(len(self.corpus), shard)
         if given is not None:
             rows = torch.as_tensor(given)[part].to(queries.device)
@@ -275,7 +294,9 @@ class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):  # type: 
             return torch.zeros(0, int(width), device=model.device)
         prompt_name = self.query_prompt_name if role == "query" else self.corpus_prompt_name
         prompt = self.query_prompt if role == "query" else self.corpus_prompt
-        embedded = self.embed_inputs(model, inputs, encode_fn_name=role, prompt_name=prompt_name, prompt=prompt)
+        embedded = self.embed_inputs(
+            model, inputs, encode_fn_name=role, prompt_name=prompt_name, prompt=prompt
+        )
         return torch.as_tensor(embedded).detach()
 
     def _write_predictions(self, output_path: str, name: str, run: tuple[Tensor, Tensor]) -> None:
