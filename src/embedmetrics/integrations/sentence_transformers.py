@@ -105,13 +105,13 @@ class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):
     as sentence-transformers does. The corpus is never scored as a ``queries × corpus`` matrix and,
     under ``torch.distributed``, is encoded and scanned in shares (see the module docstring).
 
+    Every argument of sentence-transformers' evaluator is taken as it takes it (``queries``, ``corpus``,
+    ``relevant_docs``, the ``*_at_k`` lists, ``corpus_chunk_size``: documents encoded at once,
+    ``batch_size``, ``name``, ``write_csv``, ``truncate_dim``, ``score_functions`` — cosine, dot or
+    Euclidean: a model's ``similarity`` or ``sentence_transformers.util``'s functions —,
+    ``main_score_function``, the query and corpus prompts, ``write_predictions``), and one more:
+
     Args:
-        queries, corpus, relevant_docs, corpus_chunk_size, mrr_at_k, ndcg_at_k, accuracy_at_k,
-            precision_recall_at_k, map_at_k, show_progress_bar, batch_size, name, write_csv,
-            truncate_dim, score_functions, main_score_function, query_prompt, query_prompt_name,
-            corpus_prompt, corpus_prompt_name, write_predictions: as sentence-transformers'
-            evaluator (``corpus_chunk_size``: documents encoded at once). Score functions: cosine,
-            dot or Euclidean (a model's ``similarity`` or ``sentence_transformers.util``'s functions).
         ties: ``"average"`` (the expected value over a random order of tied documents),
             ``"pessimistic"`` or ``"optimistic"``.
 
