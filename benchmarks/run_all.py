@@ -65,6 +65,12 @@ PLAN: list[tuple[str, list[str], list[str], bool]] = [
     ),
     ("bench_trec.py", ["--repeat", "5"], ["--queries", "2000", "--repeat", "1"], False),
     ("bench_comparison.py", [], ["--resamples", "2000", "--repeat", "1"], False),
+    (
+        "bench_sentence_transformers.py",
+        ["--queries", "2000", "--docs", "200000", "--dim", "384", "--repeat", "2"],
+        ["--queries", "200", "--docs", "20000", "--dim", "384", "--repeat", "1"],
+        False,
+    ),
 ]
 
 

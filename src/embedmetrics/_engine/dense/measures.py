@@ -237,11 +237,13 @@ def dense_values(
     opts: DenseOptions,
     *,
     distributed: bool = False,
+    value_dtype: torch.dtype | None = None,
 ) -> dict[str, Any]:
     """The result dict of [`dense_retrieval`][embedmetrics.functional.dense_retrieval].
 
     ``distributed``: the queries are the same on every process and each holds its own corpus part;
     the lists are merged across processes (a collective) and every process returns the same result.
+    ``value_dtype``: the dtype of the values (default: that of the embeddings' scan, as the faces return).
     """
     queries, corpus = queries.detach(), corpus.detach()  # values and the run never keep a graph
     if queries.shape[0] == 0:  # the same on every process (the queries are gathered)
@@ -279,7 +281,7 @@ def dense_values(
     result: dict[str, Any] = {}
     judged = judgements.judged
     any_judged = bool(judged.any())
-    dtype = compute_dtype(queries, corpus)
+    dtype = value_dtype or compute_dtype(queries, corpus)
     for key, values in per_query.items():
         values = values.to(dtype)
         if isinstance(opts.aggregation, str) and opts.aggregation == "none":

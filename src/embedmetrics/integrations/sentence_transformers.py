@@ -1,0 +1,314 @@
+"""sentence-transformers' ``InformationRetrievalEvaluator``, computed by embedmetrics' exact, sharded dense
+retrieval (``embedmetrics._engine.dense``): change one import line.
+
+The class keeps sentence-transformers' evaluator as its base (its constructor, result keys,
+``primary_metric``, CSV file, model-card data and logging are that class's own) and replaces only the
+retrieval: no ``queries × corpus`` matrix, ties scored by a policy (``ties``), per-query values kept.
+
+Where it runs (``torch.distributed``):
+
+- inside ``SentenceTransformerTrainer`` under DDP the trainer runs the evaluator on rank 0 only and the
+  other ranks serve its ``encode`` calls (sentence-transformers' ``distributed_evaluation``: the model's
+  ``_distributed_inference``). The encoding is shared out already; the evaluator starts no collective
+  of its own there (any would hang) and scans on rank 0;
+- anywhere else with a process group of several ranks (a ``torchrun`` script calling the evaluator on
+  every rank, or the trainer under FSDP / DeepSpeed, which runs it on every rank) each rank encodes its
+  share of the queries and of the corpus, the queries are gathered, each rank scans its corpus share
+  and the top lists are merged exactly: every rank returns the same values.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+try:
+    from sentence_transformers.sentence_transformer.evaluation import (
+        InformationRetrievalEvaluator as _STInformationRetrievalEvaluator,
+    )
+    from sentence_transformers.util.similarity import SimilarityFunction
+except ImportError as error:  # the optional extra is not installed
+    raise ImportError(
+        "embedmetrics.integrations.sentence_transformers needs sentence-transformers 6.2 or later: "
+        "pip install 'embedmetrics[sentence-transformers]'."
+    ) from error
+
+from embedmetrics._engine.core.row_owners import gather_rows
+from embedmetrics._engine.dense.keyed import keyed_qrels
+from embedmetrics._engine.dense.measures import DenseOptions, dense_options, dense_values
+from embedmetrics._engine.dense.options import OPTIONS
+from embedmetrics._engine.settings.arguments import check_choice
+from embedmetrics._engine.settings.options import read_options
+from embedmetrics._engine.settings.policies import SIMILARITIES, TIES
+
+__all__ = ["InformationRetrievalEvaluator"]
+
+logger = logging.getLogger(__name__)
+
+#: sentence-transformers' result name -> dense retrieval's measure.
+_MEASURES = {
+    "accuracy@k": "hit_rate",
+    "precision@k": "precision",
+    "recall@k": "recall",
+    "ndcg@k": "ndcg",
+    "mrr@k": "mrr",
+    "map@k": "map",
+}
+
+
+def similarity_of(name: str, score_function: Callable[..., Any]) -> str:
+    """Dense retrieval's similarity for a score function of sentence-transformers: a model's
+    ``similarity`` method (its ``similarity_fn_name``) or one of ``SimilarityFunction``'s functions."""
+    owner = getattr(score_function, "__self__", None)
+    method = getattr(type(owner), "similarity", None) if owner is not None else None
+    if method is not None and getattr(score_function, "__func__", None) is method:
+        kind: str | None = str(getattr(owner, "similarity_fn_name", ""))
+    else:
+        kind = next(
+            (s for s in SIMILARITIES if score_function is SimilarityFunction.to_similarity_fn(s)), None
+        )
+    if kind not in SIMILARITIES:
+        raise ValueError(
+            f"Argument `score_functions` must hold similarities embedmetrics scans exactly "
+            f"({', '.join(SIMILARITIES)}: a model's `similarity` or sentence_transformers.util's "
+            f"cos_sim, dot_score, euclidean_sim), got {name!r}: {score_function!r}."
+        )
+    return str(kind)
+
+
+def _share(n: int, shard: tuple[int, int] | None) -> slice:
+    """The contiguous part of ``n`` items that rank ``shard[0]`` of ``shard[1]`` handles."""
+    if shard is None:
+        return slice(0, n)
+    rank, world = shard
+    size, extra = divmod(n, world)
+    start = rank * size + min(rank, extra)
+    return slice(start, start + size + (rank < extra))
+
+
+class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):
+    r"""sentence-transformers' ``InformationRetrievalEvaluator`` (the same constructor, result keys,
+    ``primary_metric`` and CSV file), exact and sharded by embedmetrics' dense retrieval.
+
+    The values equal sentence-transformers' on tie-free scores (its ``map@k`` divides by
+    ``min(k, R)``, ``R`` the relevant documents of the query; the others are trec_eval's); tied scores
+    are scored by ``ties`` instead of by document id. Queries without relevant documents are skipped,
+    as sentence-transformers does. The corpus is never scored as a ``queries × corpus`` matrix and,
+    under ``torch.distributed``, is encoded and scanned in shares (see the module docstring).
+
+    Every argument of sentence-transformers' evaluator is taken as it takes it (``queries``, ``corpus``,
+    ``relevant_docs``, the ``*_at_k`` lists, ``corpus_chunk_size``: documents encoded at once,
+    ``batch_size``, ``name``, ``write_csv``, ``truncate_dim``, ``score_functions`` — cosine, dot or
+    Euclidean: a model's ``similarity`` or ``sentence_transformers.util``'s functions —,
+    ``main_score_function``, the query and corpus prompts, ``write_predictions``), and one more:
+
+    Args:
+        ties: ``"average"`` (the expected value over a random order of tied documents),
+            ``"pessimistic"`` or ``"optimistic"``.
+
+    After a call, ``per_query`` maps every result key to its ``(Q,)`` float64 per-query values, in the
+    order of ``per_query_ids`` (the evaluated query ids), ready for ``embedmetrics.compare``.
+
+    Raises:
+        ValueError: a relevant document absent from the corpus, a query id or document id given twice,
+            ids that cannot be sorted, no query with relevant documents, an unknown ``ties`` or a score
+            function that is not cosine, dot or Euclidean; before anything is encoded.
+
+    Example:
+        >>> from embedmetrics.integrations.sentence_transformers import InformationRetrievalEvaluator
+        >>> evaluator = InformationRetrievalEvaluator(
+        ...     {"q1": "a cat"}, {"d1": "cats", "d2": "dogs"}, {"q1": {"d1"}}, name="toy"
+        ... )
+        >>> evaluator.per_query_ids
+        ['q1']
+    """
+
+    def __init__(
+        self,
+        queries: dict[Any, Any],
+        corpus: dict[Any, Any],
+        relevant_docs: dict[Any, Any],
+        corpus_chunk_size: int = 50000,
+        mrr_at_k: Sequence[int] = (10,),
+        ndcg_at_k: Sequence[int] = (10,),
+        accuracy_at_k: Sequence[int] = (1, 3, 5, 10),
+        precision_recall_at_k: Sequence[int] = (1, 3, 5, 10),
+        map_at_k: Sequence[int] = (100,),
+        show_progress_bar: bool = False,
+        batch_size: int = 32,
+        name: str = "",
+        write_csv: bool = True,
+        truncate_dim: int | None = None,
+        score_functions: dict[str, Callable[[Tensor, Tensor], Tensor]] | None = None,
+        main_score_function: str | SimilarityFunction | None = None,
+        query_prompt: str | None = None,
+        query_prompt_name: str | None = None,
+        corpus_prompt: str | None = None,
+        corpus_prompt_name: str | None = None,
+        write_predictions: bool = False,
+        ties: str = "average",
+    ) -> None:
+        cut_offs = {
+            "mrr_at_k": list(mrr_at_k), "ndcg_at_k": list(ndcg_at_k), "accuracy_at_k": list(accuracy_at_k),
+            "precision_recall_at_k": list(precision_recall_at_k), "map_at_k": list(map_at_k),
+        }  # fmt: skip
+        super().__init__(
+            queries, corpus, relevant_docs, corpus_chunk_size, **cut_offs,
+            show_progress_bar=show_progress_bar, batch_size=batch_size, name=name, write_csv=write_csv,
+            truncate_dim=truncate_dim,
+            score_functions=score_functions, main_score_function=main_score_function,
+            query_prompt=query_prompt, query_prompt_name=query_prompt_name, corpus_prompt=corpus_prompt,
+            corpus_prompt_name=corpus_prompt_name, write_predictions=write_predictions,
+        )  # fmt: skip
+        check_choice("ties", ties, TIES)
+        self.ties = ties
+        self._options = self._dense_options(sorted({k for cut in cut_offs.values() for k in cut}))
+        self._keyed = keyed_qrels(self.queries_ids, self.corpus_ids, relevant_docs)
+        for score_name, function in (score_functions or {}).items():
+            similarity_of(score_name, function)
+        if score_functions and self.main_score_function is not None:
+            check_choice("main_score_function", self.main_score_function.value, sorted(score_functions))
+        self.per_query: dict[str, np.ndarray] = {}
+        self.per_query_ids: list[Hashable] = list(self.queries_ids)
+
+    def _dense_options(self, ks: list[int]) -> DenseOptions:
+        given = {
+            "k": ks,
+            "metrics": list(dict.fromkeys(_MEASURES.values())),
+            "ties": self.ties,
+            "aggregation": "none",
+        }
+        return dense_options(read_options(type(self).__name__, OPTIONS["DenseRetrieval"], given))
+
+    @staticmethod
+    def shard_of(model: Any) -> tuple[int, int] | None:
+        """``(rank, world_size)`` where this evaluator shards the work itself: a process group of several
+        ranks and no trainer sharing the model's encoding out (``None`` otherwise)."""
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+            return None
+        if getattr(model, "_distributed_inference", None) is not None:  # the trainer's rank 0
+            return None
+        return dist.get_rank(), dist.get_world_size()
+
+    def __call__(
+        self,
+        model: Any,
+        output_path: str | None = None,
+        epoch: int = -1,
+        steps: int = -1,
+        *args: Any,
+        **kwargs: Any,
+    ) -> dict[str, float]:
+        """Evaluate ``model`` (see sentence-transformers' evaluator); rank 0 alone writes files."""
+        shard = self.shard_of(model)
+        if shard is not None and shard[0] != 0:
+            output_path = None
+        return dict(super().__call__(model, output_path, epoch, steps, *args, **kwargs))
+
+    def compute_all_metrics(  # type: ignore[override]
+        self,
+        model: Any,
+        corpus_model: Any = None,
+        corpus_embeddings: Tensor | None = None,
+        output_path: str | None = None,
+    ) -> dict[str, dict[str, dict[int, float]]]:
+        """sentence-transformers' per-score-function results, by the exact sharded scan."""
+        similarities = {name: similarity_of(name, fn) for name, fn in (self.score_functions or {}).items()}
+        shard = self.shard_of(model)
+        queries = self._encode_queries(model, shard)
+        corpus, codes = self._encode_corpus(corpus_model or model, corpus_embeddings, shard, queries)
+        query_codes = torch.arange(queries.shape[0], device=queries.device)
+        qrels = self._keyed.qrels.to(queries.device)
+        scores, self.per_query = {}, {}
+        prefix = f"{self.name}_" if self.name else ""
+        for name, similarity in similarities.items():
+            opts = replace(self._options, similarity=similarity, return_run=bool(self.write_predictions))
+            values = dense_values(
+                queries, query_codes, corpus, codes, qrels, opts,
+                distributed=shard is not None, value_dtype=torch.float64,
+            )  # fmt: skip
+            scores[name] = self._st_scores(values, name, prefix)
+            if self.write_predictions and output_path is not None:
+                self._write_predictions(output_path, name, values["run"])
+        logger.info(f"Queries: {len(self.queries)}")
+        logger.info(f"Corpus: {len(self.corpus)}\n")
+        for name in self.score_function_names:
+            logger.info(f"Score-Function: {name}")
+            self.output_scores(scores[name])  # type: ignore[no-untyped-call]
+        return scores
+
+    def _st_scores(self, values: dict[str, Any], name: str, prefix: str) -> dict[str, dict[int, float]]:
+        """sentence-transformers' ``{measure@k: {k: mean}}`` of one score function; the per-query values
+        are kept in ``per_query`` (``map@k``: sentence-transformers divides by ``min(k, R)``)."""
+        relevant = self._keyed.num_relevant.double()
+        cut_offs = {
+            "accuracy@k": self.accuracy_at_k, "precision@k": self.precision_recall_at_k,
+            "recall@k": self.precision_recall_at_k, "ndcg@k": self.ndcg_at_k, "mrr@k": self.mrr_at_k,
+            "map@k": self.map_at_k,
+        }  # fmt: skip
+        out: dict[str, dict[int, float]] = {}
+        for st_name, ks in cut_offs.items():
+            out[st_name] = {}
+            for k in ks:
+                per_query = values[f"{_MEASURES[st_name]}@{k}"].detach().double().cpu()
+                if st_name == "map@k":
+                    per_query = per_query * relevant / relevant.clamp(max=k)
+                self.per_query[f"{prefix}{name}_{st_name.replace('@k', f'@{k}')}"] = per_query.numpy()
+                out[st_name][k] = float(per_query.mean())
+        return out
+
+    def _encode_queries(self, model: Any, shard: tuple[int, int] | None) -> Tensor:
+        """Every query's embedding on every rank (each rank encodes its share, then they are gathered)."""
+        part = self._embed(model, self.queries[_share(len(self.queries), shard)], "query")
+        return part if shard is None else torch.cat(gather_rows(part.contiguous()))
+
+    def _encode_corpus(
+        self, model: Any, given: Tensor | None, shard: tuple[int, int] | None, queries: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """This rank's share of the corpus embeddings (``given`` rows, or encoded by chunks), its codes."""
+        part = _share(len(self.corpus), shard)
+        if given is not None:
+            rows = torch.as_tensor(given)[part].to(queries.device)
+        else:
+            step = max(1, int(self.corpus_chunk_size))
+            chunks = [
+                self._embed(model, self.corpus[start : min(start + step, part.stop)], "document")
+                for start in range(part.start, part.stop, step)
+            ]
+            rows = torch.cat(chunks) if chunks else queries.new_zeros(0, queries.shape[1])
+        return rows.to(queries.dtype), self._keyed.doc_codes[part].to(queries.device)
+
+    def _embed(self, model: Any, inputs: list[Any], role: str) -> Tensor:
+        """``inputs`` encoded as sentence-transformers' evaluator encodes them (prompts, ``truncate_dim``)."""
+        if not inputs:
+            width = self.truncate_dim or model.get_sentence_embedding_dimension()
+            return torch.zeros(0, int(width), device=model.device)
+        prompt_name = self.query_prompt_name if role == "query" else self.corpus_prompt_name
+        prompt = self.query_prompt if role == "query" else self.corpus_prompt
+        embedded = self.embed_inputs(
+            model, inputs, encode_fn_name=role, prompt_name=prompt_name, prompt=prompt
+        )
+        return torch.as_tensor(embedded).detach()
+
+    def _write_predictions(self, output_path: str, name: str, run: tuple[Tensor, Tensor]) -> None:
+        """sentence-transformers' JSONL predictions of one score function (ties ordered by document id)."""
+        os.makedirs(output_path, exist_ok=True)
+        path = os.path.join(output_path, self.predictions_file.replace(".jsonl", f"_{name}.jsonl"))
+        doc_ids, doc_scores = (t.cpu().tolist() for t in run)
+        with open(path, mode="w", encoding="utf-8") as out:
+            for row, (query_id, query) in enumerate(zip(self.queries_ids, self.queries)):
+                hits = [
+                    {"corpus_id": self._keyed.doc_keys[d], "score": s}
+                    for d, s in zip(doc_ids[row], doc_scores[row])
+                    if s != float("-inf")
+                ]
+                out.write(json.dumps({"query_id": query_id, "query": query, "results": hits}) + "\n")
