@@ -53,7 +53,7 @@ def test_the_fast_route_equals_the_canonical_scan(kind, similarity, monkeypatch)
 
 @pytest.mark.parametrize("kind", ["random", "tied"])
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "euclidean"])
-def test_lists_with_only_the_near_keys_canonical_rank_as_all_canonical(kind, similarity):
+def test_lists_with_only_the_near_keys_canonical_rank_as_all_canonical(kind, similarity, monkeypatch):
     """One process rescores only the entries near a neighbour or the boundary: the same order, tie blocks
     and boundary key (all the measures read) as lists whose every key is canonical."""
     from embedmetrics._engine.dense.qrels import Judgements
@@ -62,8 +62,10 @@ def test_lists_with_only_the_near_keys_canonical_rank_as_all_canonical(kind, sim
     query_ids, corpus_ids = torch.arange(21), torch.arange(300)
     judgements = Judgements.build(qrels, query_ids)
     args = {"depth": 30, "similarity": similarity, "exclude_self": False, "block_bytes": 4096}
-    every = exact_lists.scan_corpus(queries, query_ids, corpus, corpus_ids, judgements, **args, values=True)
-    near = exact_lists.scan_corpus(queries, query_ids, corpus, corpus_ids, judgements, **args, values=False)
+    near = exact_lists.scan_corpus(queries, query_ids, corpus, corpus_ids, judgements, **args)
+    rescored = exact_lists.exact_lists
+    monkeypatch.setattr(exact_lists, "exact_lists", lambda *a, **k: rescored(*a, **{**k, "values": True}))
+    every = exact_lists.scan_corpus(queries, query_ids, corpus, corpus_ids, judgements, **args)
     every, near = every.canonical(), near.canonical()
     assert torch.equal(near.ids, every.ids)
     assert torch.equal(near.tail, every.tail)

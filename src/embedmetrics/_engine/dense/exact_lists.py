@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
+import torch.distributed as dist
 from torch import Tensor
 
 from embedmetrics._engine.core.canonical import margins_of, needing_canonical, pair_dots
@@ -75,25 +76,32 @@ def scan_corpus(
     similarity: str,
     exclude_self: bool,
     block_bytes: Optional[int],
-    values: bool = True,
+    distributed: bool = False,
 ) -> TopLists:
     """The top-``depth`` lists of every query against this corpus part, by canonical keys (see the
     module docstring): a fast scan of product keys ``FAST_EXTRA`` places deeper than ``depth``, its
     lists rescored (``exact_lists``); the queries whose near ties overflow them are scanned again with
-    canonical keys block by block. ``values``: every listed key canonical (see ``exact_lists``)."""
+    canonical keys block by block. ``distributed`` (a collective; the queries are the same on every
+    process): the parts' lists are to be merged, so every listed key is canonical, and only the entries
+    that can be among the *merged* top ``depth`` are rescored and listed (``merged_limit``)."""
     n_q, n_c = queries.shape[0], corpus.shape[0]
     out = TopLists.empty(n_q, depth, judgements.entry_row.numel(), queries.device)
-    if n_c == 0 or n_q == 0:
+    if n_q == 0:
         return out
     dtype = compute_dtype(queries, corpus)
     q = query_side(queries, similarity, dtype)
+    docs = DocFactors(corpus, corpus_ids, similarity, dtype)
+    if n_c == 0:
+        if distributed:
+            merged_limit(None, depth, q, docs)  # every process takes part in the collective
+        return out
     scan = CorpusScan.build(
         q, corpus.detach().to(dtype), corpus_ids, similarity, (depth + FAST_EXTRA, depth), block_bytes
     )
     self_pos = scan.ordered(columns_of(query_ids, corpus_ids)) if exclude_self else None
     fast = scan.lists(q, depth + FAST_EXTRA, self_pos, canonical=False)
-    docs = DocFactors(corpus, corpus_ids, similarity, dtype)
-    lists, redo = exact_lists(fast, depth, q, docs, values)
+    limit = merged_limit(fast, depth, q, docs) if distributed else None
+    lists, redo = exact_lists(fast, depth, q, docs, values=distributed, limit=limit)
     if redo.numel() > 0:
         exact = scan.lists(q[redo], depth, None if self_pos is None else self_pos[redo], canonical=True)
         lists.keys[redo], lists.ids[redo], lists.tail[redo] = exact.keys, exact.ids, exact.tail
@@ -101,8 +109,33 @@ def scan_corpus(
     return lists
 
 
+def merged_limit(fast: Optional[TopLists], depth: int, q: Tensor, docs: DocFactors) -> Tensor:
+    """Per query, the ``depth``-th smallest product key of every process's fast list plus the margin
+    for the largest document norm of any process (float64; a collective, ``fast`` ``None`` for an empty
+    part). The ``depth`` smallest canonical keys of the union are within half the margin of that key,
+    so every entry of any part that can be among them, or tie with the last, has a product key
+    ``<=`` this: a part rescores and lists those only."""
+    width = depth + FAST_EXTRA
+    keys = torch.full((q.shape[0], width), torch.inf, dtype=q.dtype, device=q.device)
+    if fast is not None:
+        keys[:, : fast.keys.shape[1]] = fast.keys[:, :width]
+    bucket = [torch.empty_like(keys) for _ in range(dist.get_world_size())]
+    dist.all_gather(bucket, keys)
+    norm = docs.largest_norm if docs.corpus.shape[0] > 0 else 0.0
+    top = torch.tensor([norm], dtype=torch.float64, device=q.device)
+    dist.all_reduce(top, op=dist.ReduceOp.MAX)
+    kth = torch.cat(bucket, dim=1).topk(depth, dim=1, largest=False).values[:, -1].double()
+    kth = torch.where(kth.isnan(), torch.inf, kth)  # NaN rows: everything listed, or scanned again
+    return kth + margins_of(q, float(top), docs.similarity == "euclidean")
+
+
 def exact_lists(
-    fast: TopLists, depth: int, q: Tensor, docs: DocFactors, values: bool = True
+    fast: TopLists,
+    depth: int,
+    q: Tensor,
+    docs: DocFactors,
+    values: bool = True,
+    limit: Optional[Tensor] = None,
 ) -> tuple[TopLists, Tensor]:
     """The canonical top-``depth`` lists of the queries whose fast list (product keys, deeper than
     ``depth``) holds every entry that can matter, and the rows of the others (to scan again).
@@ -111,10 +144,12 @@ def exact_lists(
     Otherwise only the entries within the margin of a neighbour or of the ``depth``-th key: an entry
     farther keeps its product key, which orders it as its canonical key would and ties with nothing,
     so the order, the tie blocks and the boundary key (compared with the judged keys) are canonical:
-    all that the measures read."""
+    all that the measures read. ``limit``: list only the entries whose product key is ``<=`` this
+    (``merged_limit``; default: the row's ``depth``-th product key plus the margin)."""
     keys, ids = fast.keys, fast.ids
     margins = docs.margins(q)
-    limit = keys[:, depth - 1] + margins
+    if limit is None:
+        limit = keys[:, depth - 1] + margins
     last = keys[:, -1]
     ok = ~keys.isnan().any(dim=1) & ((last > limit) | torch.isinf(last))
     listed = torch.isfinite(keys) & (keys <= limit[:, None]) & ok[:, None]

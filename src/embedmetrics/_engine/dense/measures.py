@@ -45,7 +45,7 @@ from embedmetrics._engine.core.checks import (
     normalize_ks,
 )
 from embedmetrics._engine.core.pair_scores import pair_similarity
-from embedmetrics._engine.core.row_owners import gather_rows, route_identical_rows
+from embedmetrics._engine.core.row_owners import gather_rows
 from embedmetrics._engine.core.scan import compute_dtype
 from embedmetrics._engine.dense.exact_lists import scan_corpus
 from embedmetrics._engine.dense.options import DENSE_METRICS
@@ -260,14 +260,11 @@ def dense_values(
     n_corpus = _corpus_size(corpus, distributed)
     opts = replace(opts, depth=max(max(opts.ks), min(opts.depth, n_corpus)))
     _check_score_range(queries, corpus, opts.similarity, distributed)
-    if distributed:  # identical rows on several processes: all scanned by one (bit-identical keys)
-        corpus, corpus_ids = route_identical_rows(
-            corpus.detach().to(compute_dtype(queries, corpus)), corpus_ids
-        )
+    # identical rows on several processes get the same canonical keys: no routing needed
     lists = scan_corpus(
         queries, query_ids, corpus, corpus_ids, judgements, depth=opts.depth,
         similarity=opts.similarity, exclude_self=opts.exclude_self, block_bytes=opts.block_bytes,
-        values=distributed,  # merged lists compare keys across processes: every one canonical
+        distributed=distributed,
     )  # fmt: skip
     lists = (gather_lists(lists) if distributed else lists).canonical()
     valid = torch.isfinite(lists.keys)
