@@ -501,8 +501,8 @@ def test_sharded_corpus_equals_one_process(world: int) -> None:
                     assert torch.equal(got[key], expected[key])
                 else:
                     assert float(got[key]) == pytest.approx(float(expected[key]), rel=1e-6), (rank, ties, key)
-        # each rank multiplies all queries by at most its own distinct corpus rows (rows that a lower
-        # rank also holds go to that rank), and every distinct row is multiplied once
+        # each rank multiplies all queries by its own distinct corpus rows only (identical rows on several
+        # ranks get the same canonical keys wherever they are scanned), every distinct row at least once
         flops = [res[f"{ties}_flops"] for res in results]
         shares = [torch.unique(corpus[c0:c1], dim=0).shape[0] for _, (c0, c1) in _DIST_PLANS[world]]
         for f, share in zip(flops, shares):  # tiny blocks: each adds one padding row to its product
@@ -553,3 +553,54 @@ def test_identical_rows_on_different_ranks_stay_tied(world: int) -> None:
         for key in expected:
             if key not in ("run", "query_ids"):
                 assert float(got[key]) == pytest.approx(float(expected[key]), rel=1e-6), (rank, key)
+
+
+def _split_twins_worker(rank: int, world: int) -> dict[str, Any]:
+    """Every rank holds a copy of the same distinct rows under its own ids, on a "kernel" that rounds
+    differently on every rank: within a rank no two keys are near, so only the union of the ranks' lists
+    shows which product keys must be rescored for the copies to tie."""
+    import embedmetrics._engine.dense.scan as scan_module
+
+    real_mm = torch.mm
+
+    def skewed_mm(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
+        result = real_mm(a, b, out=out) if out is not None else real_mm(a, b)
+        return result.add_(rank * 1e-6)
+
+    scan_module.torch.mm = skewed_mm  # type: ignore[attr-defined]  # this worker process only
+    try:
+        queries, rows = _twins_data()
+        out: dict[str, Any] = {}
+        for ties in ("average", "optimistic"):
+            metric = em.DenseRetrieval(torch.tensor(_TWIN_QRELS), ties=ties, **_TWIN_OPTIONS)
+            if rank == 0:  # the queries are gathered: one rank holds them
+                metric.update(queries, torch.arange(queries.shape[0]), role="query")
+            n = rows.shape[0]
+            metric.update(rows, torch.arange(rank * n, (rank + 1) * n), role="corpus")
+            out[ties] = metric.compute()
+        return out
+    finally:
+        scan_module.torch.mm = real_mm  # type: ignore[attr-defined]
+
+
+def _twins_data() -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(11)
+    return torch.randn(6, 8, generator=g), torch.randn(40, 8, generator=g)
+
+
+_TWIN_QRELS = [(q, d, 1 + (q + d) % 3) for q in range(6) for d in range(q, 80, 9)]
+_TWIN_OPTIONS: dict[str, Any] = {"k": (1, 2, 5, 10), "depth": 10, "aggregation": "none", "return_run": True}
+
+
+@pytest.mark.parametrize("world", [2])
+def test_copies_on_different_ranks_tie_though_no_rank_sees_a_near_key(world: int) -> None:
+    queries, rows = _twins_data()
+    corpus = rows.repeat(world, 1)
+    for rank, res in enumerate(run_distributed(_split_twins_worker, world, timeout=120)):
+        for ties in ("average", "optimistic"):
+            expected = dense_retrieval(queries, corpus, torch.tensor(_TWIN_QRELS), ties=ties, **_TWIN_OPTIONS)
+            got = res[ties]
+            assert torch.equal(got["run"][0], expected["run"][0]), (rank, ties)
+            for key in expected:
+                if key not in ("run", "query_ids"):
+                    assert torch.equal(got[key], expected[key]), (rank, ties, key)

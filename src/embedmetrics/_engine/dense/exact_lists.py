@@ -14,6 +14,7 @@ order or the product's kernel.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
@@ -82,8 +83,9 @@ def scan_corpus(
     module docstring): a fast scan of product keys ``FAST_EXTRA`` places deeper than ``depth``, its
     lists rescored (``exact_lists``); the queries whose near ties overflow them are scanned again with
     canonical keys block by block. ``distributed`` (a collective; the queries are the same on every
-    process): the parts' lists are to be merged, so every listed key is canonical, and only the entries
-    that can be among the *merged* top ``depth`` are rescored and listed (``merged_limit``)."""
+    process): the parts' lists are to be merged, so only the entries that can be among the *merged* top
+    ``depth`` are listed, and those near another entry of any part or the merged boundary rescored
+    (``merged_fast``)."""
     n_q, n_c = queries.shape[0], corpus.shape[0]
     out = TopLists.empty(n_q, depth, judgements.entry_row.numel(), queries.device)
     if n_q == 0:
@@ -93,15 +95,15 @@ def scan_corpus(
     docs = DocFactors(corpus, corpus_ids, similarity, dtype)
     if n_c == 0:
         if distributed:
-            merged_limit(None, depth, q, docs)  # every process takes part in the collective
+            merged_fast(None, depth, q, docs)  # every process takes part in the collective
         return out
     scan = CorpusScan.build(
         q, corpus.detach().to(dtype), corpus_ids, similarity, (depth + FAST_EXTRA, depth), block_bytes
     )
     self_pos = scan.ordered(columns_of(query_ids, corpus_ids)) if exclude_self else None
     fast = scan.lists(q, depth + FAST_EXTRA, self_pos, canonical=False)
-    limit = merged_limit(fast, depth, q, docs) if distributed else None
-    lists, redo = exact_lists(fast, depth, q, docs, values=distributed, limit=limit)
+    merged = merged_fast(fast, depth, q, docs) if distributed else None
+    lists, redo = exact_lists(fast, depth, q, docs, merged)
     if redo.numel() > 0:
         exact = scan.lists(q[redo], depth, None if self_pos is None else self_pos[redo], canonical=True)
         lists.keys[redo], lists.ids[redo], lists.tail[redo] = exact.keys, exact.ids, exact.tail
@@ -109,12 +111,33 @@ def scan_corpus(
     return lists
 
 
-def merged_limit(fast: Optional[TopLists], depth: int, q: Tensor, docs: DocFactors) -> Tensor:
-    """Per query, the ``depth``-th smallest product key of every process's fast list plus the margin
-    for the largest document norm of any process (float64; a collective, ``fast`` ``None`` for an empty
-    part). The ``depth`` smallest canonical keys of the union are within half the margin of that key,
-    so every entry of any part that can be among them, or tie with the last, has a product key
-    ``<=`` this: a part rescores and lists those only."""
+@dataclass
+class MergedFast:
+    """What the fast lists of every process say about the merged lists, per query (``merged_fast``):
+    the ``depth``-th smallest product key of their union (``kth``), the margin for the largest document
+    norm of any process, ``limit = kth + margin``, the union's product keys sorted (float64), and
+    whether every process's fast list reaches past ``limit`` (``every_ok``)."""
+
+    kth: Tensor
+    margins: Tensor
+    limit: Tensor
+    keys: Tensor
+    every_ok: Tensor
+
+    def near(self, keys: Tensor) -> Tensor:
+        """Whether each of ``keys`` (one process's fast list) has another key of the union within the
+        margin: the order of one farther from every other is canonical already."""
+        x, m = keys.double(), self.margins[:, None]
+        lo = torch.searchsorted(self.keys, (x - m).contiguous(), right=False)
+        hi = torch.searchsorted(self.keys, (x + m).contiguous(), right=True)
+        return (hi - lo) >= 2  # the key itself is in the union
+
+
+def merged_fast(fast: Optional[TopLists], depth: int, q: Tensor, docs: DocFactors) -> MergedFast:
+    """The ``MergedFast`` of every process's fast list (a collective; ``fast`` ``None`` for an empty
+    part). The ``depth`` smallest canonical keys of the union are within half the margin of ``kth``, so
+    every entry of any part that can be among them, or tie with the last, has a product key ``<= limit``:
+    a part rescores and lists those only."""
     width = depth + FAST_EXTRA
     keys = torch.full((q.shape[0], width), torch.inf, dtype=q.dtype, device=q.device)
     if fast is not None:
@@ -124,9 +147,14 @@ def merged_limit(fast: Optional[TopLists], depth: int, q: Tensor, docs: DocFacto
     norm = docs.largest_norm if docs.corpus.shape[0] > 0 else 0.0
     top = torch.tensor([norm], dtype=torch.float64, device=q.device)
     dist.all_reduce(top, op=dist.ReduceOp.MAX)
-    kth = torch.cat(bucket, dim=1).topk(depth, dim=1, largest=False).values[:, -1].double()
-    kth = torch.where(kth.isnan(), torch.inf, kth)  # NaN rows: everything listed, or scanned again
-    return kth + margins_of(q, float(top), docs.similarity == "euclidean")
+    union = torch.cat(bucket, dim=1).double().sort(dim=1).values  # NaN last
+    kth = union[:, depth - 1]
+    margins = margins_of(q, float(top), docs.similarity == "euclidean")
+    limit = kth + margins
+    lasts = torch.stack([b[:, -1].double() for b in bucket], dim=1)
+    every_ok = ~union.isnan().any(dim=1) & ((lasts > limit[:, None]) | torch.isinf(lasts)).all(dim=1)
+    limit = torch.where(kth.isnan(), torch.inf, limit)
+    return MergedFast(kth, margins, limit, union, every_ok)
 
 
 def exact_lists(
@@ -134,31 +162,33 @@ def exact_lists(
     depth: int,
     q: Tensor,
     docs: DocFactors,
-    values: bool = True,
-    limit: Optional[Tensor] = None,
+    merged: Optional[MergedFast] = None,
+    values: bool = False,
 ) -> tuple[TopLists, Tensor]:
     """The canonical top-``depth`` lists of the queries whose fast list (product keys, deeper than
     ``depth``) holds every entry that can matter, and the rows of the others (to scan again).
 
-    ``values``: every listed key canonical (lists merged with other processes' lists need them).
-    Otherwise only the entries within the margin of a neighbour or of the ``depth``-th key: an entry
+    Only the entries within the margin of another key or of the ``depth``-th key are rescored: an entry
     farther keeps its product key, which orders it as its canonical key would and ties with nothing,
     so the order, the tie blocks and the boundary key (compared with the judged keys) are canonical:
-    all that the measures read. ``limit``: list only the entries whose product key is ``<=`` this
-    (``merged_limit``; default: the row's ``depth``-th product key plus the margin)."""
+    all that the measures read. ``merged`` (lists to be merged with other processes'): the ``depth``-th
+    key, the margin and the other keys are those of the union (``merged_fast``), and a query for which
+    some process's fast list overflows is rescored whole. ``values``: every listed key canonical."""
     keys, ids = fast.keys, fast.ids
-    margins = docs.margins(q)
-    if limit is None:
-        limit = keys[:, depth - 1] + margins
+    kth = keys[:, depth - 1].double() if merged is None else merged.kth
+    margins = docs.margins(q) if merged is None else merged.margins
+    limit = kth + margins if merged is None else merged.limit
     last = keys[:, -1]
     ok = ~keys.isnan().any(dim=1) & ((last > limit) | torch.isinf(last))
     listed = torch.isfinite(keys) & (keys <= limit[:, None]) & ok[:, None]
     canon = torch.where(listed, keys.double(), torch.inf)
+    boundary = keys.double() >= (kth - margins)[:, None]  # can tie with the boundary key
     if values:
         redo = listed
-    else:  # the entries near a neighbour, and those that can tie with the boundary key
-        boundary = keys.double() >= (keys[:, depth - 1].double() - margins)[:, None]
-        redo = needing_canonical(canon, margins) | (listed & boundary)
+    elif merged is None:
+        redo = listed & (needing_canonical(canon, margins) | boundary)
+    else:
+        redo = listed & (merged.near(keys) | boundary | ~merged.every_ok[:, None])
     near = redo.nonzero()
     if near.numel() > 0:
         canon[near[:, 0], near[:, 1]] = docs.dots(q, near[:, 0], ids[near[:, 0], near[:, 1]])
