@@ -1,4 +1,4 @@
-"""Identical rows on different processes: one owner multiplies them all (dense retrieval's corpus).
+"""Identical rows on different processes: one owner multiplies them all (the kNN vote's bank).
 
 Within one process, identical corpus rows get bit-identical keys because each distinct row is
 multiplied once (``embedmetrics._engine.core.distinct``). Rows on *different* processes are multiplied in
@@ -9,6 +9,8 @@ whose hash a lower rank also holds is handed, as its id only, to the lowest such
 as one more copy of its own identical row. The second hash verifies each hand-over (a mismatch, i.e. a
 collision of the first hash, raises the same error on every process). Communication: the distinct
 hashes of every process and the ids of the handed-over rows; the corpus itself never moves.
+Dense retrieval needs none of it: its lists rank by canonical keys, the same bits on any process
+(``embedmetrics._engine.dense.exact_lists``).
 """
 
 from __future__ import annotations
