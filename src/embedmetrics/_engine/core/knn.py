@@ -195,8 +195,6 @@ class KeyBlocks:
         groups = column_groups(n_r, kk)
         n_cols = n_r if groups is None else groups[0] * GROUP_SIZE
         margins = key_margins(q, ref, euclidean=q_sq is not None)
-        if distinct.all_distinct and n_cols > n_r:  # padding columns, set to +inf after each product
-            ref = torch.cat([ref, ref.new_zeros(n_cols - n_r, ref.shape[1])])
         return cls(q, ref.T, distinct.inverse, q_sq, n_r, n_cols, kk, groups, self_index, margins)
 
     def plan(
@@ -230,12 +228,12 @@ class KeyBlocks:
         """The ``(stop − start, n_cols)`` keys of queries ``start:stop`` (valid until the next call)."""
         assert self.buffer is not None, "call plan() first"
         nb = stop - start
-        if self.inverse is None:
-            s = torch.mm(self.q[start:stop], self.ref_t, out=self.buffer[:nb])
+        s = self.buffer[:nb]
+        if self.inverse is None:  # into the buffer's first columns (a strided output: no copy)
+            torch.mm(self.q[start:stop], self.ref_t, out=s[:, : self.n_r])
         else:  # keys of the distinct rows, then every reference column takes its row's key
-            s = self.buffer[:nb]
             s[:, : self.n_r] = torch.mm(self.q[start:stop], self.ref_t).index_select(1, self.inverse)
-        s[:, self.n_r :] = float("inf")
+        s[:, self.n_r :] = float("inf")  # padding columns
         if self.self_index is not None:
             own = self.self_index[start:stop]
             valid = own >= 0
