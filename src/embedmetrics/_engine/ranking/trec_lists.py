@@ -1,0 +1,60 @@
+"""Ranked lists of grades, one per query, as flat tensors with segment operations: the form every
+trec_eval measure reads (``trec_measures``). Queries are segments ``starts[q]:starts[q + 1]`` of the rows,
+best first; nothing loops over queries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+F64 = torch.float64
+
+
+@dataclass
+class Segments:
+    """Rows grouped by query: ``starts`` (``Q + 1`` offsets), each row's query and 0-based position."""
+
+    starts: Tensor
+
+    def __post_init__(self) -> None:
+        self.sizes = self.starts.diff()
+        self.n_queries = int(self.sizes.numel())
+        self.row_query = torch.repeat_interleave(torch.arange(self.n_queries), self.sizes)
+        self.position = torch.arange(self.row_query.numel()) - self.starts[:-1][self.row_query]
+
+    @classmethod
+    def of_sizes(cls, sizes: Tensor) -> Segments:
+        return cls(torch.cat([sizes.new_zeros(1), sizes.cumsum(0)]))
+
+    def sum(self, values: Tensor) -> Tensor:
+        """Per query: the sum of its rows' values (float64)."""
+        return torch.zeros(self.n_queries, dtype=F64).index_add_(0, self.row_query, values.to(F64))
+
+    def cumsum(self, values: Tensor) -> Tensor:
+        """Per row: the sum of its query's values up to and including it."""
+        total = values.cumsum(0)
+        before = torch.cat([total.new_zeros(1), total])[self.starts[:-1]]
+        return total - before[self.row_query]
+
+    def at(self, cumulative: Tensor, count: Tensor) -> Tensor:
+        """Per query (or per query and column, ``count`` of shape ``(Q,)`` or ``(Q, C)``): a row cumulative
+        read after the first ``count`` rows of the query (``count`` at most its size; 0 where ``count`` is 0)."""
+        starts = self.starts[:-1].reshape(-1, *([1] * (count.dim() - 1)))
+        padded = torch.cat([cumulative.new_zeros(1), cumulative])
+        taken = padded[(starts + count).clamp(min=1)]
+        return torch.where(count > 0, taken, torch.zeros_like(taken))
+
+
+def suffix_max(values: Tensor, segments: Segments) -> Tensor:
+    """Per row: the largest value of its query's rows from it to the end (exact: the values are ranked
+    and the ranks, shifted per query, take one running maximum)."""
+    if values.numel() == 0:
+        return values
+    distinct, rank = torch.unique(values, return_inverse=True)
+    span = distinct.numel()
+    shifted = (rank + (segments.n_queries - 1 - segments.row_query) * span).flip(0)
+    best = shifted.cummax(0).values.flip(0) - (segments.n_queries - 1 - segments.row_query) * span
+    return distinct[best]

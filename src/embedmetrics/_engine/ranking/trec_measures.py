@@ -1,0 +1,241 @@
+"""Every trec_eval measure of ``-m all_trec`` that a run and its qrels determine, per query, as trec_eval 9
+computes it (its ``m_*.c`` files), on ranked lists of grades (``trec_lists``), and the summary over queries.
+
+The inputs are what trec_eval's ``form_res_rels`` gives: each query's ranked grades (``-1``: not in the
+qrels, ``-2``: a negative grade, in the pool but not judged) cut at ``-M``, and per query the number of
+judged documents at each grade. Every measure is a few segment operations over all the queries at once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import Tensor
+
+from embedmetrics._engine.ranking.trec_lists import F64, Segments, suffix_max
+from embedmetrics._engine.ranking.trec_names import Measure
+
+#: trec_eval's floor of the geometric means (``MIN_GEO_MEAN``) and infAP's smoothing (``INFAP_EPSILON``).
+MIN_GEO_MEAN = 1e-5
+INFAP_EPSILON = 1e-5
+
+
+def _div(num: Tensor, den: Tensor) -> Tensor:
+    """``num / den`` where ``den`` is not 0, else 0 (trec_eval leaves such a value at 0)."""
+    den = den.to(F64)
+    return torch.where(den != 0, num.to(F64) / torch.where(den != 0, den, torch.ones_like(den)), 0.0)
+
+
+class Ranked:
+    """The ranked lists and what most measures read off them, computed once."""
+
+    def __init__(self, starts: Tensor, grade: Tensor, levels: tuple[Tensor, Tensor, Tensor], level: int):
+        self.seg = Segments(starts)
+        self.grade, self.level = grade, level
+        self.level_query, self.level_grade, self.level_count = levels
+        self.n_ret = self.seg.sizes
+        self.is_rel = grade >= level
+        self.cum_rel = self.seg.cumsum(self.is_rel.long())
+        self.n_rel_ret = self.seg.sum(self.is_rel).long()
+        counted = self.level_count * (self.level_grade >= level)
+        q = self.seg.n_queries
+        self.n_rel = torch.zeros(q, dtype=torch.long).index_add_(0, self.level_query, counted)
+        judged_nonrel = self.level_count * (self.level_grade < level)
+        self.n_nonrel = torch.zeros(q, dtype=torch.long).index_add_(0, self.level_query, judged_nonrel)
+        self._ideal: dict[tuple[tuple[int, float], ...], tuple[Segments, Tensor]] = {}
+
+    def prefix(self, cumulative: Tensor, k: Tensor) -> Tensor:
+        """A cumulative after the first ``min(k, n_ret)`` rows of each query (``k``: ``(Q,)`` or ``(Q, C)``)."""
+        n = self.n_ret.reshape(-1, *([1] * (k.dim() - 1)))
+        return self.seg.at(cumulative, torch.minimum(k, n))
+
+    def cutoffs(self, measure: Measure) -> Tensor:
+        return torch.tensor([int(c) for c in measure.params], dtype=torch.long).expand(self.seg.n_queries, -1)
+
+    def gains(self, pairs: tuple[tuple[int, float], ...]) -> Tensor:
+        """Each row's gain: the pair's gain for its grade (the first pair naming it), else the grade
+        itself where judged, else 0 (trec_eval's ``get_gain``)."""
+        gain = torch.where(self.grade >= 0, self.grade, 0).to(F64)
+        for grade, value in reversed(pairs):
+            gain = torch.where(self.grade == grade, value, gain)
+        return gain
+
+    def ideal(self, pairs: tuple[tuple[int, float], ...]) -> tuple[Segments, Tensor]:
+        """The ideal ranking's positive gains, best first, per query (``setup_gains``: a judged grade's
+        gain is the pair's, else the grade)."""
+        if pairs not in self._ideal:
+            gain = self.level_grade.to(F64)
+            for grade, value in reversed(pairs):
+                gain = torch.where(self.level_grade == grade, value, gain)
+            keep = (gain > 0) & (self.level_count > 0)
+            query, gain, count = self.level_query[keep], gain[keep], self.level_count[keep]
+            order = torch.argsort(-gain, stable=True)
+            order = order[torch.argsort(query[order], stable=True)]
+            query, gain, count = query[order], gain[order], count[order]
+            sizes = torch.zeros(self.seg.n_queries, dtype=torch.long).index_add_(0, query, count)
+            self._ideal[pairs] = (Segments.of_sizes(sizes), torch.repeat_interleave(gain, count))
+        return self._ideal[pairs]
+
+
+def _counts(r: Ranked, m: Measure) -> list[Tensor]:
+    values = {"num_ret": r.n_ret, "num_rel": r.n_rel, "num_rel_ret": r.n_rel_ret, "num_q": r.n_ret * 0 + 1}
+    if m.name == "num_nonrel_judged_ret":
+        unjudged = r.seg.sum(r.grade < 0).long()
+        return [(r.n_ret - unjudged - r.n_rel_ret).to(F64)]
+    return [values[m.name].to(F64)]
+
+
+def _average_precision(r: Ranked) -> Tensor:
+    return r.is_rel * r.cum_rel / (r.seg.position + 1).to(F64)
+
+
+def _map(r: Ranked, m: Measure) -> list[Tensor]:
+    ap = _div(r.seg.sum(_average_precision(r)), r.n_rel)
+    if m.name == "gm_map":
+        return [ap.clamp(min=MIN_GEO_MEAN).log()]
+    return [ap]
+
+
+def _map_cut(r: Ranked, m: Measure) -> list[Tensor]:
+    terms = r.seg.cumsum(_average_precision(r))
+    return list(_div(r.prefix(terms, r.cutoffs(m)), r.n_rel[:, None]).T)
+
+
+def _rprec(r: Ranked, m: Measure) -> list[Tensor]:
+    return [_div(r.prefix(r.cum_rel, r.n_rel), r.n_rel)]
+
+
+def _recip_rank(r: Ranked, m: Measure) -> list[Tensor]:
+    first = torch.full((r.seg.n_queries,), -math.inf, dtype=F64)
+    rank = (r.seg.position + 1).to(F64)
+    first = first.scatter_reduce(0, r.seg.row_query[r.is_rel], -rank[r.is_rel], "amax")
+    return [torch.where(first > -math.inf, -1.0 / first, 0.0)]
+
+
+def _at_k(r: Ranked, m: Measure) -> list[Tensor]:
+    k = r.cutoffs(m)
+    found = r.prefix(r.cum_rel, k)
+    if m.name == "P":
+        out = found / k.to(F64)
+    elif m.name == "recall":
+        out = _div(found, r.n_rel[:, None].expand_as(k))
+    elif m.name == "relative_P":
+        out = _div(found, torch.minimum(k, r.n_rel[:, None]) * (r.n_rel[:, None] > 0))
+    else:  # success
+        out = (found > 0).to(F64)
+    return list(out.T)
+
+
+def _judged_preferences(r: Ranked) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Rows that are judged relevant, and per row the judged non-relevant, judged relevant and in-pool
+    unjudged documents so far (bpref and infAP skip documents the qrels do not list)."""
+    rel = (r.grade >= 0) & r.is_rel
+    nonrel = (r.grade >= 0) & ~r.is_rel
+    return (rel, r.seg.cumsum(nonrel.long()), r.seg.cumsum(rel.long()), r.seg.cumsum((r.grade == -2).long()))
+
+
+def _bpref(r: Ranked, m: Measure) -> list[Tensor]:
+    rel, nonrel_so_far, _, _ = _judged_preferences(r)
+    big_r = r.n_rel[r.seg.row_query]
+    denominator = torch.minimum(r.n_nonrel[r.seg.row_query], big_r).clamp(min=1).to(F64)
+    term = torch.where(nonrel_so_far > 0, 1.0 - torch.minimum(nonrel_so_far, big_r) / denominator, 1.0)
+    total = r.seg.sum(term * rel)
+    bpref = torch.where(r.n_rel > 0, total / r.n_rel.clamp(min=1), total)
+    if m.name == "gm_bpref":
+        return [bpref.clamp(min=MIN_GEO_MEAN).log()]
+    return [bpref]
+
+
+def _infap(r: Ranked, m: Measure) -> list[Tensor]:
+    rel, nonrel, rel_so_far, unjudged = _judged_preferences(r)
+    j = r.seg.position.to(F64)
+    above = (rel_so_far - 1).to(F64)
+    seen = (above + nonrel + unjudged) / j.clamp(min=1)
+    smoothed = (above + INFAP_EPSILON) / (above + nonrel + 2 * INFAP_EPSILON)
+    term = 1.0 / (j + 1.0) + (j / (j + 1.0)) * seen * smoothed
+    term = torch.where(j == 0, 1.0, term)
+    total = r.seg.sum(torch.where(rel, term, 0.0))
+    return [torch.where(r.n_rel > 0, total / r.n_rel.clamp(min=1), total)]
+
+
+def _interpolated(r: Ranked, counts: Tensor) -> Tensor:
+    """trec_eval's interpolated precision when ``counts`` relevant documents are found (``(Q, C)``): the best
+    precision at or below the rank of the ``count``-th relevant document; 0 past the relevant retrieved;
+    for ``count`` 0 the best precision of the list (``NaN`` for an empty list, as trec_eval's 0/0)."""
+    rows = torch.nonzero(r.is_rel).reshape(-1)
+    rel_seg = Segments.of_sizes(r.n_rel_ret)
+    precision = r.cum_rel[rows].to(F64) / (r.seg.position[rows] + 1).to(F64)
+    best = suffix_max(precision, rel_seg)
+    found = r.n_rel_ret[:, None]
+    index = rel_seg.starts[:-1, None] + counts.clamp(min=1) - 1
+    value = torch.cat([best, best.new_zeros(1)])[torch.where(counts.clamp(min=1) <= found, index, -1)]
+    empty = _div(r.n_rel_ret, r.n_ret).masked_fill(r.n_ret == 0, math.nan)[:, None].expand_as(value)
+    return torch.where((counts == 0) & (found == 0), empty, torch.where(counts > found, 0.0, value))
+
+
+def _recall_counts(r: Ranked, fractions: Sequence[float]) -> Tensor:
+    """``(long)(p * R + 0.9)`` for each fraction ``p`` (trec_eval 9's conversion)."""
+    p = torch.tensor(list(fractions), dtype=F64)
+    return (p[None, :] * r.n_rel[:, None].to(F64) + 0.9).long()
+
+
+def _iprec(r: Ranked, m: Measure) -> list[Tensor]:
+    values = _interpolated(r, _recall_counts(r, m.params))  # type: ignore[arg-type]
+    if m.name == "11pt_avg":
+        return [values.sum(1) / len(m.params)]
+    return list(values.T)
+
+
+def _rprec_mult(r: Ranked, m: Measure) -> list[Tensor]:
+    cut = _recall_counts(r, m.params)  # type: ignore[arg-type]
+    return list(_div(r.prefix(r.cum_rel, cut), cut).T)
+
+
+def _sets(r: Ranked, m: Measure) -> list[Tensor]:
+    ret, rel, both = r.n_ret.to(F64), r.n_rel.to(F64), r.n_rel_ret.to(F64)
+    if m.name == "set_P":
+        return [_div(both, ret)]
+    if m.name == "set_recall":
+        return [_div(both, rel)]
+    if m.name == "set_relative_P":
+        return [_div(both, torch.minimum(ret, rel))]
+    if m.name == "set_map":
+        return [_div(both * both, ret * rel)]
+    if m.name == "set_F":
+        x = float(m.params[0])  # type: ignore[arg-type]
+        p, recall = _div(both, ret), _div(both, rel)
+        return [torch.where(both > 0, _div((x + 1.0) * p * recall, x * p + recall), 0.0)]
+    a, b, c, d = (float(v) for v in m.params)  # type: ignore[arg-type]  # utility
+    value = a * both + b * (ret - both) + c * (rel - both) + d * (both - ret - rel)
+    return [value.masked_fill(r.n_ret == 0, 0.0)]  # -c: trec_eval clears it for an absent query
+
+
+def _bin_g(r: Ranked, m: Measure) -> list[Tensor]:
+    term = 1.0 / torch.log2((3 + r.seg.position - r.cum_rel).to(F64))
+    return [_div(r.seg.sum(torch.where(r.is_rel, term, 0.0)), r.n_rel)]
+
+
+def _discounted(gain: Tensor, seg: Segments) -> Tensor:
+    return torch.where(gain != 0, gain / torch.log2((seg.position + 2).to(F64)), 0.0)
+
+
+def _ndcg(r: Ranked, m: Measure) -> list[Tensor]:
+    pairs = m.params  # type: ignore[assignment]
+    ideal_seg, ideal_gain = r.ideal(pairs)  # type: ignore[arg-type]
+    dcg = r.seg.sum(_discounted(r.gains(pairs), r.seg))  # type: ignore[arg-type]
+    idcg = ideal_seg.sum(_discounted(ideal_gain, ideal_seg))
+    return [_div(dcg, idcg) * (idcg > 0)]
+
+
+def _ndcg_cut(r: Ranked, m: Measure) -> list[Tensor]:
+    k = r.cutoffs(m)
+    ideal_seg, ideal_gain = r.ideal(())
+    dcg = r.prefix(r.seg.cumsum(_discounted(r.gains(()), r.seg)), k)
+    ideal_cum = ideal_seg.cumsum(_discounted(ideal_gain, ideal_seg))
+    idcg = ideal_seg.at(ideal_cum, torch.minimum(k, ideal_seg.sizes[:, None]))
+    return list(torch.where(idcg > 0, dcg / torch.where(idcg > 0, idcg, 1.0), dcg).T)
+
+
+MeasureFunction = Callable[[Ranked, Measure], list[Tensor]]
