@@ -137,6 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="tied scores in the run: expected value over random tie orders (average, default), worst "
         "or best case, or trec_eval's order (docno descending)",
     )
+    from embedmetrics._report.trec_eval_mode import add_flags
+
+    add_flags(report.add_argument_group("trec_eval's measures and options (one --run with --qrels)"))
     _comparison_flags(report)
     group = report.add_argument_group("dense retrieval (query embeddings against a corpus)")
     group.add_argument(
@@ -189,6 +192,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ReportInputError("choose a command: `embedmetrics report` (see `embedmetrics --help`).")
         ks = parse_ks(args.k)
         runs = args.run or []
+        from embedmetrics._report import trec_eval_mode
+
+        if trec_eval_mode.requested(args):
+            return trec_eval_mode.run_trec_eval(args, runs)
         args.run = runs[0] if len(runs) == 1 else None
         if len(runs) > 1:  # comparing systems
             from embedmetrics._report.preflight import preflight_comparison

@@ -60,17 +60,16 @@ def _levels(qr_q: np.ndarray, qr_rel: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return distinct[:, 0], distinct[:, 1], count.astype(np.int64)
 
 
-def graded_lists(run: Run, qrels: Qrels, *, max_docs: int | None = None, all_judged: bool = False,
-                 ) -> GradedLists:  # fmt: skip
-    """The lists trec_eval evaluates: queries of the run that the qrels judge (with ``all_judged``, trec_eval's
-    ``-c``: every query of the qrels, an absent one with an empty list), each ranked by score descending then
-    docno descending, cut at ``max_docs`` (``-M``)."""
+def graded_lists(run: Run, qrels: Qrels, *, max_docs: int | None = None) -> GradedLists:
+    """The lists trec_eval evaluates: queries of the run that the qrels judge, each ranked by score
+    descending then docno descending, cut at ``max_docs`` (``-M``). (trec_eval 9's ``-c`` changes only
+    the summary: ``trec_eval.summarize``.)"""
     queries, run_q, qr_q = _joint_codes(run.queries, run.qid, qrels.queries, qrels.qid)
     docs, run_d, qr_d = _joint_codes(run.docs, run.docno, qrels.docs, qrels.docno)
     in_run, judged = np.zeros(queries.size, dtype=bool), np.zeros(queries.size, dtype=bool)
     in_run[run_q], judged[qr_q] = True, True
-    evaluated = judged if all_judged else in_run & judged
-    if not (in_run & judged).any():
+    evaluated = in_run & judged
+    if not evaluated.any():
         raise ReportInputError(
             "no query of the run has relevance judgements in the qrels (the query ids do not match)."
         )

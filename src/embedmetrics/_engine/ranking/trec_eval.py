@@ -11,11 +11,13 @@ import math
 from collections.abc import Sequence
 from typing import Optional
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from embedmetrics._engine.ranking import trec_gains as gains
 from embedmetrics._engine.ranking import trec_measures as m
+from embedmetrics._engine.ranking.trec_measures import MIN_GEO_MEAN
 from embedmetrics._engine.ranking.trec_names import Measure
 
 #: The function computing each measure (its values: one per cut-off, or one).
@@ -27,7 +29,8 @@ FUNCTIONS: dict[str, m.MeasureFunction] = {
     "infAP": m._infap, "Rprec_mult": m._rprec_mult, "utility": m._sets, "set_P": m._sets,
     "set_relative_P": m._sets, "set_recall": m._sets, "set_map": m._sets, "set_F": m._sets,
     "binG": m._bin_g, "G": gains.g_measure, "ndcg": m._ndcg, "ndcg_rel": gains.ndcg_rel,
-    "Rndcg": gains.rndcg, "ndcg_cut": m._ndcg_cut, "map_cut": m._map_cut,
+    "Rndcg": gains.rndcg, "ndcg_cut": m._ndcg_cut, "map_cut": m._map_cut, "relstring": m._no_value,
+    "runid": m._no_value,
 }  # fmt: skip
 
 
@@ -52,29 +55,40 @@ def evaluate(
     return out
 
 
+def _sequential_sum(column: Tensor) -> float:
+    """The values added one after the other in query order, as trec_eval adds them (a pairwise sum can
+    differ in the last bit, enough to print another fourth decimal)."""
+    return float(np.cumsum(column.numpy())[-1]) if column.numel() else 0.0
+
+
 def summarize(
     values: dict[str, Tensor],
     measures: Sequence[Measure],
     n_queries: Optional[int] = None,
     positive_judged: Optional[int] = None,
 ) -> dict[str, float]:
-    """The ``all`` line: ``n_queries`` is trec_eval's divisor (the qrels' queries with ``-c``; by default the
-    evaluated ones), ``positive_judged`` its ``num_rel`` with ``-c`` (qrels lines of grade > 0)."""
+    """The ``all`` line: ``n_queries`` is trec_eval's divisor (with ``-c``, the qrels' queries, those absent
+    from the run scoring 0, and ``log(1e-5)`` in the geometric means; by default the evaluated ones),
+    ``positive_judged`` its ``num_rel`` with ``-c`` (every qrels line of grade > 0)."""
     out: dict[str, float] = {}
     for measure in measures:
         summary = measure.kind.summary
         for label in measure.labels():
             column = values[label]
             n = column.numel() if n_queries is None else n_queries
+            missing = n - column.numel()
+            if summary == "none":
+                continue
             if summary == "count":
                 out[label] = float(n)
             elif summary == "sum":
                 use = positive_judged if label == "num_rel" and positive_judged is not None else None
-                out[label] = float(column.sum()) if use is None else float(use)
+                out[label] = _sequential_sum(column) if use is None else float(use)
             elif summary == "gm":
-                out[label] = math.exp(float(column.sum()) / n) if n else 0.0
+                total = _sequential_sum(column) + missing * math.log(MIN_GEO_MEAN)
+                out[label] = math.exp(total / n) if n else 0.0
             else:
-                out[label] = float(column.sum()) / n if n else 0.0
+                out[label] = _sequential_sum(column) / n if n else 0.0
     return out
 
 

@@ -21,25 +21,27 @@ def _ideal_by_row(r: Ranked, pairs: tuple[tuple[int, float], ...]) -> Tensor:
 def g_measure(r: Ranked, m: Measure) -> list[Tensor]:
     """``G``: gains discounted by the log of the cost so far (the ideal gain at each position, at least 1)
     less the gain so far, over the ideal ranking's total gain."""
-    pairs = m.params  # type: ignore[assignment]
-    gain = r.gains(pairs)  # type: ignore[arg-type]
-    cost = r.seg.cumsum(_ideal_by_row(r, pairs).clamp(min=1.0))  # type: ignore[arg-type]
+    pairs = m.pairs
+    gain = r.gains(pairs)
+    cost = r.seg.cumsum(_ideal_by_row(r, pairs).clamp(min=1.0))
     term = torch.where(gain != 0, gain / torch.log2(2 + cost - r.seg.cumsum(gain)), 0.0)
-    ideal_seg, ideal_gain = r.ideal(pairs)  # type: ignore[arg-type]
+    ideal_seg, ideal_gain = r.ideal(pairs)
     return [_div(r.seg.sum(term), ideal_seg.sum(ideal_gain))]
 
 
 def ndcg_rel(r: Ranked, m: Measure) -> list[Tensor]:
     """``ndcg_rel``: nDCG at each retrieved document of positive gain, and the final nDCG for each relevant
     document not retrieved, averaged over the ideal ranking's size."""
-    pairs = m.params  # type: ignore[assignment]
-    ideal_seg, ideal_gain = r.ideal(pairs)  # type: ignore[arg-type]
-    gain = r.gains(pairs)  # type: ignore[arg-type]
+    pairs = m.pairs
+    ideal_seg, ideal_gain = r.ideal(pairs)
+    gain = r.gains(pairs)
     dcg = r.seg.cumsum(_discounted(gain, r.seg))
     ideal_cum = ideal_seg.cumsum(_discounted(ideal_gain, ideal_seg))
     sizes = ideal_seg.sizes[r.seg.row_query]
     capped = torch.minimum(r.seg.position, sizes - 1)
-    at = torch.cat([ideal_cum, ideal_cum.new_zeros(1)])[torch.where(sizes > 0, ideal_seg.starts[:-1][r.seg.row_query] + capped, -1)]
+    at = torch.cat([ideal_cum, ideal_cum.new_zeros(1)])[
+        torch.where(sizes > 0, ideal_seg.starts[:-1][r.seg.row_query] + capped, -1)
+    ]
     total = r.seg.sum(torch.where(gain > 0, dcg / at, 0.0))
     dcg_all = r.seg.sum(_discounted(gain, r.seg))
     idcg_all = ideal_seg.sum(_discounted(ideal_gain, ideal_seg))
@@ -63,19 +65,21 @@ def _boundaries(r: Ranked, pairs: tuple[tuple[int, float], ...]) -> tuple[Tensor
 def rndcg(r: Ranked, m: Measure) -> list[Tensor]:
     """``Rndcg``: nDCG averaged over the positions where the ideal gain changes (at the position, before it
     counts), plus the full lists' nDCG when more than one document is ranked past the ideal ranking."""
-    pairs = m.params  # type: ignore[assignment]
-    ideal_seg, ideal_gain = r.ideal(pairs)  # type: ignore[arg-type]
-    dcg_cum = r.seg.cumsum(_discounted(r.gains(pairs), r.seg))  # type: ignore[arg-type]
+    pairs = m.pairs
+    ideal_seg, ideal_gain = r.ideal(pairs)
+    dcg_cum = r.seg.cumsum(_discounted(r.gains(pairs), r.seg))
     ideal_cum = ideal_seg.cumsum(_discounted(ideal_gain, ideal_seg))
-    query, b = _boundaries(r, pairs)  # type: ignore[arg-type]
+    query, b = _boundaries(r, pairs)
     idcg = ideal_cum[ideal_seg.starts[:-1][query] + b - 1]
     shown = torch.minimum(b, r.n_ret[query])
-    dcg = torch.cat([dcg_cum.new_zeros(1), dcg_cum])[torch.where(shown > 0, r.seg.starts[:-1][query] + shown, 0)]
+    dcg = torch.cat([dcg_cum.new_zeros(1), dcg_cum])[
+        torch.where(shown > 0, r.seg.starts[:-1][query] + shown, 0)
+    ]
     q = r.seg.n_queries
     total = torch.zeros(q, dtype=F64).index_add_(0, query, dcg / idcg)
     count = torch.zeros(q, dtype=F64).index_add_(0, query, torch.ones_like(idcg))
     extra = r.n_ret > ideal_seg.sizes + 1
-    dcg_all = r.seg.sum(_discounted(r.gains(pairs), r.seg))  # type: ignore[arg-type]
+    dcg_all = r.seg.sum(_discounted(r.gains(pairs), r.seg))
     idcg_all = ideal_seg.sum(_discounted(ideal_gain, ideal_seg))
     total = total + torch.where(extra & (idcg_all > 0), dcg_all / idcg_all, 0.0)
     count = count + (extra & (idcg_all > 0))

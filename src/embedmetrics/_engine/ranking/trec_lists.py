@@ -40,8 +40,9 @@ class Segments:
         return total - before[self.row_query]
 
     def at(self, cumulative: Tensor, count: Tensor) -> Tensor:
-        """Per query (or per query and column, ``count`` of shape ``(Q,)`` or ``(Q, C)``): a row cumulative
-        read after the first ``count`` rows of the query (``count`` at most its size; 0 where ``count`` is 0)."""
+        """Per query (or per query and column: ``count`` of shape ``(Q,)`` or ``(Q, C)``), a row
+        cumulative read after the first ``count`` rows of the query (``count`` at most its size; 0 where
+        ``count`` is 0)."""
         starts = self.starts[:-1].reshape(-1, *([1] * (count.dim() - 1)))
         padded = torch.cat([cumulative.new_zeros(1), cumulative])
         taken = padded[(starts + count).clamp(min=1)]
@@ -57,4 +58,5 @@ def suffix_max(values: Tensor, segments: Segments) -> Tensor:
     span = distinct.numel()
     shifted = (rank + (segments.n_queries - 1 - segments.row_query) * span).flip(0)
     best = shifted.cummax(0).values.flip(0) - (segments.n_queries - 1 - segments.row_query) * span
-    return distinct[best]
+    out: Tensor = distinct[best]
+    return out

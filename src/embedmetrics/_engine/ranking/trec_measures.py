@@ -17,6 +17,8 @@ from torch import Tensor
 from embedmetrics._engine.ranking.trec_lists import F64, Segments, suffix_max
 from embedmetrics._engine.ranking.trec_names import Measure
 
+__all__ = ["Measure", "Ranked"]
+
 #: trec_eval's floor of the geometric means (``MIN_GEO_MEAN``) and infAP's smoothing (``INFAP_EPSILON``).
 MIN_GEO_MEAN = 1e-5
 INFAP_EPSILON = 1e-5
@@ -47,7 +49,8 @@ class Ranked:
         self._ideal: dict[tuple[tuple[int, float], ...], tuple[Segments, Tensor]] = {}
 
     def prefix(self, cumulative: Tensor, k: Tensor) -> Tensor:
-        """A cumulative after the first ``min(k, n_ret)`` rows of each query (``k``: ``(Q,)`` or ``(Q, C)``)."""
+        """A cumulative after the first ``min(k, n_ret)`` rows of each query (``k``: ``(Q,)`` or
+        ``(Q, C)``)."""
         n = self.n_ret.reshape(-1, *([1] * (k.dim() - 1)))
         return self.seg.at(cumulative, torch.minimum(k, n))
 
@@ -182,14 +185,14 @@ def _recall_counts(r: Ranked, fractions: Sequence[float]) -> Tensor:
 
 
 def _iprec(r: Ranked, m: Measure) -> list[Tensor]:
-    values = _interpolated(r, _recall_counts(r, m.params))  # type: ignore[arg-type]
+    values = _interpolated(r, _recall_counts(r, m.params))
     if m.name == "11pt_avg":
         return [values.sum(1) / len(m.params)]
     return list(values.T)
 
 
 def _rprec_mult(r: Ranked, m: Measure) -> list[Tensor]:
-    cut = _recall_counts(r, m.params)  # type: ignore[arg-type]
+    cut = _recall_counts(r, m.params)
     return list(_div(r.prefix(r.cum_rel, cut), cut).T)
 
 
@@ -204,10 +207,10 @@ def _sets(r: Ranked, m: Measure) -> list[Tensor]:
     if m.name == "set_map":
         return [_div(both * both, ret * rel)]
     if m.name == "set_F":
-        x = float(m.params[0])  # type: ignore[arg-type]
+        x = float(m.params[0])
         p, recall = _div(both, ret), _div(both, rel)
         return [torch.where(both > 0, _div((x + 1.0) * p * recall, x * p + recall), 0.0)]
-    a, b, c, d = (float(v) for v in m.params)  # type: ignore[arg-type]  # utility
+    a, b, c, d = (float(v) for v in m.params)  # utility
     value = a * both + b * (ret - both) + c * (rel - both) + d * (both - ret - rel)
     return [value.masked_fill(r.n_ret == 0, 0.0)]  # -c: trec_eval clears it for an absent query
 
@@ -222,9 +225,8 @@ def _discounted(gain: Tensor, seg: Segments) -> Tensor:
 
 
 def _ndcg(r: Ranked, m: Measure) -> list[Tensor]:
-    pairs = m.params  # type: ignore[assignment]
-    ideal_seg, ideal_gain = r.ideal(pairs)  # type: ignore[arg-type]
-    dcg = r.seg.sum(_discounted(r.gains(pairs), r.seg))  # type: ignore[arg-type]
+    ideal_seg, ideal_gain = r.ideal(m.pairs)
+    dcg = r.seg.sum(_discounted(r.gains(m.pairs), r.seg))
     idcg = ideal_seg.sum(_discounted(ideal_gain, ideal_seg))
     return [_div(dcg, idcg) * (idcg > 0)]
 
@@ -236,6 +238,11 @@ def _ndcg_cut(r: Ranked, m: Measure) -> list[Tensor]:
     ideal_cum = ideal_seg.cumsum(_discounted(ideal_gain, ideal_seg))
     idcg = ideal_seg.at(ideal_cum, torch.minimum(k, ideal_seg.sizes[:, None]))
     return list(torch.where(idcg > 0, dcg / torch.where(idcg > 0, idcg, 1.0), dcg).T)
+
+
+def _no_value(r: Ranked, m: Measure) -> list[Tensor]:
+    """``relstring`` is text (the grades of the first documents), not a value: NaN here."""
+    return [torch.full((r.seg.n_queries,), math.nan, dtype=F64)]
 
 
 MeasureFunction = Callable[[Ranked, Measure], list[Tensor]]

@@ -21,7 +21,8 @@ _TENTHS = tuple(i / 10 for i in range(11))
 @dataclass(frozen=True)
 class MeasureKind:
     """How trec_eval declares one measure: its parameters and defaults, how the summary combines the
-    queries (``mean``, ``sum``, ``gm``: geometric mean of the values floored at 1e-5, ``count``), whether it
+    queries (``mean``, ``sum``, ``gm``: geometric mean of the values floored at 1e-5, ``count``; ``none``:
+    ``runid`` and ``relstring``, text: the run's tag, the grades of a query's first documents), whether it
     prints as an integer, and whether ``-q`` prints it per query."""
 
     params: str = NONE
@@ -36,12 +37,14 @@ _GAINS = MeasureKind(PAIRS)
 
 #: Every measure of ``-m all_trec`` that a run and qrels determine, in trec_eval's print order.
 MEASURES: dict[str, MeasureKind] = {
+    "runid": MeasureKind(summary="none", per_query=False),
     "num_q": MeasureKind(summary="count", integer=True, per_query=False),
     "num_ret": _SUM, "num_rel": _SUM, "num_rel_ret": _SUM,
     "map": MeasureKind(), "gm_map": MeasureKind(summary="gm", per_query=False),
     "Rprec": MeasureKind(), "bpref": MeasureKind(), "recip_rank": MeasureKind(),
     "iprec_at_recall": MeasureKind(FLOAT_CUTS, _TENTHS),
-    "P": MeasureKind(LONG_CUTS, _DOCS), "recall": MeasureKind(LONG_CUTS, _DOCS),
+    "P": MeasureKind(LONG_CUTS, _DOCS), "relstring": MeasureKind(FLOATS, (10.0,), summary="none"),
+    "recall": MeasureKind(LONG_CUTS, _DOCS),
     "infAP": MeasureKind(), "gm_bpref": MeasureKind(summary="gm", per_query=False),
     "Rprec_mult": MeasureKind(FLOAT_CUTS, tuple(i / 5 for i in range(1, 11))),
     "utility": MeasureKind(FLOATS, (1.0, -1.0, 0.0, 0.0)),
@@ -54,17 +57,17 @@ MEASURES: dict[str, MeasureKind] = {
     "num_nonrel_judged_ret": _SUM,
 }  # fmt: skip
 
-#: trec_eval's nicknames (``runid`` and ``relstring`` are not measures of a run's values).
+#: trec_eval's nicknames (``runid``: the run's tag, printed with the summary).
 NICKNAMES = {
     "official": (
-        "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank",
-        "iprec_at_recall", "P",
+        "runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref",
+        "recip_rank", "iprec_at_recall", "P",
     ),
-    "all_trec": tuple(MEASURES),
+    "all_trec": tuple(MEASURES),  # (trec_eval 10 adds unj, rbp, rbp_resid)
 }  # fmt: skip
 
 #: What trec_eval measures that a run and its qrels alone do not determine (refused by name).
-NOT_SUPPORTED = ("runid", "relstring", "unj", "rbp", "rbp_resid", "yaap", "dcg", "ideal_dcg")
+NOT_SUPPORTED = ("unj", "rbp", "rbp_resid", "yaap", "dcg", "ideal_dcg")
 
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
@@ -76,8 +79,9 @@ class Measure:
     parameters."""
 
     name: str
-    params: tuple[float, ...] | tuple[tuple[int, float], ...]
+    params: tuple[float, ...] = ()
     given: str | None = None
+    pairs: tuple[tuple[int, float], ...] = ()  # the ``level=gain`` pairs of the gain measures
 
     @property
     def kind(self) -> MeasureKind:
@@ -87,9 +91,9 @@ class Measure:
         """The names trec_eval prints for this measure's values (one per cut-off, or one)."""
         kind = self.kind.params
         if kind == LONG_CUTS:
-            return [f"{self.name}_{int(c)}" for c in self.params]  # type: ignore[arg-type]
+            return [f"{self.name}_{int(c)}" for c in self.params]
         if kind == FLOAT_CUTS:
-            return [f"{self.name}_{c:3.2f}" for c in self.params]  # type: ignore[str-format]
+            return [f"{self.name}_{c:3.2f}" for c in self.params]
         return [self.name if self.given is None else f"{self.name}_{self.given}"]
 
 
@@ -105,11 +109,11 @@ def _cutoffs(measure: str, texts: list[str], whole: bool) -> tuple[float, ...]:
         if not all(re.fullmatch(r"\+?\d+", t.strip()) for t in texts):
             bad = next(t for t in texts if not re.fullmatch(r"\+?\d+", t.strip()))
             raise ValueError(f"measure {measure!r}: cut-off {bad!r} is not a positive integer.")
-        values = sorted(int(t) for t in texts)
+        values: list[float] = sorted(int(t) for t in texts)
         if values[0] <= 0:
             raise ValueError(f"measure {measure!r}: cut-off {values[0]} is not positive.")
     else:
-        values = sorted(_number(measure, t) for t in texts)  # type: ignore[arg-type]
+        values = sorted(_number(measure, t) for t in texts)
     repeated = [a for a, b in zip(values, values[1:]) if a == b]
     if repeated:
         raise ValueError(f"measure {measure!r}: cut-off {repeated[0]} is given twice.")
@@ -150,7 +154,7 @@ def parse_measure(spec: str) -> list[Measure]:
     if any(not t.strip() for t in texts):
         raise ValueError(f"measure {name!r}: empty parameter in {text!r}.")
     if kind.params == PAIRS:
-        return [Measure(name, _pairs(name, texts), text)]
+        return [Measure(name, (), text, _pairs(name, texts))]
     if kind.params == FLOATS:
         if name == "utility" and len(texts) != 4:
             raise ValueError(f"measure 'utility' takes 4 coefficients, got {len(texts)}: {text!r}.")
@@ -164,7 +168,7 @@ def parse_measures(specs: Sequence[str]) -> list[Measure]:
     chosen: dict[str, Measure] = {}
     for spec in specs:
         for measure in parse_measure(spec):
-            if measure.name not in chosen or measure.params != measure.kind.default or "." in spec:
+            if measure.name not in chosen or "." in spec:
                 chosen[measure.name] = measure
     order = list(MEASURES)
     return sorted(chosen.values(), key=lambda m: order.index(m.name))
