@@ -32,10 +32,25 @@ Qrels = dict[str, dict[str, int]]
 
 #: Measures with parameters other than the defaults (pytrec_eval names them without the parameters).
 WITH_PARAMETERS = (
-    "P.3,7", "recall.2", "ndcg.1=0,2=1,3=5", "G.0=1,2=3", "Rndcg.2=1", "ndcg_rel.1=3,3=1", "Rprec_mult.0.5,2",
-    "set_F.0.5", "iprec_at_recall.0.25,0.5", "11pt_avg.0.2,0.5,0.8", "success.1,3", "map_cut.3,100",
-    "ndcg_cut.2,4", "relative_P.2", "utility.2,-1,0.5,0", "bpref", "infAP", "binG",
-)  # fmt: skip
+    "P.3,7",
+    "recall.2",
+    "ndcg.1=0,2=1,3=5",
+    "G.0=1,2=3",
+    "Rndcg.2=1",
+    "ndcg_rel.1=3,3=1",
+    "Rprec_mult.0.5,2",
+    "set_F.0.5",
+    "iprec_at_recall.0.25,0.5",
+    "11pt_avg.0.2,0.5,0.8",
+    "success.1,3",
+    "map_cut.3,100",
+    "ndcg_cut.2,4",
+    "relative_P.2",
+    "utility.2,-1,0.5,0",
+    "bpref",
+    "infAP",
+    "binG",
+)
 
 
 def random_case(seed: int, n_queries: int = 14) -> tuple[Run, Qrels]:
@@ -46,8 +61,12 @@ def random_case(seed: int, n_queries: int = 14) -> tuple[Run, Qrels]:
     qrels: Qrels = {}
     for i in range(n_queries):
         query = f"q{i}" if rng.random() < 0.8 else f"topic-{i}"
-        pool = list(dict.fromkeys(f"d{rng.randrange(60)}" if rng.random() < 0.7 else f"doc_{rng.randrange(99)}x"
-                                  for _ in range(40)))  # fmt: skip
+        pool = list(
+            dict.fromkeys(
+                f"d{rng.randrange(60)}" if rng.random() < 0.7 else f"doc_{rng.randrange(99)}x"
+                for _ in range(40)
+            )
+        )
         kind = rng.random()
         if kind > 0.1:
             scores = [0.5, 1.0, 1.5, 2.0]
@@ -190,8 +209,17 @@ def expected_lines(run: Run, qrels: Qrels, specs: list[str], per_query: bool) ->
         if m.name == "runid":
             lines.append(("runid", "all", "tag"))
         if m.kind.summary != "none":
-            lines += [(label, "all", fmt(trec_eval_summary({q: reference[q] for q in queries}, label, len(queries), qrels),
-                                         m.kind.integer)) for label in m.labels()]  # fmt: skip
+            lines += [
+                (
+                    label,
+                    "all",
+                    fmt(
+                        trec_eval_summary({q: reference[q] for q in queries}, label, len(queries), qrels),
+                        m.kind.integer,
+                    ),
+                )
+                for label in m.labels()
+            ]
     return lines
 
 
@@ -206,8 +234,17 @@ def test_format_trec_eval_prints_trec_eval_s_lines(
     run, qrels = random_case(seed + 20)
     run_path, qrels_path = write_files(tmp_path, run, qrels)
     specs = ["official", "ndcg_cut.10", "infAP", "set_F.0.5"]
-    status, out, err = call(capsys, "--run", run_path, "--qrels", qrels_path, "--format", "trec_eval", "-q",
-                            *[x for s in specs for x in ("-m", s)])  # fmt: skip
+    status, out, err = call(
+        capsys,
+        "--run",
+        run_path,
+        "--qrels",
+        qrels_path,
+        "--format",
+        "trec_eval",
+        "-q",
+        *[x for s in specs for x in ("-m", s)],
+    )
     assert status == 0, err
     lines = out.splitlines()
     assert all(len(line.split("\t")) == 3 and len(line.split("\t")[0]) >= 22 for line in lines)
@@ -223,17 +260,30 @@ def test_format_trec_eval_prints_trec_eval_s_lines(
 def test_json_carries_every_query_s_values(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run, qrels = random_case(31)
     run_path, qrels_path = write_files(tmp_path, run, qrels)
-    status, out, err = call(capsys, "--run", run_path, "--qrels", qrels_path, "-q", "-m", "P.5", "-m", "gm_map",
-                            "-m", "num_ret", "--json", "-")  # fmt: skip
+    status, out, err = call(
+        capsys,
+        "--run",
+        run_path,
+        "--qrels",
+        qrels_path,
+        "-q",
+        "-m",
+        "P.5",
+        "-m",
+        "gm_map",
+        "-m",
+        "num_ret",
+        "--json",
+        "-",
+    )
     assert status == 0, err
     document = json.loads(out)["trec_eval"]
     reference = pytrec_values(run, qrels, ["P.5", "gm_map", "num_ret"], 1)
     assert sorted(document["per_query"]) == sorted(reference)
     for query, values in document["per_query"].items():
         assert set(values) == {"P_5", "num_ret"}  # trec_eval prints gm_map in the summary only
-        assert (
-            same(values["P_5"], reference[query]["P_5"]) and values["num_ret"] == reference[query]["num_ret"]
-        )
+        assert same(values["P_5"], reference[query]["P_5"])
+        assert values["num_ret"] == reference[query]["num_ret"]
     logs = [v["gm_map"] for v in reference.values()]
     assert same(document["all"]["gm_map"], math.exp(sum(logs) / len(logs)))
 
@@ -245,14 +295,30 @@ def test_max_docs_and_relevance_level_change_the_values(
     run_path, qrels_path = write_files(tmp_path, run, qrels)
     outs = []
     for extra in ([], ["-M", "3"], ["-l", "2"], ["-c"]):
-        status, out, err = call(capsys, "--run", run_path, "--qrels", qrels_path, "--format", "trec_eval",
-                                "-m", "map", "-m", "num_ret", "-m", "num_q", *extra)  # fmt: skip
+        status, out, err = call(
+            capsys,
+            "--run",
+            run_path,
+            "--qrels",
+            qrels_path,
+            "--format",
+            "trec_eval",
+            "-m",
+            "map",
+            "-m",
+            "num_ret",
+            "-m",
+            "num_q",
+            *extra,
+        )
         assert status == 0, err
-        outs.append(dict((line.split("\t")[0].strip(), line.split("\t")[2]) for line in out.splitlines()))
+        outs.append({line.split("\t")[0].strip(): line.split("\t")[2] for line in out.splitlines()})
     base, cut, strict, complete = outs
-    assert int(cut["num_ret"]) < int(base["num_ret"]) and cut["map"] != base["map"]
+    assert int(cut["num_ret"]) < int(base["num_ret"])
+    assert cut["map"] != base["map"]
     assert strict["map"] != base["map"]
-    assert int(complete["num_q"]) > int(base["num_q"]) and float(complete["map"]) < float(base["map"])
+    assert int(complete["num_q"]) > int(base["num_q"])
+    assert float(complete["map"]) < float(base["map"])
 
 
 @pytest.mark.parametrize(
@@ -276,14 +342,17 @@ def test_bad_measures_and_options_exit_2(
 ) -> None:
     run_path, qrels_path = write_files(tmp_path, *random_case(1))
     status, out, err = call(capsys, "--run", run_path, "--qrels", qrels_path, *args)
-    assert status == 2 and out == ""
+    assert status == 2
+    assert out == ""
     assert len(err.splitlines()) == 1 and fragment in err, err
 
 
 def test_two_runs_with_per_query_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run_path, qrels_path = write_files(tmp_path, *random_case(1))
     status, out, err = call(capsys, "--run", run_path, "--run", run_path, "--qrels", qrels_path, "-q")
-    assert status == 2 and out == "" and "one --run" in err
+    assert status == 2
+    assert out == ""
+    assert "one --run" in err
 
 
 def test_measure_names_and_parameters() -> None:
@@ -295,7 +364,8 @@ def test_measure_names_and_parameters() -> None:
     assert parse_measure("ndcg.1=0,2=1")[0].labels() == ["ndcg_1=0,2=1"]
     assert parse_measure("ndcg.1=0,x=2")[0].pairs == ((1, 0.0),)  # trec_eval ignores a non-integer level
     official = [m.name for m in parse_measures(["official"])]
-    assert official[:3] == ["runid", "num_q", "num_ret"] and official[-1] == "P"
+    assert official[:3] == ["runid", "num_q", "num_ret"]
+    assert official[-1] == "P"
     assert [m.name for m in parse_measures(["P", "map"])] == ["map", "P"]  # trec_eval's print order
 
 
@@ -308,10 +378,27 @@ def trec_eval_binary() -> str | None:
 )
 @pytest.mark.parametrize(
     "options",
-    [["-q", "-m", "all_trec"], ["-q"], ["-q", "-c", "-M", "5", "-m", "all_trec"], ["-q", "-l", "2", "-M", "3", "-m", "all_trec"],
-     ["-q", "-m", "P.3,7", "-m", "ndcg.1=0,2=1,3=5", "-m", "G.0=1,2=3", "-m", "relstring.4", "-m", "set_F.0.5"]],
+    [
+        ["-q", "-m", "all_trec"],
+        ["-q"],
+        ["-q", "-c", "-M", "5", "-m", "all_trec"],
+        ["-q", "-l", "2", "-M", "3", "-m", "all_trec"],
+        [
+            "-q",
+            "-m",
+            "P.3,7",
+            "-m",
+            "ndcg.1=0,2=1,3=5",
+            "-m",
+            "G.0=1,2=3",
+            "-m",
+            "relstring.4",
+            "-m",
+            "set_F.0.5",
+        ],
+    ],
     ids=["all_trec", "official", "c-M", "l-M", "parameters"],
-)  # fmt: skip
+)
 def test_lines_equal_the_trec_eval_binary_s(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], options: list[str]
 ) -> None:
