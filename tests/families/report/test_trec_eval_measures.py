@@ -344,7 +344,8 @@ def test_bad_measures_and_options_exit_2(
     status, out, err = call(capsys, "--run", run_path, "--qrels", qrels_path, *args)
     assert status == 2
     assert out == ""
-    assert len(err.splitlines()) == 1 and fragment in err, err
+    assert len(err.splitlines()) == 1, err
+    assert fragment in err, err
 
 
 def test_two_runs_with_per_query_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
