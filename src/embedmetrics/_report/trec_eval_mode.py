@@ -20,8 +20,9 @@ from embedmetrics._io.errors import ReportInputError
 TREC_EVAL_FLAGS = ("per_query", "all_judged_queries", "max_docs", "relevance_level", "measure")
 
 
-def add_flags(group: argparse._ArgumentGroup) -> None:
+def add_flags(report: argparse.ArgumentParser) -> None:
     """trec_eval's options, its short names as aliases, and ``--format``."""
+    group = report.add_argument_group("trec_eval's measures and options (one --run with --qrels)")
     group.add_argument(
         "-q", "--per-query", action="store_true", help="print every query's values too (trec_eval -q)"
     )
