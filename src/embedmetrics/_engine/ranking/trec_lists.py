@@ -30,14 +30,32 @@ class Segments:
         return cls(torch.cat([sizes.new_zeros(1), sizes.cumsum(0)]))
 
     def sum(self, values: Tensor) -> Tensor:
-        """Per query: the sum of its rows' values (float64)."""
-        return torch.zeros(self.n_queries, dtype=F64).index_add_(0, self.row_query, values.to(F64))
+        """Per query: the sum of its rows' values (float64), added in row order as trec_eval adds them."""
+        if not values.is_floating_point():
+            return torch.zeros(self.n_queries, dtype=F64).index_add_(0, self.row_query, values.to(F64))
+        return self.at(self.cumsum(values.to(F64)), self.sizes)
 
     def cumsum(self, values: Tensor) -> Tensor:
-        """Per row: the sum of its query's values up to and including it."""
-        total = values.cumsum(0)
-        before = torch.cat([total.new_zeros(1), total])[self.starts[:-1]]
-        return total - before[self.row_query]
+        """Per row: the sum of its query's values up to and including it. Integers: one running sum less
+        each query's start (exact). Floats: added in row order within each query (as trec_eval's loops
+        add them; a running sum over all queries would round differently), the queries in blocks of
+        similar sizes, each padded to a power of two (less than twice the rows in all)."""
+        if not values.is_floating_point():
+            total = values.cumsum(0)
+            before = torch.cat([total.new_zeros(1), total])[self.starts[:-1]]
+            return total - before[self.row_query]
+        out = torch.empty_like(values)
+        width = torch.where(self.sizes > 1, 2 ** torch.ceil(torch.log2(self.sizes.clamp(min=1).to(F64))), 1.0)
+        for size in torch.unique(width[self.sizes > 0]).tolist():
+            queries = torch.nonzero(width == size).reshape(-1)
+            queries = queries[self.sizes[queries] > 0]
+            offsets = torch.arange(int(size))
+            inside = offsets[None, :] < self.sizes[queries, None]
+            rows = (self.starts[queries, None] + offsets[None, :])[inside]
+            block = values.new_zeros(queries.numel(), int(size))
+            block[inside] = values[rows]
+            out[rows] = block.cumsum(1)[inside]
+        return out
 
     def at(self, cumulative: Tensor, count: Tensor) -> Tensor:
         """Per query (or per query and column: ``count`` of shape ``(Q,)`` or ``(Q, C)``), a row
