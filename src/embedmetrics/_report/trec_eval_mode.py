@@ -10,8 +10,10 @@ The lists are ranked in trec_eval's order (score descending, then docno descendi
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import sys
+import threading
 from typing import Any
 
 from embedmetrics._io.errors import ReportInputError
@@ -96,10 +98,16 @@ def _run_tag(path: str) -> str:
     return ""
 
 
-def _value(value: float, integer: bool) -> str:
-    if integer and math.isfinite(value):
-        return str(int(value))
-    return "nan" if math.isnan(value) else f"{value:6.4f}"
+def _text(value: float, integer: bool) -> str:
+    """trec_eval's ``%6.4f`` of a value (``%ld`` for the counts)."""
+    return str(int(value)) if integer and math.isfinite(value) else f"{value:6.4f}"
+
+
+def _texts(values: Any, integer: bool) -> list[str]:
+    """``_text`` of every value of a column."""
+    if integer:
+        return [_text(v, True) for v in values.tolist()]
+    return [f"{v:6.4f}" for v in values.tolist()]
 
 
 def relstrings(lists: Any, length: float) -> list[str]:
@@ -114,27 +122,33 @@ def relstrings(lists: Any, length: float) -> list[str]:
 
 def trec_eval_lines(lists: Any, values: dict[str, Any], summary: dict[str, float], measures: list[Any],
                     per_query: bool, run_tag: str) -> list[str]:  # fmt: skip
-    """trec_eval's output lines: each query's (``per_query``), then ``runid`` and the summary."""
-    lines = []
-    query_ids = lists.query_ids
-    texts = {m.labels()[0]: relstrings(lists, m.params[0]) for m in measures if m.name == "relstring"}
+    """trec_eval's output lines: each query's (``per_query``: query by query, its measures in trec_eval's
+    order), then ``runid`` and the summary."""
+    lines: list[str] = []
     if per_query:
-        for i, query in enumerate(query_ids):
-            for measure in measures:
-                if measure.name == "relstring":
-                    lines.append(f"{measure.labels()[0]:<22}\t{query}\t'{texts[measure.labels()[0]][i]}'")
-                elif measure.kind.per_query:
-                    lines += [f"{label:<22}\t{query}\t{_value(float(values[label][i]), measure.kind.integer)}"
-                              for label in measure.labels()]  # fmt: skip
+        columns = []  # one list of lines per printed label, then interleaved query by query
+        for measure in measures:
+            if measure.name == "relstring":
+                texts = [f"'{t}'" for t in relstrings(lists, measure.params[0])]
+                columns.append(_column(measure.labels()[0], lists.query_ids, texts))
+            elif measure.kind.per_query:
+                columns += [_column(label, lists.query_ids, _texts(values[label], measure.kind.integer))
+                            for label in measure.labels()]  # fmt: skip
+        lines = list(itertools.chain.from_iterable(zip(*columns)))
     for measure in measures:
         if measure.name == "runid":
             lines.append(f"{'runid':<22}\tall\t{run_tag}")
         if measure.kind.summary == "none":
             continue
         lines += [
-            f"{label:<22}\tall\t{_value(summary[label], measure.kind.integer)}" for label in measure.labels()
+            f"{label:<22}\tall\t{_text(summary[label], measure.kind.integer)}" for label in measure.labels()
         ]
     return lines
+
+
+def _column(label: str, query_ids: list[str], texts: list[str]) -> list[str]:
+    prefix = f"{label:<22}\t"
+    return [prefix + query + "\t" + text for query, text in zip(query_ids, texts)]
 
 
 def run_trec_eval(args: argparse.Namespace, runs: list[str]) -> int:
@@ -142,18 +156,24 @@ def run_trec_eval(args: argparse.Namespace, runs: list[str]) -> int:
     from embedmetrics._io.trec import read_qrels, read_run
     from embedmetrics._io.trec_eval_lists import graded_lists
     from embedmetrics._report import output
+    from embedmetrics._report.preflight import _import_quietly
 
     measures = check(args, runs)
     if args.json not in (None, "-"):
         output.check_writable(args.json)
     level = 1 if args.relevance_level is None else args.relevance_level
-    lists = graded_lists(read_run(runs[0]), read_qrels(args.qrels), max_docs=args.max_docs)
+    engine = "embedmetrics._engine.ranking.trec_eval"
+    worker = threading.Thread(target=_import_quietly, args=(engine,), daemon=True)
+    worker.start()  # torch imports while the files are read (Arrow's and NumPy's native code)
+    try:
+        lists = graded_lists(read_run(runs[0]), read_qrels(args.qrels), max_docs=args.max_docs)
+    finally:
+        worker.join()
     from embedmetrics._engine.ranking.trec_eval import trec_eval_values
 
     values, summary = trec_eval_values(lists, measures, level, args.all_judged_queries)
-    document = _document(lists, values, summary, measures, args)
     if args.json is not None:
-        text = output.dump(document)
+        text = output.dump(_document(lists, values, summary, measures, args))
         if args.json == "-":
             sys.stdout.write(text + "\n")
             return 0

@@ -7,7 +7,7 @@ import torch
 from torch import Tensor
 
 from embedmetrics._engine.ranking.trec_lists import F64
-from embedmetrics._engine.ranking.trec_measures import Measure, Ranked, _discounted, _div
+from embedmetrics._engine.ranking.trec_measures import Measure, Ranked, _div
 
 
 def _ideal_by_row(r: Ranked, pairs: tuple[tuple[int, float], ...]) -> Tensor:
@@ -22,7 +22,7 @@ def g_measure(r: Ranked, m: Measure) -> list[Tensor]:
     """``G``: gains discounted by the log of the cost so far (the ideal gain at each position, at least 1)
     less the gain so far, over the ideal ranking's total gain."""
     pairs = m.pairs
-    gain = r.gains(pairs)
+    gain = r.memo(("gain", pairs), lambda: r.gains(pairs))
     cost = r.seg.cumsum(_ideal_by_row(r, pairs).clamp(min=1.0))
     term = torch.where(gain != 0, gain / torch.log2(2 + cost - r.seg.cumsum(gain)), 0.0)
     ideal_seg, ideal_gain = r.ideal(pairs)
@@ -33,18 +33,13 @@ def ndcg_rel(r: Ranked, m: Measure) -> list[Tensor]:
     """``ndcg_rel``: nDCG at each retrieved document of positive gain, and the final nDCG for each relevant
     document not retrieved, averaged over the ideal ranking's size."""
     pairs = m.pairs
-    ideal_seg, ideal_gain = r.ideal(pairs)
-    gain = r.gains(pairs)
-    dcg = r.seg.cumsum(_discounted(gain, r.seg))
-    ideal_cum = ideal_seg.cumsum(_discounted(ideal_gain, ideal_seg))
+    ideal_seg, _ = r.ideal(pairs)
+    gain = r.memo(("gain", pairs), lambda: r.gains(pairs))
+    (dcg, dcg_all), (ideal_cum, idcg_all) = r.dcg(pairs), r.idcg(pairs)
     sizes = ideal_seg.sizes[r.seg.row_query]
-    capped = torch.minimum(r.seg.position, sizes - 1)
-    at = torch.cat([ideal_cum, ideal_cum.new_zeros(1)])[
-        torch.where(sizes > 0, ideal_seg.starts[:-1][r.seg.row_query] + capped, -1)
-    ]
+    capped = ideal_seg.starts[:-1][r.seg.row_query] + torch.minimum(r.seg.position, sizes - 1)
+    at = torch.cat([ideal_cum, ideal_cum.new_zeros(1)])[torch.where(sizes > 0, capped, -1)]
     total = r.seg.sum(torch.where(gain > 0, dcg / at, 0.0))
-    dcg_all = r.seg.sum(_discounted(gain, r.seg))
-    idcg_all = ideal_seg.sum(_discounted(ideal_gain, ideal_seg))
     missing = (ideal_seg.sizes - r.seg.sum(gain > 0)).to(F64)
     total = total + missing * dcg_all / idcg_all
     return [torch.where(total > 0, total / ideal_seg.sizes.clamp(min=1), 0.0)]
@@ -66,21 +61,17 @@ def rndcg(r: Ranked, m: Measure) -> list[Tensor]:
     """``Rndcg``: nDCG averaged over the positions where the ideal gain changes (at the position, before it
     counts), plus the full lists' nDCG when more than one document is ranked past the ideal ranking."""
     pairs = m.pairs
-    ideal_seg, ideal_gain = r.ideal(pairs)
-    dcg_cum = r.seg.cumsum(_discounted(r.gains(pairs), r.seg))
-    ideal_cum = ideal_seg.cumsum(_discounted(ideal_gain, ideal_seg))
+    ideal_seg, _ = r.ideal(pairs)
+    (dcg_cum, dcg_all), (ideal_cum, idcg_all) = r.dcg(pairs), r.idcg(pairs)
     query, b = _boundaries(r, pairs)
     idcg = ideal_cum[ideal_seg.starts[:-1][query] + b - 1]
     shown = torch.minimum(b, r.n_ret[query])
-    dcg = torch.cat([dcg_cum.new_zeros(1), dcg_cum])[
-        torch.where(shown > 0, r.seg.starts[:-1][query] + shown, 0)
-    ]
+    padded = torch.cat([dcg_cum.new_zeros(1), dcg_cum])
+    dcg = padded[torch.where(shown > 0, r.seg.starts[:-1][query] + shown, 0)]
     q = r.seg.n_queries
     total = torch.zeros(q, dtype=F64).index_add_(0, query, dcg / idcg)
     count = torch.zeros(q, dtype=F64).index_add_(0, query, torch.ones_like(idcg))
-    extra = r.n_ret > ideal_seg.sizes + 1
-    dcg_all = r.seg.sum(_discounted(r.gains(pairs), r.seg))
-    idcg_all = ideal_seg.sum(_discounted(ideal_gain, ideal_seg))
-    total = total + torch.where(extra & (idcg_all > 0), dcg_all / idcg_all, 0.0)
-    count = count + (extra & (idcg_all > 0))
+    extra = (r.n_ret > ideal_seg.sizes + 1) & (idcg_all > 0)
+    total = total + torch.where(extra, dcg_all / idcg_all, 0.0)
+    count = count + extra
     return [torch.where(r.n_rel > 0, total / count, 0.0)]

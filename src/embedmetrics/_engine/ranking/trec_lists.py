@@ -24,6 +24,7 @@ class Segments:
         self.n_queries = int(self.sizes.numel())
         self.row_query = torch.repeat_interleave(torch.arange(self.n_queries), self.sizes)
         self.position = torch.arange(self.row_query.numel()) - self.starts[:-1][self.row_query]
+        self._layout: list[tuple[Tensor, Tensor, Tensor]] | None = None
 
     @classmethod
     def of_sizes(cls, sizes: Tensor) -> Segments:
@@ -45,17 +46,27 @@ class Segments:
             before = torch.cat([total.new_zeros(1), total])[self.starts[:-1]]
             return total - before[self.row_query]
         out = torch.empty_like(values)
-        width = torch.where(self.sizes > 1, 2 ** torch.ceil(torch.log2(self.sizes.clamp(min=1).to(F64))), 1.0)
-        for size in torch.unique(width[self.sizes > 0]).tolist():
-            queries = torch.nonzero(width == size).reshape(-1)
-            queries = queries[self.sizes[queries] > 0]
-            offsets = torch.arange(int(size))
-            inside = offsets[None, :] < self.sizes[queries, None]
-            rows = (self.starts[queries, None] + offsets[None, :])[inside]
-            block = values.new_zeros(queries.numel(), int(size))
-            block[inside] = values[rows]
-            out[rows] = block.cumsum(1)[inside]
+        padded = torch.cat([values, values.new_zeros(1)])
+        for gather, inside, rows in self._blocks():
+            out[rows] = padded[gather].cumsum(1).reshape(-1)[inside]
         return out
+
+    def _blocks(self) -> list[tuple[Tensor, Tensor, Tensor]]:
+        """``cumsum``'s blocks, computed once: queries whose sizes round up to the same power of two, as
+        ``(gather, inside, rows)``: the rows of each query padded to the block's width (the padding points
+        past the last row), the padded cells that hold a row (flat), and those rows."""
+        if self._layout is None:
+            self._layout = []
+            width = 2 ** torch.ceil(torch.log2(self.sizes.clamp(min=1).to(F64))).long()
+            n_rows = int(self.starts[-1])
+            for size in torch.unique(width[self.sizes > 0]).tolist():
+                queries = torch.nonzero((width == size) & (self.sizes > 0)).reshape(-1)
+                offsets = torch.arange(size)
+                mask = offsets[None, :] < self.sizes[queries, None]
+                gather = torch.where(mask, self.starts[queries, None] + offsets[None, :], n_rows)
+                inside = torch.nonzero(mask.reshape(-1)).reshape(-1)
+                self._layout.append((gather, inside, gather.reshape(-1)[inside]))
+        return self._layout
 
     def at(self, cumulative: Tensor, count: Tensor) -> Tensor:
         """Per query (or per query and column: ``count`` of shape ``(Q,)`` or ``(Q, C)``), a row

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -47,6 +48,26 @@ class Ranked:
         judged_nonrel = self.level_count * (self.level_grade < level)
         self.n_nonrel = torch.zeros(q, dtype=torch.long).index_add_(0, self.level_query, judged_nonrel)
         self._ideal: dict[tuple[tuple[int, float], ...], tuple[Segments, Tensor]] = {}
+        self._memo: dict[object, Any] = {}
+
+    def memo(self, key: object, compute: Callable[[], Any]) -> Any:
+        """``compute()``, once per key: what several measures share (``map`` and ``gm_map``, the gains)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    def dcg(self, pairs: tuple[tuple[int, float], ...]) -> tuple[Tensor, Tensor]:
+        """Per row the discounted gain so far, and per query the list's DCG."""
+        cumulative = self.memo(
+            ("dcg", pairs), lambda: self.seg.cumsum(_discounted(self.gains(pairs), self.seg))
+        )
+        return cumulative, self.seg.at(cumulative, self.n_ret)
+
+    def idcg(self, pairs: tuple[tuple[int, float], ...]) -> tuple[Tensor, Tensor]:
+        """Per ideal position the ideal discounted gain so far, and per query the ideal DCG."""
+        seg, gain = self.ideal(pairs)
+        cumulative = self.memo(("idcg", pairs), lambda: seg.cumsum(_discounted(gain, seg)))
+        return cumulative, seg.at(cumulative, seg.sizes)
 
     def prefix(self, cumulative: Tensor, k: Tensor) -> Tensor:
         """A cumulative after the first ``min(k, n_ret)`` rows of each query (``k``: ``(Q,)`` or
@@ -95,7 +116,7 @@ def _average_precision(r: Ranked) -> Tensor:
 
 
 def _map(r: Ranked, m: Measure) -> list[Tensor]:
-    ap = _div(r.seg.sum(_average_precision(r)), r.n_rel)
+    ap = r.memo("ap", lambda: _div(r.seg.sum(_average_precision(r)), r.n_rel))
     if m.name == "gm_map":
         return [ap.clamp(min=MIN_GEO_MEAN).log()]
     return [ap]
@@ -140,19 +161,23 @@ def _judged_preferences(r: Ranked) -> tuple[Tensor, Tensor, Tensor, Tensor]:
 
 
 def _bpref(r: Ranked, m: Measure) -> list[Tensor]:
-    rel, nonrel_so_far, _, _ = _judged_preferences(r)
-    big_r = r.n_rel[r.seg.row_query]
-    denominator = torch.minimum(r.n_nonrel[r.seg.row_query], big_r).clamp(min=1).to(F64)
-    term = torch.where(nonrel_so_far > 0, 1.0 - torch.minimum(nonrel_so_far, big_r) / denominator, 1.0)
-    total = r.seg.sum(term * rel)
-    bpref = torch.where(r.n_rel > 0, total / r.n_rel.clamp(min=1), total)
+    bpref = r.memo("bpref", lambda: _bpref_values(r))
     if m.name == "gm_bpref":
         return [bpref.clamp(min=MIN_GEO_MEAN).log()]
     return [bpref]
 
 
+def _bpref_values(r: Ranked) -> Tensor:
+    rel, nonrel_so_far, _, _ = _judged_preferences(r)
+    big_r = r.n_rel[r.seg.row_query]
+    denominator = torch.minimum(r.n_nonrel[r.seg.row_query], big_r).clamp(min=1).to(F64)
+    term = torch.where(nonrel_so_far > 0, 1.0 - torch.minimum(nonrel_so_far, big_r) / denominator, 1.0)
+    total = r.seg.sum(term * rel)
+    return torch.where(r.n_rel > 0, total / r.n_rel.clamp(min=1), total)
+
+
 def _infap(r: Ranked, m: Measure) -> list[Tensor]:
-    rel, nonrel, rel_so_far, unjudged = _judged_preferences(r)
+    rel, nonrel, rel_so_far, unjudged = r.memo("judged", lambda: _judged_preferences(r))
     j = r.seg.position.to(F64)
     above = (rel_so_far - 1).to(F64)
     seen = (above + nonrel + unjudged) / j.clamp(min=1)
@@ -185,7 +210,7 @@ def _recall_counts(r: Ranked, fractions: Sequence[float]) -> Tensor:
 
 
 def _iprec(r: Ranked, m: Measure) -> list[Tensor]:
-    values = _interpolated(r, _recall_counts(r, m.params))
+    values = r.memo(("iprec", m.params), lambda: _interpolated(r, _recall_counts(r, m.params)))
     if m.name == "11pt_avg":
         return [values.sum(1) / len(m.params)]
     return list(values.T)
@@ -225,17 +250,15 @@ def _discounted(gain: Tensor, seg: Segments) -> Tensor:
 
 
 def _ndcg(r: Ranked, m: Measure) -> list[Tensor]:
-    ideal_seg, ideal_gain = r.ideal(m.pairs)
-    dcg = r.seg.sum(_discounted(r.gains(m.pairs), r.seg))
-    idcg = ideal_seg.sum(_discounted(ideal_gain, ideal_seg))
+    dcg, idcg = r.dcg(m.pairs)[1], r.idcg(m.pairs)[1]
     return [_div(dcg, idcg) * (idcg > 0)]
 
 
 def _ndcg_cut(r: Ranked, m: Measure) -> list[Tensor]:
     k = r.cutoffs(m)
-    ideal_seg, ideal_gain = r.ideal(())
-    dcg = r.prefix(r.seg.cumsum(_discounted(r.gains(()), r.seg)), k)
-    ideal_cum = ideal_seg.cumsum(_discounted(ideal_gain, ideal_seg))
+    ideal_seg, _ = r.ideal(())
+    dcg = r.prefix(r.dcg(())[0], k)
+    ideal_cum = r.idcg(())[0]
     idcg = ideal_seg.at(ideal_cum, torch.minimum(k, ideal_seg.sizes[:, None]))
     return list(torch.where(idcg > 0, dcg / torch.where(idcg > 0, idcg, 1.0), dcg).T)
 
