@@ -415,3 +415,15 @@ def test_lines_equal_the_trec_eval_binary_s(
         )
         assert status == 0, err
         assert out.splitlines() == theirs.stdout.splitlines()
+
+
+def test_four_decimals_is_printf_s() -> None:
+    import numpy as np
+
+    from embedmetrics._report.trec_eval_mode import four_decimals
+
+    rng = np.random.default_rng(7)
+    ties = np.arange(4000) / 32  # exact binary fractions: rounding ties at the fourth decimal
+    odd = [math.nan, math.inf, -0.5, -1e-9, 12.34567, 9.99995, 9.99994999, 0.00005, 0.00015, 1 / 3, 1e9]
+    values = np.concatenate([rng.random(20000), np.arange(10001) / 10000, ties, odd])
+    assert four_decimals(values) == [f"{v:6.4f}" for v in values.tolist()]
