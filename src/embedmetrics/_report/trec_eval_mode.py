@@ -116,9 +116,8 @@ def four_decimals(values: Any) -> list[str]:
     there); any other by Python's formatting, which rounds as C's ``printf`` does."""
     import numpy as np
 
-    scaled = values * 10000.0
-    whole = np.floor(scaled)
-    simple = np.isfinite(scaled) & (scaled >= 0) & (scaled < 99999.5) & (np.abs(scaled - whole - 0.5) > 1e-6)
+    scaled = np.where(np.isfinite(values), values, -1.0) * 10000.0
+    simple = (scaled >= 0) & (scaled < 99999.5) & (np.abs(scaled - np.floor(scaled) - 0.5) > 1e-6)
     k = np.where(simple, np.floor(scaled + 0.5), 0).astype(np.int64)
     chars = np.empty((k.size, 6), dtype=np.uint32)
     chars[:, 0] = 48 + k // 10000
