@@ -6,27 +6,25 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.ranking.trec_lists import F64
+from embedmetrics._engine.ranking.trec_lists import F64, Segments
 from embedmetrics._engine.ranking.trec_measures import Measure, Ranked, _div
-
-
-def _ideal_by_row(r: Ranked, pairs: tuple[tuple[int, float], ...]) -> Tensor:
-    """Each ranked row's ideal gain at its position (0 past the ideal ranking)."""
-    ideal_seg, ideal_gain = r.ideal(pairs)
-    inside = r.seg.position < ideal_seg.sizes[r.seg.row_query]
-    index = torch.where(inside, ideal_seg.starts[:-1][r.seg.row_query] + r.seg.position, -1)
-    return torch.cat([ideal_gain, ideal_gain.new_zeros(1)])[index]
 
 
 def g_measure(r: Ranked, m: Measure) -> list[Tensor]:
     """``G``: gains discounted by the log of the cost so far (the ideal gain at each position, at least 1)
     less the gain so far, over the ideal ranking's total gain."""
     pairs = m.pairs
-    gain = r.memo(("gain", pairs), lambda: r.gains(pairs))
-    cost = r.seg.cumsum(_ideal_by_row(r, pairs).clamp(min=1.0))
-    term = torch.where(gain != 0, gain / torch.log2(2 + cost - r.seg.cumsum(gain)), 0.0)
+    rows, seg, _, _ = r.dcg(pairs)  # the rows of non-zero gain: the others add nothing
+    gain = r.gain(pairs)[rows]
     ideal_seg, ideal_gain = r.ideal(pairs)
-    return [_div(r.seg.sum(term), ideal_seg.sum(ideal_gain))]
+    above_one = ideal_seg.cumsum((ideal_gain - 1.0).clamp(min=0.0))  # a cost is the ideal gain, at least 1
+    position = r.seg.position[rows]
+    query = seg.row_query
+    cost = (position + 1).to(F64) + ideal_seg.at_query(
+        above_one, query, torch.minimum(position + 1, ideal_seg.sizes[query])
+    )
+    term = gain / torch.log2(2 + cost - seg.cumsum(gain))
+    return [_div(seg.sum(term), ideal_seg.sum(ideal_gain))]
 
 
 def ndcg_rel(r: Ranked, m: Measure) -> list[Tensor]:
@@ -34,14 +32,20 @@ def ndcg_rel(r: Ranked, m: Measure) -> list[Tensor]:
     document not retrieved, averaged over the ideal ranking's size."""
     pairs = m.pairs
     ideal_seg, _ = r.ideal(pairs)
-    gain = r.memo(("gain", pairs), lambda: r.gains(pairs))
-    (dcg, dcg_all), (ideal_cum, idcg_all) = r.dcg(pairs), r.idcg(pairs)
-    sizes = ideal_seg.sizes[r.seg.row_query]
-    capped = ideal_seg.starts[:-1][r.seg.row_query] + torch.minimum(r.seg.position, sizes - 1)
+    rows, _, dcg, _ = r.dcg(pairs)
+    positive = r.gain(pairs)[rows] > 0
+    rows, dcg = rows[positive], dcg[positive]
+    query = r.seg.row_query[rows]
+    counted = Segments.of_sizes(
+        torch.zeros(r.seg.n_queries, dtype=torch.long).index_add_(0, query, torch.ones_like(query))
+    )
+    ideal_cum, idcg_all = r.idcg(pairs)
+    sizes = ideal_seg.sizes[query]
+    capped = ideal_seg.starts[:-1][query] + torch.minimum(r.seg.position[rows], sizes - 1)
     at = torch.cat([ideal_cum, ideal_cum.new_zeros(1)])[torch.where(sizes > 0, capped, -1)]
-    total = r.seg.sum(torch.where(gain > 0, dcg / at, 0.0))
-    missing = (ideal_seg.sizes - r.seg.sum(gain > 0)).to(F64)
-    total = total + missing * dcg_all / idcg_all
+    total = counted.sum(dcg / at)
+    missing = (ideal_seg.sizes - counted.sizes).to(F64)
+    total = total + missing * r.dcg_total(pairs) / idcg_all
     return [torch.where(total > 0, total / ideal_seg.sizes.clamp(min=1), 0.0)]
 
 
@@ -62,12 +66,10 @@ def rndcg(r: Ranked, m: Measure) -> list[Tensor]:
     counts), plus the full lists' nDCG when more than one document is ranked past the ideal ranking."""
     pairs = m.pairs
     ideal_seg, _ = r.ideal(pairs)
-    (dcg_cum, dcg_all), (ideal_cum, idcg_all) = r.dcg(pairs), r.idcg(pairs)
+    dcg_all, (ideal_cum, idcg_all) = r.dcg_total(pairs), r.idcg(pairs)
     query, b = _boundaries(r, pairs)
     idcg = ideal_cum[ideal_seg.starts[:-1][query] + b - 1]
-    shown = torch.minimum(b, r.n_ret[query])
-    padded = torch.cat([dcg_cum.new_zeros(1), dcg_cum])
-    dcg = padded[torch.where(shown > 0, r.seg.starts[:-1][query] + shown, 0)]
+    dcg = r.dcg_at(pairs, query, torch.minimum(b, r.n_ret[query]))
     q = r.seg.n_queries
     total = torch.zeros(q, dtype=F64).index_add_(0, query, dcg / idcg)
     count = torch.zeros(q, dtype=F64).index_add_(0, query, torch.ones_like(idcg))

@@ -72,9 +72,14 @@ class Segments:
         """Per query (or per query and column: ``count`` of shape ``(Q,)`` or ``(Q, C)``), a row
         cumulative read after the first ``count`` rows of the query (``count`` at most its size; 0 where
         ``count`` is 0)."""
-        starts = self.starts[:-1].reshape(-1, *([1] * (count.dim() - 1)))
+        query = torch.arange(self.n_queries).reshape(-1, *([1] * (count.dim() - 1)))
+        return self.at_query(cumulative, query, count)
+
+    def at_query(self, cumulative: Tensor, query: Tensor, count: Tensor) -> Tensor:
+        """``at`` for any queries: the cumulative after the first ``count`` rows of ``query``
+        (broadcast together)."""
         padded = torch.cat([cumulative.new_zeros(1), cumulative])
-        taken = padded[(starts + count).clamp(min=1)]
+        taken = padded[(self.starts[query] + count).clamp(min=1)]
         return torch.where(count > 0, taken, torch.zeros_like(taken))
 
 

@@ -56,12 +56,46 @@ class Ranked:
             self._memo[key] = compute()
         return self._memo[key]
 
-    def dcg(self, pairs: tuple[tuple[int, float], ...]) -> tuple[Tensor, Tensor]:
-        """Per row the discounted gain so far, and per query the list's DCG."""
-        cumulative = self.memo(
-            ("dcg", pairs), lambda: self.seg.cumsum(_discounted(self.gains(pairs), self.seg))
-        )
-        return cumulative, self.seg.at(cumulative, self.n_ret)
+    def rows(self, key: object, mask: Tensor) -> tuple[Tensor, Segments]:
+        """The rows where ``mask`` holds, in order, and their segments (once per ``key``): the few rows
+        a measure adds up (relevant ones, non-zero gains); their sums add the same terms in the same
+        order as a loop over every row would (the others add 0)."""
+
+        def build() -> tuple[Tensor, Segments]:
+            rows = torch.nonzero(mask).reshape(-1)
+            sizes = torch.zeros(self.seg.n_queries, dtype=torch.long)
+            sizes.index_add_(0, self.seg.row_query[rows], torch.ones_like(rows))
+            return rows, Segments.of_sizes(sizes)
+
+        found: tuple[Tensor, Segments] = self.memo(("rows", key), build)
+        return found
+
+    def gain(self, pairs: tuple[tuple[int, float], ...]) -> Tensor:
+        found: Tensor = self.memo(("gain", pairs), lambda: self.gains(pairs))
+        return found
+
+    def dcg(self, pairs: tuple[tuple[int, float], ...]) -> tuple[Tensor, Segments, Tensor, Tensor]:
+        """The rows of non-zero gain and their segments, the discounted gain so far at each, and per row
+        of the lists how many rows of non-zero gain it ends."""
+
+        def build() -> tuple[Tensor, Segments, Tensor, Tensor]:
+            gain = self.gain(pairs)
+            nonzero = gain != 0
+            rows, seg = self.rows(("gain", pairs), nonzero)
+            discounted = gain[rows] / torch.log2((self.seg.position[rows] + 2).to(F64))
+            return rows, seg, seg.cumsum(discounted), self.seg.cumsum(nonzero.long())
+
+        found: tuple[Tensor, Segments, Tensor, Tensor] = self.memo(("dcg", pairs), build)
+        return found
+
+    def dcg_at(self, pairs: tuple[tuple[int, float], ...], query: Tensor, count: Tensor) -> Tensor:
+        """The DCG of the first ``count`` documents of ``query``'s list (at most its size), elementwise."""
+        _, seg, cumulative, nonzero = self.dcg(pairs)
+        return seg.at_query(cumulative, query, self.seg.at_query(nonzero, query, count))
+
+    def dcg_total(self, pairs: tuple[tuple[int, float], ...]) -> Tensor:
+        _, seg, cumulative, _ = self.dcg(pairs)
+        return seg.at(cumulative, seg.sizes)
 
     def idcg(self, pairs: tuple[tuple[int, float], ...]) -> tuple[Tensor, Tensor]:
         """Per ideal position the ideal discounted gain so far, and per query the ideal DCG."""
@@ -111,20 +145,29 @@ def _counts(r: Ranked, m: Measure) -> list[Tensor]:
     return [values[m.name].to(F64)]
 
 
-def _average_precision(r: Ranked) -> Tensor:
-    return r.is_rel * r.cum_rel / (r.seg.position + 1).to(F64)
+def _average_precision(r: Ranked) -> tuple[Segments, Tensor]:
+    """The relevant rows' segments, and the precision so far at each, added up."""
+
+    def build() -> tuple[Segments, Tensor]:
+        rows, seg = r.rows("rel", r.is_rel)
+        return seg, seg.cumsum(r.cum_rel[rows] / (r.seg.position[rows] + 1).to(F64))
+
+    found: tuple[Segments, Tensor] = r.memo("ap_terms", build)
+    return found
 
 
 def _map(r: Ranked, m: Measure) -> list[Tensor]:
-    ap = r.memo("ap", lambda: _div(r.seg.sum(_average_precision(r)), r.n_rel))
+    seg, terms = _average_precision(r)
+    ap = r.memo("ap", lambda: _div(seg.at(terms, seg.sizes), r.n_rel))
     if m.name == "gm_map":
         return [ap.clamp(min=MIN_GEO_MEAN).log()]
     return [ap]
 
 
 def _map_cut(r: Ranked, m: Measure) -> list[Tensor]:
-    terms = r.seg.cumsum(_average_precision(r))
-    return list(_div(r.prefix(terms, r.cutoffs(m)), r.n_rel[:, None]).T)
+    seg, terms = _average_precision(r)
+    found = r.prefix(r.cum_rel, r.cutoffs(m))  # relevant documents among the first k
+    return list(_div(seg.at(terms, found), r.n_rel[:, None]).T)
 
 
 def _rprec(r: Ranked, m: Measure) -> list[Tensor]:
@@ -152,12 +195,19 @@ def _at_k(r: Ranked, m: Measure) -> list[Tensor]:
     return list(out.T)
 
 
-def _judged_preferences(r: Ranked) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Rows that are judged relevant, and per row the judged non-relevant, judged relevant and in-pool
-    unjudged documents so far (bpref and infAP skip documents the qrels do not list)."""
-    rel = (r.grade >= 0) & r.is_rel
-    nonrel = (r.grade >= 0) & ~r.is_rel
-    return (rel, r.seg.cumsum(nonrel.long()), r.seg.cumsum(rel.long()), r.seg.cumsum((r.grade == -2).long()))
+def _judged_preferences(r: Ranked) -> tuple[Tensor, Segments, Tensor, Tensor, Tensor]:
+    """The judged relevant rows and their segments, and at each the judged non-relevant, judged relevant
+    and in-pool unjudged documents so far (bpref and infAP skip documents the qrels do not list)."""
+
+    def build() -> tuple[Tensor, Segments, Tensor, Tensor, Tensor]:
+        judged = r.grade >= 0
+        rows, seg = r.rows("judged_rel", judged & r.is_rel)
+        nonrel = r.seg.cumsum((judged & ~r.is_rel).long())[rows]
+        unjudged = r.seg.cumsum((r.grade == -2).long())[rows]
+        return rows, seg, nonrel, seg.position + 1, unjudged
+
+    found: tuple[Tensor, Segments, Tensor, Tensor, Tensor] = r.memo("judged", build)
+    return found
 
 
 def _bpref(r: Ranked, m: Measure) -> list[Tensor]:
@@ -168,23 +218,22 @@ def _bpref(r: Ranked, m: Measure) -> list[Tensor]:
 
 
 def _bpref_values(r: Ranked) -> Tensor:
-    rel, nonrel_so_far, _, _ = _judged_preferences(r)
-    big_r = r.n_rel[r.seg.row_query]
-    denominator = torch.minimum(r.n_nonrel[r.seg.row_query], big_r).clamp(min=1).to(F64)
+    _, seg, nonrel_so_far, _, _ = _judged_preferences(r)
+    big_r = r.n_rel[seg.row_query]
+    denominator = torch.minimum(r.n_nonrel[seg.row_query], big_r).clamp(min=1).to(F64)
     term = torch.where(nonrel_so_far > 0, 1.0 - torch.minimum(nonrel_so_far, big_r) / denominator, 1.0)
-    total = r.seg.sum(term * rel)
+    total = seg.sum(term)
     return torch.where(r.n_rel > 0, total / r.n_rel.clamp(min=1), total)
 
 
 def _infap(r: Ranked, m: Measure) -> list[Tensor]:
-    rel, nonrel, rel_so_far, unjudged = r.memo("judged", lambda: _judged_preferences(r))
-    j = r.seg.position.to(F64)
+    rows, seg, nonrel, rel_so_far, unjudged = _judged_preferences(r)
+    j = r.seg.position[rows].to(F64)
     above = (rel_so_far - 1).to(F64)
     seen = (above + nonrel + unjudged) / j.clamp(min=1)
     smoothed = (above + INFAP_EPSILON) / (above + nonrel + 2 * INFAP_EPSILON)
     term = 1.0 / (j + 1.0) + (j / (j + 1.0)) * seen * smoothed
-    term = torch.where(j == 0, 1.0, term)
-    total = r.seg.sum(torch.where(rel, term, 0.0))
+    total = seg.sum(torch.where(j == 0, 1.0, term))
     return [torch.where(r.n_rel > 0, total / r.n_rel.clamp(min=1), total)]
 
 
@@ -241,8 +290,9 @@ def _sets(r: Ranked, m: Measure) -> list[Tensor]:
 
 
 def _bin_g(r: Ranked, m: Measure) -> list[Tensor]:
-    term = 1.0 / torch.log2((3 + r.seg.position - r.cum_rel).to(F64))
-    return [_div(r.seg.sum(torch.where(r.is_rel, term, 0.0)), r.n_rel)]
+    rows, seg = r.rows("rel", r.is_rel)
+    term = 1.0 / torch.log2((3 + r.seg.position[rows] - r.cum_rel[rows]).to(F64))
+    return [_div(seg.sum(term), r.n_rel)]
 
 
 def _discounted(gain: Tensor, seg: Segments) -> Tensor:
@@ -250,14 +300,15 @@ def _discounted(gain: Tensor, seg: Segments) -> Tensor:
 
 
 def _ndcg(r: Ranked, m: Measure) -> list[Tensor]:
-    dcg, idcg = r.dcg(m.pairs)[1], r.idcg(m.pairs)[1]
+    dcg, idcg = r.dcg_total(m.pairs), r.idcg(m.pairs)[1]
     return [_div(dcg, idcg) * (idcg > 0)]
 
 
 def _ndcg_cut(r: Ranked, m: Measure) -> list[Tensor]:
     k = r.cutoffs(m)
     ideal_seg, _ = r.ideal(())
-    dcg = r.prefix(r.dcg(())[0], k)
+    count = torch.minimum(k, r.n_ret[:, None])
+    dcg = r.dcg_at((), torch.arange(r.seg.n_queries)[:, None].expand_as(count), count)
     ideal_cum = r.idcg(())[0]
     idcg = ideal_seg.at(ideal_cum, torch.minimum(k, ideal_seg.sizes[:, None]))
     return list(torch.where(idcg > 0, dcg / torch.where(idcg > 0, idcg, 1.0), dcg).T)
