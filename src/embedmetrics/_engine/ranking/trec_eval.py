@@ -95,8 +95,17 @@ def summarize(
 def trec_eval_values(lists: object, measures: Sequence[Measure], relevance_level: int = 1,
                      all_judged: bool = False) -> tuple[dict[str, Tensor], dict[str, float]]:  # fmt: skip
     """Per-query values and the summary of a ``GradedLists`` (``embedmetrics._io.trec_eval_lists``)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # ~100 small passes over the rows: a pool's wake-ups cost more than they save
+    try:
+        return _values(lists, measures, relevance_level, all_judged)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _values(data: object, measures: Sequence[Measure], relevance_level: int, all_judged: bool
+            ) -> tuple[dict[str, Tensor], dict[str, float]]:  # fmt: skip
     as_tensor = torch.from_numpy
-    data = lists
     levels = (as_tensor(data.level_query), as_tensor(data.level_grade), as_tensor(data.level_count))  # type: ignore[attr-defined]
     values = evaluate(as_tensor(data.starts), as_tensor(data.grade), levels, measures, relevance_level)  # type: ignore[attr-defined]
     summary = summarize(
