@@ -55,15 +55,17 @@ WITH_PARAMETERS = (
 
 def random_case(seed: int, n_queries: int = 14) -> tuple[Run, Qrels]:
     """A run with many tied scores and its qrels: grades -1..3, some queries with no relevant document,
-    some run queries without qrels, some judged queries absent from the run."""
+    some run queries without qrels, some judged queries absent from the run; the ids of every third case
+    longer than 8 bytes (the readers code those as strings, shorter ones as integers)."""
     rng = random.Random(seed)
+    long_ids = "-long-document-id" if seed % 3 == 2 else ""
     run: Run = {}
     qrels: Qrels = {}
     for i in range(n_queries):
         query = f"q{i}" if rng.random() < 0.8 else f"topic-{i}"
         pool = list(
             dict.fromkeys(
-                f"d{rng.randrange(60)}" if rng.random() < 0.7 else f"doc_{rng.randrange(99)}x"
+                f"d{rng.randrange(60)}{long_ids}" if rng.random() < 0.7 else f"doc_{rng.randrange(99)}x"
                 for _ in range(40)
             )
         )
