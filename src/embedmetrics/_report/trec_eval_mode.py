@@ -208,6 +208,7 @@ def run_trec_eval(args: argparse.Namespace, runs: list[str]) -> int:
 
 
 def _notes(lists: Any, args: argparse.Namespace) -> list[str]:
+    """The lines under the table: which queries were evaluated, and where the per-query values go."""
     n_eval = len(lists.query_ids)
     note = f"trec: {n_eval} queries evaluated in trec_eval's order"
     if args.all_judged_queries:
@@ -215,7 +216,10 @@ def _notes(lists: Any, args: argparse.Namespace) -> list[str]:
     else:
         skipped_run, skipped_qrels = lists.n_run_queries - n_eval, lists.n_qrels_queries - n_eval
         note += f"; skipped {skipped_run} run queries without qrels and {skipped_qrels} judged queries absent"
-    return [note] + ([f"json: {args.json}"] if args.json not in (None, "-") else [])
+    notes = [note]
+    if args.per_query:
+        notes.append("per-query values (-q): printed with --format trec_eval, written with --json")
+    return notes + ([f"json: {args.json}"] if args.json not in (None, "-") else [])
 
 
 def _document(lists: Any, values: dict[str, Any], summary: dict[str, float], measures: list[Any],
