@@ -52,12 +52,13 @@ def _lookup(run_q: np.ndarray, run_d: np.ndarray, qr_q: np.ndarray, qr_d: np.nda
 def _levels(qr_q: np.ndarray, qr_rel: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(query, grade, count) of the judged documents (grade ``>= 0``), by query then grade."""
     judged = qr_rel >= 0
-    pairs = np.stack([qr_q[judged], qr_rel[judged]], axis=1)
-    if pairs.shape[0] == 0:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, empty
-    distinct, count = np.unique(pairs, axis=0, return_counts=True)
-    return distinct[:, 0], distinct[:, 1], count.astype(np.int64)
+    query, grade = qr_q[judged], qr_rel[judged]
+    order = np.lexsort((grade, query))
+    query, grade = query[order], grade[order]
+    first = np.ones(query.size, dtype=bool)
+    first[1:] = (query[1:] != query[:-1]) | (grade[1:] != grade[:-1])
+    at = np.flatnonzero(first)
+    return query[at], grade[at], np.diff(np.append(at, query.size)).astype(np.int64)
 
 
 def graded_lists(run: Run, qrels: Qrels, *, max_docs: int | None = None) -> GradedLists:
