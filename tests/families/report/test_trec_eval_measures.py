@@ -173,16 +173,20 @@ def trec_eval_summary(per_query: dict[str, dict[str, float]], label: str, n: int
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("all_judged", [False, True], ids=["evaluated", "-c"])
-def test_summary_is_trec_eval_s(tmp_path: Path, seed: int, all_judged: bool) -> None:
+@pytest.mark.parametrize(("level", "max_docs"), [(1, None), (2, 4)])
+def test_summary_is_trec_eval_s(
+    tmp_path: Path, seed: int, all_judged: bool, level: int, max_docs: int | None
+) -> None:
     run, qrels = random_case(seed + 10)
-    lists, measures, values = ours(*write_files(tmp_path, run, qrels), ["all_trec"], 1, None)
-    reference = pytrec_values(run, qrels, ["all_trec"], 1)
+    lists, measures, values = ours(*write_files(tmp_path, run, qrels), ["all_trec"], level, max_docs)
+    reference = pytrec_values(truncated(run, max_docs), qrels, ["all_trec"], level)
     reference = {q: reference[q] for q in lists.query_ids}
     n = lists.n_qrels_queries if all_judged else len(lists.query_ids)
     summary = summarize(
         values, measures, n if all_judged else None, lists.positive_judged if all_judged else None
     )
-    assert lists.n_qrels_queries > len(lists.query_ids) or not all_judged or seed > 0
+    assert n > len(lists.query_ids) or not all_judged or seed > 0  # -c counts an absent query
+    assert len(summary) > 90
     for label, value in summary.items():
         assert same(value, trec_eval_summary(reference, label, n, qrels)), label
 
