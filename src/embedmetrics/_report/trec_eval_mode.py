@@ -99,7 +99,10 @@ def _run_tag(path: str) -> str:
 
 
 def _text(value: float, integer: bool) -> str:
-    """trec_eval's ``%6.4f`` of a value (``%ld`` for the counts)."""
+    """trec_eval's ``%6.4f`` of a value (``%ld`` for the counts); a NaN with its sign, as glibc's printf
+    writes it (0/0 gives ``-nan`` there)."""
+    if math.isnan(value):
+        return f"{'-nan' if math.copysign(1.0, value) < 0 else 'nan':>6}"
     return str(int(value)) if integer and math.isfinite(value) else f"{value:6.4f}"
 
 
@@ -111,7 +114,7 @@ def _texts(values: Any, integer: bool) -> list[str]:
 
 
 def four_decimals(values: Any) -> list[str]:
-    """``f"{v:6.4f}"`` of each value: the values in ``[0, 10)`` whose fourth decimal is not within 1e-6 of a
+    """``_text`` of each value: the values in ``[0, 10)`` whose fourth decimal is not within 1e-6 of a
     rounding tie are written digit by digit from ``floor(v * 1e4 + 0.5)`` (the correctly rounded value
     there); any other by Python's formatting, which rounds as C's ``printf`` does."""
     import numpy as np
@@ -126,7 +129,7 @@ def four_decimals(values: Any) -> list[str]:
         chars[:, 2 + j] = 48 + (k // power) % 10
     out: list[str] = chars.view("<U6").reshape(-1).tolist()
     for i in np.flatnonzero(~simple).tolist():
-        out[i] = f"{values[i]:6.4f}"
+        out[i] = _text(float(values[i]), False)
     return out
 
 

@@ -129,7 +129,7 @@ def same(a: float, b: float) -> bool:
 
 
 @pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize(("level", "max_docs"), [(1, None), (2, None), (1, 5), (3, 12)])
+@pytest.mark.parametrize(("level", "max_docs"), [(1, None), (2, None), (1, 5), (3, 12), (0, None), (5, 1)])
 @pytest.mark.parametrize("specs", [["all_trec"], list(WITH_PARAMETERS)], ids=["all_trec", "parameters"])
 def test_every_measure_equals_pytrec_eval_per_query(
     tmp_path: Path, seed: int, level: int, max_docs: int | None, specs: list[str]
@@ -390,6 +390,8 @@ def trec_eval_binary() -> str | None:
         ["-q"],
         ["-q", "-c", "-M", "5", "-m", "all_trec"],
         ["-q", "-l", "2", "-M", "3", "-m", "all_trec"],
+        ["-q", "-l", "0", "-m", "all_trec"],
+        ["-q", "-c", "-l", "5", "-M", "1", "-m", "all_trec"],
         [
             "-q",
             "-m",
@@ -404,7 +406,7 @@ def trec_eval_binary() -> str | None:
             "set_F.0.5",
         ],
     ],
-    ids=["all_trec", "official", "c-M", "l-M", "parameters"],
+    ids=["all_trec", "official", "c-M", "l-M", "l0", "c-l5-M1", "parameters"],
 )
 def test_lines_equal_the_trec_eval_binary_s(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], options: list[str]
@@ -430,6 +432,8 @@ def test_four_decimals_is_printf_s() -> None:
 
     rng = np.random.default_rng(7)
     ties = np.arange(4000) / 32  # exact binary fractions: rounding ties at the fourth decimal
-    odd = [math.nan, math.inf, -0.5, -1e-9, 12.34567, 9.99995, 9.99994999, 0.00005, 0.00015, 1 / 3, 1e9]
+    odd = [math.inf, -0.5, -1e-9, 12.34567, 9.99995, 9.99994999, 0.00005, 0.00015, 1 / 3, 1e9]
     values = np.concatenate([rng.random(20000), np.arange(10001) / 10000, ties, odd])
     assert four_decimals(values) == [f"{v:6.4f}" for v in values.tolist()]
+    nans = np.array([math.nan, -math.nan])  # glibc's printf writes the sign of a NaN
+    assert four_decimals(nans) == ["   nan", "  -nan"]

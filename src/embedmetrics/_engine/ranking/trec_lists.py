@@ -79,7 +79,7 @@ class Segments:
         """``at`` for any queries: the cumulative after the first ``count`` rows of ``query``
         (broadcast together)."""
         padded = torch.cat([cumulative.new_zeros(1), cumulative])
-        taken = padded[(self.starts[query] + count).clamp(min=1)]
+        taken = padded[torch.where(count > 0, self.starts[query] + count, 0)]
         return torch.where(count > 0, taken, torch.zeros_like(taken))
 
 
