@@ -129,7 +129,8 @@ def same(a: float, b: float) -> bool:
 
 
 @pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize(("level", "max_docs"), [(1, None), (2, None), (1, 5), (3, 12), (4, None), (5, 1)]  # (pytrec_eval refuses -l 0: the binary test has it))
+# (pytrec_eval refuses -l 0: the binary test has it)
+@pytest.mark.parametrize(("level", "max_docs"), [(1, None), (2, None), (1, 5), (3, 12), (4, None), (5, 1)])
 @pytest.mark.parametrize("specs", [["all_trec"], list(WITH_PARAMETERS)], ids=["all_trec", "parameters"])
 def test_every_measure_equals_pytrec_eval_per_query(
     tmp_path: Path, seed: int, level: int, max_docs: int | None, specs: list[str]
