@@ -10,7 +10,6 @@ The lists are ranked in trec_eval's order (score descending, then docno descendi
 from __future__ import annotations
 
 import argparse
-import itertools
 import math
 import sys
 import threading
@@ -145,19 +144,21 @@ def relstrings(lists: Any, length: float) -> list[str]:
 
 def trec_eval_lines(lists: Any, values: dict[str, Any], summary: dict[str, float], measures: list[Any],
                     per_query: bool, run_tag: str) -> list[str]:  # fmt: skip
-    """trec_eval's output lines: each query's (``per_query``: query by query, its measures in trec_eval's
-    order), then ``runid`` and the summary."""
+    """trec_eval's output: each query's lines (``per_query``: one string per query, its measures in
+    trec_eval's order), then ``runid`` and the summary's lines."""
     lines: list[str] = []
     if per_query:
-        columns = []  # one list of lines per printed label, then interleaved query by query
+        labels, columns = [], []  # the printed values, one column (a text per query) per label
         for measure in measures:
             if measure.name == "relstring":
-                texts = [f"'{t}'" for t in relstrings(lists, measure.params[0])]
-                columns.append(_column(measure.labels()[0], lists.query_ids, texts))
+                labels.append(measure.labels()[0])
+                columns.append([f"'{t}'" for t in relstrings(lists, measure.params[0])])
             elif measure.kind.per_query:
-                columns += [_column(label, lists.query_ids, _texts(values[label], measure.kind.integer))
-                            for label in measure.labels()]  # fmt: skip
-        lines = list(itertools.chain.from_iterable(zip(*columns)))
+                labels += measure.labels()
+                columns += [_texts(values[label], measure.kind.integer) for label in measure.labels()]
+        query_lines = "\n".join(f"{label.replace('{', '{{').replace('}', '}}'):<22}\t{{0}}\t{{{j + 1}}}"
+                                for j, label in enumerate(labels))  # fmt: skip
+        lines = [query_lines.format(query, *texts) for query, *texts in zip(lists.query_ids, *columns)]
     for measure in measures:
         if measure.name == "runid":
             lines.append(f"{'runid':<22}\tall\t{run_tag}")
@@ -167,11 +168,6 @@ def trec_eval_lines(lists: Any, values: dict[str, Any], summary: dict[str, float
             f"{label:<22}\tall\t{_text(summary[label], measure.kind.integer)}" for label in measure.labels()
         ]
     return lines
-
-
-def _column(label: str, query_ids: list[str], texts: list[str]) -> list[str]:
-    prefix = f"{label:<22}\t"
-    return [prefix + query + "\t" + text for query, text in zip(query_ids, texts)]
 
 
 def run_trec_eval(args: argparse.Namespace, runs: list[str]) -> int:
