@@ -77,6 +77,10 @@ def check(args: argparse.Namespace, runs: list[str]) -> list[Any]:
         raise ReportInputError(
             f"trec_eval's measures evaluate --run with --qrels only; got {', '.join(given)} too."
         )
+    if args.ties in ("pessimistic", "optimistic"):
+        raise ReportInputError(
+            f"--ties {args.ties}: trec_eval's measures rank tied scores in trec_eval's order (docno descending)."
+        )
     if args.max_docs is not None and args.max_docs < 1:
         raise ReportInputError(f"-M/--max-docs must be a positive number of documents, got {args.max_docs}.")
     if args.relevance_level is not None and args.relevance_level < 0:

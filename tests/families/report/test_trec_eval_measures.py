@@ -341,6 +341,7 @@ def test_max_docs_and_relevance_level_change_the_values(
         (["-m", "prefs_simp"], "'prefs_simp'"),
         (["-M", "0"], "-M"),
         (["-l", "-1"], "-l"),
+        (["-q", "--ties", "pessimistic"], "--ties"),
         (["-q", "--view1", "a.npy", "--view2", "b.npy"], "--view1"),
     ],
 )
