@@ -79,7 +79,7 @@ def check(args: argparse.Namespace, runs: list[str]) -> list[Any]:
         )
     if args.ties in ("pessimistic", "optimistic"):
         raise ReportInputError(
-            f"--ties {args.ties}: trec_eval's measures rank tied scores in trec_eval's order (docno descending)."
+            f"--ties {args.ties}: trec_eval's measures rank ties in trec_eval's order (docno descending)."
         )
     if args.max_docs is not None and args.max_docs < 1:
         raise ReportInputError(f"-M/--max-docs must be a positive number of documents, got {args.max_docs}.")
