@@ -8,6 +8,11 @@ recall@100, reciprocal rank, R-precision; ``--ties trec_eval`` so both order tie
     python benchmarks/bench_trec.py                 # 20,000 x 100
     python benchmarks/bench_trec.py --queries 2000  # quick
 
+A second row times every measure of trec_eval's ``-m all_trec`` with ``-q`` (each query's values and the
+summary, printed as trec_eval prints them): ``embedmetrics report --format trec_eval -q -m all_trec``
+against a pytrec_eval script that evaluates ``all_trec`` and prints the same lines; every per-query line
+both print must be equal. The bare bound: a fresh Python process that only reads the two files.
+
 pytrec_eval is a benchmark-only peer (``pip install pytrec-eval-terrier``).
 """
 
@@ -37,6 +42,22 @@ per_query = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
 names = ["ndcg_cut_10", "map", "P_10", "recall_100", "recip_rank", "Rprec"]
 print(json.dumps({m: sum(q[m] for q in per_query.values()) / len(per_query) for m in names}))
 """
+
+#: pytrec_eval with every measure of ``-m all_trec``, printing each query's values as trec_eval -q does.
+PEER_ALL_TREC = r"""
+import sys
+import pytrec_eval
+with open(sys.argv[1]) as f:
+    run = pytrec_eval.parse_run(f)
+with open(sys.argv[2]) as f:
+    qrels = pytrec_eval.parse_qrel(f)
+per_query = pytrec_eval.RelevanceEvaluator(qrels, {"all_trec"}).evaluate(run)
+lines = [f"{name:<22}\t{q}\t{value:6.4f}" for q in sorted(per_query) for name, value in per_query[q].items()]
+sys.stdout.write("\n".join(lines) + "\n")
+"""
+
+#: The bare bound: reading both files and nothing else.
+READ_ONLY = "import sys; [open(p, 'rb').read() for p in sys.argv[1:]]"
 
 #: our report key -> pytrec_eval measure
 PAIRS = {
@@ -74,11 +95,54 @@ def timed(cmd: list[str]) -> tuple[float, str]:
     return time.perf_counter() - start, done.stdout
 
 
+def per_query_lines(text: str) -> dict[tuple[str, str], str]:
+    """``(measure, query) -> printed value`` of trec_eval -q lines, the summary (``all``) left out."""
+    rows = (line.split("\t") for line in text.splitlines())
+    return {(m.strip(), q): v.strip() for m, q, v in rows if q != "all"}
+
+
+def all_trec_row(run: str, qrels: str, repeat: int, lines: int) -> None:
+    """``-m all_trec -q`` as trec_eval prints it: ours, pytrec_eval's and the bare bound, fresh processes."""
+    ours_cmd = [sys.executable, "-m", "embedmetrics", "report", "--run", run, "--qrels", qrels,
+                "--format", "trec_eval", "-q", "-m", "all_trec"]  # fmt: skip
+    peer_cmd = [sys.executable, "-c", PEER_ALL_TREC, run, qrels]
+    bound_cmd = [sys.executable, "-c", READ_ONLY, run, qrels]
+    times: dict[str, list[float]] = {"ours": [], "peer": [], "bound": []}
+    outputs = {}
+    for _ in range(repeat):  # interleaved, so all see the same machine state
+        for side, cmd in (("ours", ours_cmd), ("peer", peer_cmd), ("bound", bound_cmd)):
+            t, outputs[side] = timed(cmd)
+            times[side].append(t)
+    ours, peer = per_query_lines(outputs["ours"]), per_query_lines(outputs["peer"])
+    # pytrec_eval also gives gm_map, gm_bpref (their logarithms) and relstring (as 0) per query
+    shared = {key for key in set(ours) & set(peer) if key[0] != "relstring"}
+    differ = sum(float(ours[key]) != float(peer[key]) for key in shared)  # (counts print as integers)
+    best = {side: min(t) for side, t in times.items()}
+    print(f"report --format trec_eval -q -m all_trec, {lines:,} run lines, best of {repeat}")
+    for side, label in (
+        ("ours", "embedmetrics report"),
+        ("peer", "pytrec_eval"),
+        ("bound", "read the files"),
+    ):
+        print(f"  {label:<20}: {best[side]:6.2f} s   (all: {', '.join(f'{t:.2f}' for t in times[side])})")
+    print(f"  ours / peer         : {best['ours'] / best['peer']:6.2f}x")
+    print(f"  values: {len(shared):,} per-query lines compared, {differ} differ")
+    emit(
+        f"report -m all_trec -q (trec_eval's lines), {lines:,} run lines, fresh process", best["ours"],
+        peer="pytrec_eval all_trec, printing the same lines, fresh process", peer_value=best["peer"],
+        bound="a fresh Python process reading the two files", bound_value=best["bound"],
+        equal=differ == 0 and len(shared) > 0,
+    )  # fmt: skip
+    if differ or not shared:
+        raise SystemExit(f"all_trec: {differ} of {len(shared)} per-query lines differ from pytrec_eval's")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--queries", type=int, default=20_000)
     parser.add_argument("--depth", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3, help="best of N for each side")
+    parser.add_argument("--skip-all-trec", action="store_true", help="only the six-measure row")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         run, qrels = write_files(folder, args.queries, args.depth)
@@ -97,6 +161,8 @@ def main() -> None:
         with open(out) as f:
             ours = json.load(f)["trec"]
         peer = json.loads(peer_out)
+        if not args.skip_all_trec:
+            all_trec_row(run, qrels, args.repeat, args.queries * args.depth)
     lines = args.queries * args.depth
     shape = f"{args.queries:,} queries x {args.depth}"
     print(f"report --run --qrels, {lines:,} run lines ({shape}), best of {args.repeat}")

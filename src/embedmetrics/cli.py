@@ -24,6 +24,7 @@ from embedmetrics._engine.dense.options import OPTIONS as DENSE_OPTIONS
 from embedmetrics._engine.settings.options import TIES_OPTION, Option
 from embedmetrics._engine.settings.policies import TIES
 from embedmetrics._io.errors import ReportInputError
+from embedmetrics._report import trec_eval_mode
 from embedmetrics._report.output import PLOT_FORMATS
 
 #: Cut-offs reported when ``--k`` is not given.
@@ -137,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="tied scores in the run: expected value over random tie orders (average, default), worst "
         "or best case, or trec_eval's order (docno descending)",
     )
+    trec_eval_mode.add_flags(report)
     _comparison_flags(report)
     group = report.add_argument_group("dense retrieval (query embeddings against a corpus)")
     group.add_argument(
@@ -189,6 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ReportInputError("choose a command: `embedmetrics report` (see `embedmetrics --help`).")
         ks = parse_ks(args.k)
         runs = args.run or []
+        if trec_eval_mode.requested(args):
+            return trec_eval_mode.run_trec_eval(args, runs)
         args.run = runs[0] if len(runs) == 1 else None
         if len(runs) > 1:  # comparing systems
             from embedmetrics._report.preflight import preflight_comparison

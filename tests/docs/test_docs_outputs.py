@@ -70,3 +70,20 @@ def test_the_torchrun_example(tmp_path: Path) -> None:
     for want, got in zip(sorted(shown), sorted(printed)):
         pattern = re.escape(want).replace(r"\.\.\.", ".*")
         assert re.fullmatch(pattern, got), (want, got)
+
+
+def test_the_trec_eval_format_example(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shown = _fence("trec-eval.md", "text", "ndcg_cut_3").strip("\n").splitlines()
+    (tmp_path / "run.txt").write_text(RUN)
+    (tmp_path / "qrels.txt").write_text(QRELS)
+    args = [
+        "--run",
+        str(tmp_path / "run.txt"),
+        "--qrels",
+        str(tmp_path / "qrels.txt"),
+        "--format",
+        "trec_eval",
+    ]
+    measures = ["-q", "-m", "map", "-m", "P.1,2", "-m", "ndcg_cut.3", "-m", "num_rel"]
+    assert main(["report", *args, *measures]) == 0
+    assert capsys.readouterr().out.splitlines() == shown
