@@ -16,6 +16,7 @@ import torch
 from embedmetrics._engine.comparison.bootstrap import Interval, bootstrap_interval
 from embedmetrics._engine.comparison.compare import (
     Comparison,
+    check_differences,
     check_per_query,
     compare_systems,
     result_dtype,
@@ -87,6 +88,7 @@ def paired_test(
     opts = read_options("paired_test", OPTIONS["paired_test"], options_in(OPTIONS["paired_test"], locals()))
     given = [torch.as_tensor(a), torch.as_tensor(b)]
     d = check_per_query(("a", "b"), given)
+    check_differences(("a", "b"), d)
     pair = (torch.tensor([0]), torch.tensor([1]))
     result = run_test(d, *pair, opts["test"], opts["alternative"], opts["n_resamples"], opts["seed"])
     return PairedResult(*(v[0].to(result_dtype(given)) for v in result))
@@ -139,7 +141,9 @@ def compare(
     names, tensors = systems_of(values)
     if len(names) < 2:
         raise ValueError(f"Argument `values` must hold at least 2 systems, got {len(names)}.")
-    checked = check_per_query(tuple(f"values[{n!r}]" for n in names), tensors)
+    labels = tuple(f"values[{n!r}]" for n in names)
+    checked = check_per_query(labels, tensors)
+    check_differences(labels, checked)
     return compare_systems(
         result_dtype(tensors),
         names,
