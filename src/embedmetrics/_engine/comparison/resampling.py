@@ -45,11 +45,14 @@ def sign_flip_sums(values: Tensor, n_resamples: int, seed: int) -> Tensor:
     """
     rng, n = np.random.default_rng(seed), values.shape[0]
     width, total = (n + 7) // 8, values.sum(dim=0)
+    sizes = chunks(n_resamples, 8 * width)
+    bits = torch.empty(sizes[0], n, dtype=values.dtype, device=values.device)  # reused: no page faults
     parts = []
-    for rows in chunks(n_resamples, 8 * width):
+    for rows in sizes:
         packed = rng.integers(0, 256, (rows, width), dtype=np.uint8)
-        bits = torch.from_numpy(np.unpackbits(packed, axis=1, count=n, bitorder="little"))
-        parts.append(2 * (bits.to(values.device).to(values.dtype) @ values) - total)
+        unpacked = torch.from_numpy(np.unpackbits(packed, axis=1, count=n, bitorder="little"))
+        bits[:rows].copy_(unpacked)
+        parts.append(2 * (bits[:rows] @ values) - total)
     return torch.cat(parts)
 
 
@@ -61,10 +64,12 @@ def bootstrap_sums(values: Tensor, n_resamples: int, seed: int) -> Tensor:
     often each row was drawn) and the sums are ``C x``, one matrix product per chunk.
     """
     rng, n = np.random.default_rng(seed), values.shape[0]
+    sizes = chunks(n_resamples, n)
+    counts = torch.empty(sizes[0], n, dtype=values.dtype, device=values.device)  # reused: no page faults
+    ones = torch.ones((), dtype=values.dtype, device=values.device).expand(sizes[0], n)
     parts = []
-    for rows in chunks(n_resamples, n):
+    for rows in sizes:
         picks = torch.from_numpy(rng.integers(0, n, (rows, n), dtype=np.int64)).to(values.device)
-        ones = torch.ones((), dtype=values.dtype, device=values.device).expand(rows, n)
-        counts = torch.zeros(rows, n, dtype=values.dtype, device=values.device).scatter_add_(1, picks, ones)
-        parts.append(counts @ values)
+        counts[:rows].zero_().scatter_add_(1, picks, ones[:rows])
+        parts.append(counts[:rows] @ values)
     return torch.cat(parts)
