@@ -27,12 +27,15 @@ __all__ = ["ConfidenceInterval"]
 class ConfidenceInterval(WrapperMetric):
     r"""A metric's value with a bootstrap confidence interval over its per-query values.
 
-    Wraps a module metric that returns per-query values (a retrieval metric built with
-    ``aggregation="none"``, say). ``update`` and ``forward`` go to the wrapped metric, which keeps the
+    Wraps a module metric that returns per-query values: one of the registry's metrics with an
+    ``aggregation`` argument (retrieval and dense metrics), built with ``aggregation="none"``; any other
+    metric is refused. ``update`` and ``forward`` go to the wrapped metric, which keeps the
     per-query values across batches and processes as it always does (its state, its sync); ``compute``
     returns their mean with the bounds of a bootstrap interval
     ([`bootstrap_ci`][embedmetrics.functional.bootstrap_ci]): a dict ``{"value", "ci_low", "ci_high"}``
-    that Lightning logs with ``self.log_dict(metric.compute())``. Fewer than two queries give NaN bounds.
+    that Lightning logs with ``self.log_dict(metric.compute())``. The interval depends on the multiset of
+    per-query values only: the same for any batch split, merge order or number of processes. Fewer than
+    two queries (``forward`` on a final one-query batch, say) give NaN bounds.
 
     Args:
         metric: the wrapped module metric, whose ``compute`` returns ``(Q,)`` or ``(Q, m)`` per-query
@@ -51,7 +54,7 @@ class ConfidenceInterval(WrapperMetric):
         >>> for _ in range(4):
         ...     metric.update(torch.rand(25, 10, generator=gen), torch.rand(25, 10, generator=gen) < 0.2)
         >>> {k: round(float(v), 3) for k, v in metric.compute().items()}
-        {'value': 0.379, 'ci_low': 0.323, 'ci_high': 0.437}
+        {'value': 0.379, 'ci_low': 0.322, 'ci_high': 0.438}
     """
 
     full_state_update: bool = False
@@ -134,7 +137,7 @@ class ConfidenceInterval(WrapperMetric):
         shape = values.shape[1:]  # a 0-dim value: one query
         columns = values.detach().to(torch.float64).reshape(values.shape[:1].numel(), shape.numel())
         if columns.shape[0] < 2:  # 0 or 1 query: the value (NaN for none) and NaN bounds
-            mean = columns.sum(dim=0) / columns.shape[0] if columns.shape[0] else columns.sum(dim=0) * math.nan
+            mean = columns.sum(dim=0) / columns.shape[0] if len(columns) else columns.sum(dim=0) * math.nan
             nan = torch.full_like(mean, math.nan)
             bounds: tuple[Tensor, ...] = (mean, nan, nan)
         else:

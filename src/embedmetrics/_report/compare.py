@@ -41,9 +41,7 @@ def check_distinct(paths: list[str]) -> None:
     for path in paths:
         key = os.path.normcase(os.path.realpath(path))
         if key in seen:
-            raise ReportInputError(
-                f"--run {path} is the same file as --run {seen[key]}: give each run once."
-            )
+            raise ReportInputError(f"--run {path} is the same file as --run {seen[key]}: give each run once.")
         seen[key] = path
 
 
