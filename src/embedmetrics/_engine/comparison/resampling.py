@@ -12,6 +12,9 @@ is linear in the number of queries and of resamples, and the memory is bounded b
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -35,6 +38,19 @@ def chunks(n_resamples: int, width: int) -> list[int]:
     return [min(rows, n_resamples - start) for start in range(0, n_resamples, rows)]
 
 
+def drawn(draw: Callable[[int], np.ndarray], sizes: list[int]) -> Iterator[np.ndarray]:
+    """``draw(rows)`` for every chunk size in turn, the next chunk drawn in a worker thread while the
+    caller works on the current one (NumPy releases the GIL while it fills an array; one worker: the
+    draws come in order, the same numbers as drawn one after the other)."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(draw, sizes[0])
+        for rows in [*sizes[1:], 0]:
+            current = pending.result()
+            if rows:
+                pending = pool.submit(draw, rows)
+            yield current
+
+
 def sign_flip_sums(values: Tensor, n_resamples: int, seed: int) -> Tensor:
     """``(n_resamples, m)``: ``sum_q s_q x_q`` of every column of the ``(Q, m)`` values under random
     signs ``s`` (the same signs for every column).
@@ -48,10 +64,13 @@ def sign_flip_sums(values: Tensor, n_resamples: int, seed: int) -> Tensor:
     sizes = chunks(n_resamples, 8 * width)
     bits = torch.empty(sizes[0], n, dtype=values.dtype, device=values.device)  # reused: no page faults
     parts = []
-    for rows in sizes:
+
+    def draw(rows: int) -> np.ndarray:
         packed = rng.integers(0, 256, (rows, width), dtype=np.uint8)
-        unpacked = torch.from_numpy(np.unpackbits(packed, axis=1, count=n, bitorder="little"))
-        bits[:rows].copy_(unpacked)
+        return np.unpackbits(packed, axis=1, count=n, bitorder="little")
+
+    for rows, unpacked in zip(sizes, drawn(draw, sizes)):
+        bits[:rows].copy_(torch.from_numpy(unpacked))
         parts.append(2 * (bits[:rows] @ values) - total)
     return torch.cat(parts)
 
@@ -68,8 +87,9 @@ def bootstrap_sums(values: Tensor, n_resamples: int, seed: int) -> Tensor:
     counts = torch.empty(sizes[0], n, dtype=values.dtype, device=values.device)  # reused: no page faults
     ones = torch.ones((), dtype=values.dtype, device=values.device).expand(sizes[0], n)
     parts = []
-    for rows in sizes:
-        picks = torch.from_numpy(rng.integers(0, n, (rows, n), dtype=np.int64)).to(values.device)
+    draws = drawn(lambda rows: rng.integers(0, n, (rows, n), dtype=np.int64), sizes)
+    for rows, drawn_picks in zip(sizes, draws):
+        picks = torch.from_numpy(drawn_picks).to(values.device)
         counts[:rows].zero_().scatter_add_(1, picks, ones[:rows])
         parts.append(counts[:rows] @ values)
     return torch.cat(parts)
