@@ -181,6 +181,24 @@ def test_bootstrap_sums_are_sums_over_drawn_rows(monkeypatch: pytest.MonkeyPatch
     assert len(resampling.chunks(10, 40)) == 4  # chunked over resamples
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_same_p_values_and_interval_on_a_gpu() -> None:
+    """The resamples are drawn on the CPU: the same seed gives the same results on the GPU."""
+    a, b = _grid_pair(500, 3)
+    c = np.random.default_rng(0).random(500)
+    for test in ("randomization", "bootstrap"):
+        on_cpu = compare({"a": a, "b": b, "c": c}, test=test, n_resamples=2000).p_value
+        on_gpu = compare(
+            {k: torch.tensor(v, device="cuda") for k, v in {"a": a, "b": b, "c": c}.items()},
+            test=test, n_resamples=2000,
+        ).p_value  # fmt: skip
+        assert np.array_equal(on_cpu, on_gpu.cpu().numpy()), test
+    ci = bootstrap_ci(c, n_resamples=2000, method="bca")
+    gpu = bootstrap_ci(torch.tensor(c, device="cuda"), n_resamples=2000, method="bca")
+    assert float(gpu.low) == pytest.approx(float(ci.low), rel=1e-12)
+    assert float(gpu.high) == pytest.approx(float(ci.high), rel=1e-12)
+
+
 def test_the_chunks_are_bounded_and_linear() -> None:
     """Entries per chunk at most ``_CHUNK`` (or one resample); the number of chunks grows linearly
     with the queries and the resamples (the work of every chunk is one product)."""
