@@ -54,7 +54,7 @@ class ConfidenceInterval(WrapperMetric):
         >>> for _ in range(4):
         ...     metric.update(torch.rand(25, 10, generator=gen), torch.rand(25, 10, generator=gen) < 0.2)
         >>> {k: round(float(v), 3) for k, v in metric.compute().items()}
-        {'value': 0.379, 'ci_low': 0.322, 'ci_high': 0.438}
+        {'value': 0.379, 'ci_low': 0.322, 'ci_high': 0.437}
     """
 
     full_state_update: bool = False
