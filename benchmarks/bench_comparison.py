@@ -1,15 +1,21 @@
-"""Comparing systems: embedmetrics' randomization test against ranx's Fisher randomization test.
+"""Comparing systems: the randomization and bootstrap tests of ``compare`` against ranx's Fisher
+randomization test and against the bare matrix products they are made of.
 
-    python benchmarks/bench_comparison.py --ranx-python /path/to/python-with-ranx
+    python benchmarks/bench_comparison.py [--queries 100000] [--big 1000000] [--ranx-python PY]
 
 ranx (numba, pandas, ...) is not a dependency: it runs in its own process, with the Python given by
-``--ranx-python`` (an environment where ``import ranx`` works; ``pip install ranx``). Both sides get the
-same per-query values (written to a ``.npy`` file) and time only the test, best of ``--repeat``, numba's
-compilation excluded (one warm-up call). Reported:
+``--ranx-python`` (default: this one, where ``import ranx`` works; ``pip install ranx``). Both sides get
+the same per-query values (a ``.npy`` file) and time only the test, best of ``--repeat``, numba's
+compilation excluded (one warm-up call). Reported (10 systems, ``--resamples`` resamples):
 
-1. one pair, 200 queries x 10,000 resamples: ranx's ``fisher_randomization_test`` vs ``paired_test``;
-2. 10 systems (45 pairs) x 5 measures with ``compare`` (45 pairs tested at once per measure) vs the time
-   of one ranx pair.
+1. one pair, ``--queries`` queries: ranx's ``fisher_randomization_test`` against ``paired_test``, and
+   whether the two p-values agree within sampling error (5 standard deviations of two independent
+   estimates, plus 2 / resamples for the ``+1`` of ours);
+2. ``compare`` with the randomization test, 45 pairs, against 45 times ranx's pair and against the bare
+   bound: the matrix products of every chunk of resamples with the systems' values alone (a reused
+   buffer of ones: no random numbers, no unpacking);
+3. the same at ``--big`` queries (``0``: skipped), to see the cost grow linearly;
+4. ``compare`` with the bootstrap test (ranx has none), against the same bound.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import numpy as np
 import torch
 
 from _timing import emit, timed
+from embedmetrics._engine.comparison import resampling
 from embedmetrics.functional import compare, paired_test
 
 _RANX = textwrap.dedent(
@@ -37,7 +44,7 @@ _RANX = textwrap.dedent(
     from ranx.statistical_tests import fisher_randomization_test
     a, b = np.load(sys.argv[1])
     n, repeat = int(sys.argv[2]), int(sys.argv[3])
-    fisher_randomization_test(a, b, n_permutations=n, max_p=0.05, random_seed=42)  # numba compiles
+    fisher_randomization_test(a[:50], b[:50], n_permutations=10, max_p=0.05, random_seed=42)  # compiles
     best = float("inf")
     for _ in range(repeat):
         start = time.perf_counter()
@@ -58,60 +65,81 @@ def _ranx_pair(python: str, a: np.ndarray, b: np.ndarray, n: int, repeat: int) -
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _systems(queries: int, count: int, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Per-query values of ``count`` systems: a shared base, noise, and mean differences of about two
+    standard errors between neighbours (moderate p-values)."""
+    rng = np.random.default_rng(seed)
+    base = rng.random(queries)
+    step = 2 * 0.1 / math.sqrt(queries)
+    return {f"s{i}": torch.tensor(base + i * step + 0.1 * rng.standard_normal(queries)) for i in range(count)}
+
+
+def _bound(queries: int, count: int, resamples: int, repeat: int) -> float:
+    """Seconds of the matrix products alone: every chunk of resamples (a reused buffer) times the
+    ``(Q, S)`` values, as ``resampling`` multiplies them."""
+    values = torch.rand(queries, count, dtype=torch.float64)
+    sizes = resampling.chunks(resamples, queries)
+    buffer = torch.ones(sizes[0], queries, dtype=torch.float64)
+    out = torch.empty(sizes[0], count, dtype=torch.float64)
+
+    def products() -> None:
+        for rows in sizes:
+            torch.mm(buffer[:rows], values, out=out[:rows])
+
+    return timed(products, "cpu", repeat, warmup=True)[1]
+
+
+def _agree(p: float, q: float, resamples: int) -> bool:
+    """Two estimates of one p-value within sampling error (5 standard deviations of their difference)."""
+    mid = (p + q) / 2
+    return abs(p - q) <= 5 * math.sqrt(2 * max(mid * (1 - mid), 1 / resamples) / resamples) + 2 / resamples
+
+
+def _row(test: str, queries: int, systems: dict[str, torch.Tensor], args: argparse.Namespace, **peer):  # type: ignore[no-untyped-def]
+    _, seconds = timed(lambda: compare(systems, test=test, n_resamples=args.resamples), "cpu", args.repeat)
+    bound = _bound(queries, len(systems), args.resamples, args.repeat)
+    size = f"{len(systems)} systems (45 pairs), {queries:,} queries x {args.resamples:,} resamples"
+    print(f"{test}, {size}: ours {seconds:.2f} s, the bare products {bound:.2f} s")
+    emit(f"{test} test, {size}", seconds, bound="the bare products", bound_value=bound, **peer)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--ranx-python", default=None, help="a Python where `import ranx` works (default: this one, if so)"
     )
-    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--queries", type=int, default=100_000)
+    parser.add_argument("--big", type=int, default=1_000_000, help="queries of the large row (0: none)")
+    parser.add_argument("--systems", type=int, default=10)
     parser.add_argument("--resamples", type=int, default=10_000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
-    rng = np.random.default_rng(0)
-    base = rng.random(args.queries)
-    a, b = (
-        base + 0.02 + 0.1 * rng.standard_normal(args.queries),
-        base + 0.1 * rng.standard_normal(args.queries),
-    )
     python = args.ranx_python or (sys.executable if importlib.util.find_spec("ranx") else None)
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}")
+    systems = _systems(args.queries, args.systems)
+    a, b = systems["s0"], systems["s1"]
+    ours, t_pair = timed(
+        lambda: paired_test(a, b, test="randomization", n_resamples=args.resamples), "cpu", args.repeat
+    )
+    p_ours = float(ours.p_value)
+    peer: dict[str, object] = {}
     if python is None:
         print("ranx is not installed here and --ranx-python was not given: ours only")
-    ranx = (
-        _ranx_pair(python, a, b, args.resamples, args.repeat)
-        if python
-        else {"seconds": math.nan, "p": math.nan}
-    )
-    ta, tb = torch.tensor(a), torch.tensor(b)
-    ours, t_pair = timed(
-        lambda: paired_test(ta, tb, test="randomization", n_resamples=args.resamples), "cpu", args.repeat,
-        warmup=True,
-    )  # fmt: skip
-    systems = {
-        f"s{i}": torch.tensor(base + 0.005 * i + 0.1 * rng.standard_normal(args.queries)) for i in range(10)
-    }
-    measures = [{k: v + 0.01 * m for k, v in systems.items()} for m in range(5)]
-
-    def all_pairs() -> list[object]:
-        return [compare(v, test="randomization", n_resamples=args.resamples) for v in measures]
-
-    _, t_all = timed(all_pairs, "cpu", args.repeat, warmup=True)
-    head = f"torch {torch.__version__}, threads {torch.get_num_threads()}"
-    print(f"{head}; {args.queries} queries, {args.resamples} resamples")
-    ranx_ms, pair_ms = ranx["seconds"] * 1e3, t_pair * 1e3
-    print(f"one pair:  ranx {ranx_ms:8.2f} ms (p={ranx['p']:.4f})   ours {pair_ms:8.2f} ms", end="")
-    print(f" (p={float(ours.p_value):.4f})   {ranx['seconds'] / t_pair:6.1f}x")
-    ratio = t_all / ranx["seconds"]
-    print(f"10 systems x 45 pairs x 5 measures: ours {t_all * 1e3:8.2f} ms = {ratio:.2f} x one ranx pair")
-    peer = "ranx 0.3 (own process)" if python else None
-    peer_s = ranx["seconds"] if python else None
-    size = f"{args.queries} queries x {args.resamples:,} resamples"
-    emit(f"randomization test, one pair, {size}", t_pair, peer=peer, peer_value=peer_s)
-    emit(
-        f"randomization test, 45 pairs x 5 measures (vs one ranx pair), {size}",
-        t_all,
-        peer=peer,
-        peer_value=peer_s,
-    )
+    else:
+        ranx = _ranx_pair(python, a.numpy(), b.numpy(), args.resamples, args.repeat)
+        equal = _agree(p_ours, ranx["p"], args.resamples)
+        print(f"one pair: ranx {ranx['seconds']:.3f} s (p={ranx['p']:.4f}), ours {t_pair:.3f} s ", end="")
+        print(f"(p={p_ours:.4f}); same p within sampling error: {equal}")
+        size = f"{args.queries:,} queries x {args.resamples:,} resamples"
+        emit(
+            f"randomization test, one pair, {size}", t_pair, peer="ranx 0.3 (own process)",
+            peer_value=ranx["seconds"], equal=equal,
+        )  # fmt: skip
+        peer = {"peer": "45 x one ranx pair", "peer_value": 45 * ranx["seconds"]}
+    _row("randomization", args.queries, systems, args, **peer)
+    if args.big:
+        _row("randomization", args.big, _systems(args.big, args.systems), args)
+    _row("bootstrap", args.queries, systems, args)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from embedmetrics._engine.comparison.bootstrap import bootstrap_interval
 from embedmetrics._engine.comparison.options import OPTIONS
 from embedmetrics._engine.settings.arguments import ArgumentKindError
 from embedmetrics._engine.settings.options import options_in, read_options
+from embedmetrics._metric.registry import spec_of
 from embedmetrics._metric.sync import refuse_disagreeing_settings
 
 __all__ = ["ConfidenceInterval"]
@@ -26,12 +27,15 @@ __all__ = ["ConfidenceInterval"]
 class ConfidenceInterval(WrapperMetric):
     r"""A metric's value with a bootstrap confidence interval over its per-query values.
 
-    Wraps a module metric that returns per-query values (a retrieval metric built with
-    ``aggregation="none"``, say). ``update`` and ``forward`` go to the wrapped metric, which keeps the
+    Wraps a module metric that returns per-query values: one of the registry's metrics with an
+    ``aggregation`` argument (retrieval and dense metrics), built with ``aggregation="none"``; any other
+    metric is refused. ``update`` and ``forward`` go to the wrapped metric, which keeps the
     per-query values across batches and processes as it always does (its state, its sync); ``compute``
     returns their mean with the bounds of a bootstrap interval
     ([`bootstrap_ci`][embedmetrics.functional.bootstrap_ci]): a dict ``{"value", "ci_low", "ci_high"}``
-    that Lightning logs with ``self.log_dict(metric.compute())``. Fewer than two queries give NaN bounds.
+    that Lightning logs with ``self.log_dict(metric.compute())``. The interval depends on the multiset of
+    per-query values only: the same for any batch split, merge order or number of processes. Fewer than
+    two queries (``forward`` on a final one-query batch, say) give NaN bounds.
 
     Args:
         metric: the wrapped module metric, whose ``compute`` returns ``(Q,)`` or ``(Q, m)`` per-query
@@ -50,7 +54,7 @@ class ConfidenceInterval(WrapperMetric):
         >>> for _ in range(4):
         ...     metric.update(torch.rand(25, 10, generator=gen), torch.rand(25, 10, generator=gen) < 0.2)
         >>> {k: round(float(v), 3) for k, v in metric.compute().items()}
-        {'value': 0.379, 'ci_low': 0.323, 'ci_high': 0.437}
+        {'value': 0.379, 'ci_low': 0.322, 'ci_high': 0.437}
     """
 
     full_state_update: bool = False
@@ -77,12 +81,7 @@ class ConfidenceInterval(WrapperMetric):
         super().__init__(**kwargs)
         if not isinstance(metric, Metric):
             raise ArgumentKindError(f"Argument `metric` must be a torchmetrics Metric, got {metric!r}.")
-        aggregation = getattr(metric, "aggregation", "none")
-        if not (isinstance(aggregation, str) and aggregation == "none"):
-            raise ValueError(
-                "Argument `metric` must return per-query values: build it with aggregation='none', "
-                f"got aggregation={aggregation!r}."
-            )
+        _check_per_query_metric(metric)
         table = OPTIONS[type(self).__name__]
         for name, value in read_options(type(self).__name__, table, options_in(table, locals())).items():
             setattr(self, name, value)
@@ -129,20 +128,38 @@ class ConfidenceInterval(WrapperMetric):
         self.metric.merge_state(other)
 
     def _interval(self, values: Tensor) -> dict[str, Tensor]:
-        if not isinstance(values, Tensor) or values.ndim not in (1, 2):
+        if not isinstance(values, Tensor) or values.ndim not in (0, 1, 2):
             raise ValueError(
-                "The wrapped metric must return (Q,) or (Q, m) per-query values, got "
+                "The wrapped metric must return (Q,) or (Q, m) per-query values (0-dim: one query), got "
                 f"{tuple(values.shape) if isinstance(values, Tensor) else type(values).__name__}."
             )
         dtype = values.dtype if values.is_floating_point() else torch.get_default_dtype()
-        columns = values.detach().to(torch.float64).reshape(values.shape[0], -1)
-        if columns.shape[0] < 2:
-            mean = columns.mean(dim=0) if columns.shape[0] else torch.full_like(columns[0:1].sum(0), math.nan)
+        shape = values.shape[1:]  # a 0-dim value: one query
+        columns = values.detach().to(torch.float64).reshape(values.shape[:1].numel(), shape.numel())
+        if columns.shape[0] < 2:  # 0 or 1 query: the value (NaN for none) and NaN bounds
+            mean = columns.sum(dim=0) / columns.shape[0] if len(columns) else columns.sum(dim=0) * math.nan
             nan = torch.full_like(mean, math.nan)
             bounds: tuple[Tensor, ...] = (mean, nan, nan)
         else:
             bounds = tuple(
                 bootstrap_interval(columns, self.confidence, self.n_resamples, self.method, self.seed)
             )
-        shape = values.shape[1:]
         return {key: v.reshape(shape).to(dtype) for key, v in zip(("value", "ci_low", "ci_high"), bounds)}
+
+
+def _check_per_query_metric(metric: Metric) -> None:
+    """``metric`` is a registered metric whose option table has ``aggregation``, built with
+    ``aggregation="none"`` (the registry's metrics that return one value per query)."""
+    spec = next((s for c in type(metric).__mro__ if (s := spec_of(c.__name__)) is not None), None)
+    per_query = spec is not None and any(o.name == "aggregation" for o in spec.options)
+    if not per_query:
+        raise ValueError(
+            "Argument `metric` must be an embedmetrics metric that returns per-query values (one with an "
+            f"`aggregation` argument: retrieval and dense metrics), got {type(metric).__name__}."
+        )
+    aggregation = getattr(metric, "aggregation", None)
+    if not (isinstance(aggregation, str) and aggregation == "none"):
+        raise ValueError(
+            "Argument `metric` must return per-query values: build it with aggregation='none', "
+            f"got aggregation={aggregation!r}."
+        )

@@ -35,6 +35,16 @@ def system_names(paths: list[str]) -> list[str]:
     return stems if len(set(stems)) == len(stems) else list(paths)
 
 
+def check_distinct(paths: list[str]) -> None:
+    """Every ``--run`` a different file (the same file twice would compare a system with itself)."""
+    seen: dict[str, str] = {}
+    for path in paths:
+        key = os.path.normcase(os.path.realpath(path))
+        if key in seen:
+            raise ReportInputError(f"--run {path} is the same file as --run {seen[key]}: give each run once.")
+        seen[key] = path
+
+
 def aligned_queries(names: list[str], query_ids: list[list[str]], policy: str) -> list[str]:
     """The queries every run is compared on: all of them (the same in every run) or, with
     ``--query-set intersection``, the common ones; otherwise an error naming the missing queries."""
@@ -76,6 +86,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_comparison(args: argparse.Namespace, paths: list[str], ks: list[int]) -> int:
     """Compare the runs; print the table (or JSON), write the JSON file and figures when asked."""
+    check_distinct(paths)
     opts = _options(args)
     qrels = read_qrels(args.qrels)
     names = system_names(paths)

@@ -16,6 +16,7 @@ import torch
 from embedmetrics._engine.comparison.bootstrap import Interval, bootstrap_interval
 from embedmetrics._engine.comparison.compare import (
     Comparison,
+    check_differences,
     check_per_query,
     compare_systems,
     result_dtype,
@@ -50,13 +51,18 @@ def paired_test(
       ``scipy.stats.wilcoxon``. Statistic $\min(W^+, W^-)$ (two-sided) or $W^+$; effect size
       the rank-biserial correlation $(W^+ - W^-) / (W^+ + W^-)$.
     - ``"randomization"``: Fisher's paired randomization test of $\bar d$: the signs of the
-      differences flipped at random ``n_resamples`` times (one matrix product, no loop), p-value
+      differences flipped at random ``n_resamples`` times, p-value
       $(1 + \#\{|\bar d^*| \ge |\bar d|\}) / (1 + n)$.
     - ``"bootstrap"``: the paired bootstrap test of $\bar d$: queries resampled with replacement,
       the resampled means centred on $\bar d$, p-value as for the randomization test.
 
-    The resamples come from ``seed`` (drawn on the CPU): the same seed gives the same p-value on any
-    device.
+    The resampling tests work on the differences (a constant added to both systems changes nothing),
+    with the queries sorted by their values first (the p-value depends on the pairs of values, not on
+    their order). The random signs (bits) or resample counts are drawn on the CPU by NumPy's generator
+    from ``seed`` and multiplied with the differences chunk by chunk (one matrix product per chunk of
+    about 8 million entries; the cost is linear in the queries and in the resamples): the same seed
+    gives the same p-value on any device. Wilcoxon's normal approximation uses a tail-accurate normal
+    distribution (``erfc``): p-values equal scipy's down to ``1e-300``.
 
     Args:
         a: per-query values of system A, ``(Q,)``.
@@ -70,7 +76,8 @@ def paired_test(
         ``PairedResult(statistic, p_value, mean_difference, effect_size)``, 0-dim float64 tensors.
 
     Raises:
-        ValueError: different lengths, NaN values, fewer than 2 queries, ``n_resamples < 1``, an unknown
+        ValueError: different lengths, NaN or infinite values, values or differences whose sums
+            overflow float64, fewer than 2 queries, ``n_resamples`` outside ``[1, 10^8]``, an unknown
             test or alternative.
 
     Examples:
@@ -87,6 +94,7 @@ def paired_test(
     opts = read_options("paired_test", OPTIONS["paired_test"], options_in(OPTIONS["paired_test"], locals()))
     given = [torch.as_tensor(a), torch.as_tensor(b)]
     d = check_per_query(("a", "b"), given)
+    check_differences(("a", "b"), d)
     pair = (torch.tensor([0]), torch.tensor([1]))
     result = run_test(d, *pair, opts["test"], opts["alternative"], opts["n_resamples"], opts["seed"])
     return PairedResult(*(v[0].to(result_dtype(given)) for v in result))
@@ -104,8 +112,11 @@ def compare(
     """Every pair of ``S`` systems compared by a two-sided ``paired_test``, the p-values corrected
     for the ``S (S - 1) / 2`` comparisons.
 
-    The resampling tests use one matrix of resamples for every pair (one matrix product for all of
-    them). ``correction="holm"`` (Holm's step-down, controls the family-wise error rate like Bonferroni
+    The resampling tests use the same resamples for every pair (each chunk of them one matrix product
+    with every system's differences from the last system, so a constant added to every system changes
+    nothing); the queries are sorted by their values first (the p-values depend on the multiset of the
+    queries, not on their order). System names must differ as text (keys ``1`` and ``"1"`` are
+    refused). ``correction="holm"`` (Holm's step-down, controls the family-wise error rate like Bonferroni
     and rejects at least as much), ``"bonferroni"`` or ``None``.
 
     Args:
@@ -139,7 +150,9 @@ def compare(
     names, tensors = systems_of(values)
     if len(names) < 2:
         raise ValueError(f"Argument `values` must hold at least 2 systems, got {len(names)}.")
-    checked = check_per_query(tuple(f"values[{n!r}]" for n in names), tensors)
+    labels = tuple(f"values[{n!r}]" for n in names)
+    checked = check_per_query(labels, tensors)
+    check_differences(labels, checked)
     return compare_systems(
         result_dtype(tensors),
         names,
@@ -162,10 +175,13 @@ def bootstrap_ci(
 ) -> Interval:
     r"""A bootstrap confidence interval of the mean of per-query values.
 
-    The queries are resampled with replacement ``n_resamples`` times (one matrix product of resample
-    counts); ``"percentile"`` takes the $(1 \pm \mathrm{confidence})/2$ quantiles of the resampled
-    means, ``"bca"`` shifts them by the bias correction and the jackknife acceleration (Efron's BCa),
-    as ``scipy.stats.bootstrap`` does. The same seed gives the same interval on any device.
+    Each column is sorted, then its queries are resampled with replacement ``n_resamples`` times (the
+    resample counts drawn on the CPU by NumPy's generator from ``seed``, one matrix product per chunk);
+    ``"percentile"`` takes the $(1 \pm \mathrm{confidence})/2$ quantiles of the resampled means,
+    ``"bca"`` shifts them by the bias correction (resampled means equal to the estimate count half)
+    and the jackknife acceleration (Efron's BCa), as ``scipy.stats.bootstrap`` does. The interval
+    depends on the multiset of values only (any order of the queries gives the same bounds) and the
+    same seed gives the same interval on any device.
 
     Args:
         values: per-query values ``(Q,)``, or ``(Q, m)`` for ``m`` measures (one interval each).

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from embedmetrics._io.trec import join_run, read_qrels, read_run
@@ -76,6 +78,11 @@ def test_same_significant_pairs_as_ranx_live(tmp_path: Path) -> None:  # pragma:
     record = importlib.util.module_from_spec(loader)
     loader.loader.exec_module(record)
     buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        record.main(str(tmp_path))
+    state = random.getstate(), np.random.get_state()  # noqa: NPY002 - ranx (or its imports) reseeds them
+    try:
+        with contextlib.redirect_stdout(buffer):
+            record.main(str(tmp_path))
+    finally:
+        random.setstate(state[0])
+        np.random.set_state(state[1])  # noqa: NPY002
     _check(json.loads(buffer.getvalue()), ours)

@@ -110,3 +110,12 @@ def test_per_query_values_follow_the_query_ids(tmp_path: Path) -> None:
             data.preds[rows], data.target[rows], k=10, retrieved=data.retrieved[rows]
         )
         assert float(values[i]) == pytest.approx(float(one), abs=1e-12), data.query_ids[i]
+
+
+def test_the_same_run_twice_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs, qrels = write_runs(tmp_path)
+    same = tmp_path / "." / runs[0].name
+    assert main(_args([runs[0], runs[1], Path(str(same))], qrels)) == 2
+    error = capsys.readouterr().err
+    assert "is the same file as --run" in error
+    assert "Traceback" not in error

@@ -15,7 +15,8 @@ from embedmetrics._engine.comparison.paired import run_test
 
 
 def check_per_query(names: tuple[str, ...], values: list[Tensor]) -> Tensor:
-    """``(len(values), Q)`` float64: 1-D per-query values of one length ``Q >= 2``, without NaN."""
+    """``(len(values), Q)`` float64: 1-D per-query values of one length ``Q >= 2``, finite, whose sums
+    over the queries are finite too (a resampled sum never overflows)."""
     for name, v in zip(names, values):
         if v.ndim != 1:
             raise ValueError(f"Argument `{name}` must be 1-D per-query values, got shape {tuple(v.shape)}.")
@@ -36,12 +37,33 @@ def check_per_query(names: tuple[str, ...], values: list[Tensor]) -> Tensor:
                 f"Argument `{name}` must not contain NaN per-query values, "
                 f"got {int(torch.isnan(row).sum())} NaN."
             )
+        _check_sums(f"Argument `{name}`", row)
     if out.shape[1] < 2:
         raise ValueError(
             f"Arguments {', '.join(f'`{n}`' for n in names)} must hold at least 2 queries, "
             f"got {out.shape[1]}."
         )
     return out
+
+
+def check_differences(names: tuple[str, ...], values: Tensor) -> None:
+    """The per-query differences of every two of the ``(S, Q)`` systems, and their sums over the
+    queries, must be finite (the tests resample differences)."""
+    spread = values.max(dim=0).values - values.min(dim=0).values
+    _check_sums(f"The differences of {', '.join(f'`{n}`' for n in names)}", spread)
+
+
+def _check_sums(what: str, row: Tensor) -> None:
+    """``row`` finite, and ``Q max|row|`` (the largest sum a resample can give) finite."""
+    top = row.abs().max() if row.numel() else row.new_zeros(())
+    if not bool(torch.isfinite(top)):
+        bad = row[~torch.isfinite(row)][0]
+        raise ValueError(f"{what} must be finite per-query values, got {float(bad)!r}.")
+    if not bool(torch.isfinite(top * row.shape[0])):
+        raise ValueError(
+            f"{what} overflow float64 when summed over the {row.shape[0]} queries: "
+            f"got values up to {float(top)!r} in absolute value."
+        )
 
 
 def result_dtype(values: list[Tensor]) -> torch.dtype:
@@ -52,7 +74,14 @@ def result_dtype(values: list[Tensor]) -> torch.dtype:
 def systems_of(values: Any) -> tuple[list[str], list[Tensor]]:
     """Names and per-query tensors of ``values``: a mapping name -> values, or an ``(S, Q)`` tensor."""
     if isinstance(values, Mapping):
-        return [str(k) for k in values], [torch.as_tensor(v) for v in values.values()]
+        names = [str(k) for k in values]
+        if len(set(names)) < len(names):
+            same = [k for k in values if names.count(str(k)) > 1]
+            raise ValueError(
+                f"Argument `values` must name every system differently as text, got keys {same!r}, "
+                f"which all read {sorted({str(k) for k in same})!r}."
+            )
+        return names, [torch.as_tensor(v) for v in values.values()]
     tensor = torch.as_tensor(values)
     if tensor.ndim != 2:
         raise ValueError(

@@ -18,6 +18,8 @@ ALTERNATIVES = ("two-sided", "greater", "less")
 CORRECTIONS = ("holm", "bonferroni")
 #: Confidence interval methods of the bootstrap.
 CI_METHODS = ("percentile", "bca")
+#: The most resamples: the resampled statistics are kept, 8 bytes each per pair or column (800 MB).
+MAX_RESAMPLES = 100_000_000
 
 
 def check_open_unit(name: str, value: Any) -> float:
@@ -35,6 +37,14 @@ def check_correction(name: str, value: Any) -> Any:
     return value
 
 
+def check_resamples(name: str, value: Any) -> int:
+    """A positive int of at most ``MAX_RESAMPLES``."""
+    out = check_positive_int(name, value)
+    if out > MAX_RESAMPLES:
+        raise ValueError(f"Argument `{name}` must be at most {MAX_RESAMPLES:,}, got {value!r}.")
+    return out
+
+
 def check_seed(name: str, value: Any) -> int:
     """A non-negative int."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -48,8 +58,9 @@ ALTERNATIVE = Option(
     choice(*ALTERNATIVES), choices=ALTERNATIVES,
 )  # fmt: skip
 N_RESAMPLES = Option(
-    "n_resamples", "int", 10_000, "resamples of the randomization and bootstrap tests and intervals",
-    check_positive_int,
+    "n_resamples", "int", 10_000,
+    f"resamples of the randomization and bootstrap tests and intervals, 1 to {MAX_RESAMPLES:,}",
+    check_resamples,
 )  # fmt: skip
 SEED = Option("seed", "int", 0, "seed of the resamples (the same seed, the same result)", check_seed)
 CORRECTION = Option(

@@ -12,16 +12,21 @@ effect size:
   with the tie correction and no continuity correction; ``scipy.stats.wilcoxon``); the statistic is
   ``min(W+, W-)`` (two-sided) or ``W+``; effect size the matched-pairs rank-biserial correlation.
 - ``"randomization"``: Fisher's paired randomization (sign-flip) test of ``mean(d)``: ``n_resamples``
-  random sign vectors (8 from each random byte), shared by every pair: every system's resampled sums
-  come from a table of the signed sums of each 8 queries, and a pair's are the difference of its
-  systems' (no ``n_resamples x Q`` matrix, no Python loop); p-value
+  random sign vectors, shared by every pair, as random bits unpacked chunk by chunk and multiplied
+  with every system's values at once (``resampling.sign_flip_sums``); p-value
   ``(1 + #{resampled statistics at least as extreme}) / (1 + n_resamples)``.
 - ``"bootstrap"``: the paired bootstrap test of ``mean(d)``: ``n_resamples`` resamples of the queries
-  (with replacement), shared by every pair, as one matrix product of resample counts with the systems'
-  values; the resampled means are centred on the observed one (the null) and compared with it as above.
+  (with replacement), shared by every pair, as matrices of resample counts multiplied with every
+  system's values (``resampling.bootstrap_sums``); the resampled means are centred on the observed
+  one (the null) and compared with it as above.
 
-The resamples are drawn on the CPU from ``seed`` (then moved to the values' device), so a seed gives the
-same p-values on every device and in every run.
+The resamples act on differences: every system minus the last one, query by query, so a constant
+added to every system changes nothing (the statistics of a pair are differences of these). The queries
+are first put in a canonical order (sorted by their values, ``resampling.canonical_order``): the
+p-values depend on the multiset of the queries, not on their order. The random numbers come from
+``seed`` on the CPU (``resampling``), so a seed gives the same p-values on every device and in every
+run. The normal distribution of Wilcoxon's approximation is ``erfc``'s (tail-accurate: no p-value
+rounds to 0 above ``1e-300``).
 """
 
 from __future__ import annotations
@@ -34,8 +39,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-#: Elements of one resample block (sign or count matrix rows times queries).
-_BLOCK = 1 << 22
+from embedmetrics._engine.comparison.resampling import bootstrap_sums, canonical_order, sign_flip_sums
+
 #: Relative tolerance of "at least as extreme" (sums of the same numbers in another order).
 _TOLERANCE = 1e-12
 
@@ -55,19 +60,24 @@ def run_test(
 ) -> PairedResult:
     """The paired test ``test`` of the pairs ``(values[left[p]], values[right[p]])`` of the ``(S, Q)``
     per-query values (see the module docstring)."""
+    values = values[:, canonical_order(values)]
     d = values[left] - values[right]
     if test == "t":
         return _t_test(d, alternative)
     if test == "wilcoxon":
         results = [_wilcoxon(row, alternative) for row in d]
         return PairedResult(*(torch.stack(parts) for parts in zip(*results)))
-    mean = d.mean(dim=1)
-    resample = _sign_flip_sums if test == "randomization" else _bootstrap_sums
-    per_system = resample(values, n_resamples, seed)  # (S, n_resamples): one product for every pair
-    null = (per_system[left] - per_system[right]) / d.shape[1]
+    n = values.shape[1]
+    shifted = (values - values[-1]).T  # (Q, S): the systems minus the last one, query by query
+    resample = sign_flip_sums if test == "randomization" else bootstrap_sums
+    sums = resample(shifted, n_resamples, seed)  # (n_resamples, S): one product per chunk, every pair
+    total = shifted.sum(dim=0)
+    observed = (total[left] - total[right]) / n
+    null = (sums[:, left] - sums[:, right]).T / n
     if test == "bootstrap":
-        null = null - mean[:, None]  # centred on the observed mean: the null of the bootstrap test
-    return PairedResult(mean, _resampled_p(mean, null, alternative), mean, _cohen_dz(d))
+        null = null - observed[:, None]  # centred on the observed mean: the null of the bootstrap test
+    mean = d.mean(dim=1)
+    return PairedResult(mean, _resampled_p(observed, null, alternative), mean, _cohen_dz(d))
 
 
 # ----------------------------------------------------------------------------- t
@@ -174,71 +184,17 @@ def _wilcoxon_normal(count: float, r_plus: float, tie_term: float, alternative: 
     se = math.sqrt((count * (count + 1) * (2 * count + 1) - tie_term / 2) / 24)
     z = (r_plus - mean) / se if se > 0 else math.nan
     at = {"greater": -z, "less": z}.get(alternative, -abs(z))
-    p = float(torch.special.ndtr(torch.tensor(at, dtype=torch.float64)))
+    p = normal_cdf(at)
     return p if alternative != "two-sided" else 2 * p
 
 
+def normal_cdf(z: float) -> float:
+    """The standard normal CDF as ``erfc(-z / sqrt(2)) / 2``: accurate to the last digits in the lower
+    tail (down to ``1e-300`` and below), where ``1 + erf`` would cancel."""
+    return float(torch.special.erfc(torch.tensor(-z / math.sqrt(2), dtype=torch.float64)) / 2)
+
+
 # ----------------------------------------------------------------------------- resampling
-
-
-def _generator(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
-def _blocks(n_resamples: int, n: int) -> list[int]:
-    rows = max(1, _BLOCK // max(n, 1))
-    return [min(rows, n_resamples - start) for start in range(0, n_resamples, rows)]
-
-
-#: ``(256, 8)``: the signs (``±1``) that the 8 bits of each byte value give.
-_BYTE_SIGNS = (((torch.arange(256)[:, None] >> torch.arange(8)) & 1) * 2 - 1).to(torch.float64)
-
-
-def _sign_flip_sums(values: Tensor, n_resamples: int, seed: int) -> Tensor:
-    """``(S, n_resamples)``: ``Σ_q s_q x_q`` of every system under random sign vectors ``s`` (the same for
-    every system, so a pair's sign-flipped sum of differences is the difference of its systems' sums).
-
-    Each random byte signs 8 queries: a table of the signed sums of every 8 queries under each of the
-    256 byte values turns a resample into ``Q / 8`` lookups (no ``n_resamples x Q`` sign matrix).
-    """
-    g, (S, n) = _generator(seed), values.shape
-    groups = (n + 7) // 8
-    padded = torch.zeros(S, groups * 8, dtype=values.dtype, device=values.device)
-    padded[:, :n] = values  # padding queries count 0 whatever their sign
-    table = (padded.reshape(S, groups, 8) @ _BYTE_SIGNS.to(values).T).permute(1, 2, 0).contiguous()
-    parts = []  # table[j, byte]: the signed sums of group j of every system, (groups, 256, S)
-    for rows in _blocks(n_resamples, groups):
-        raw = torch.randint(0, 256, (groups, rows), generator=g, dtype=torch.uint8)
-        picks = raw.to(device=values.device, dtype=torch.long)
-        sums = table[0].index_select(0, picks[0])
-        for j in range(1, groups):  # a loop over the Q / 8 query groups, never over resamples
-            sums.add_(table[j].index_select(0, picks[j]))
-        parts.append(sums.T)
-    return torch.cat(parts, dim=1)
-
-
-def _bootstrap_sums(values: Tensor, n_resamples: int, seed: int) -> Tensor:
-    """``(S, n_resamples)``: every system's sum over the same resamples of the queries."""
-    return resampled_sums(values.T, n_resamples, seed).T
-
-
-def bootstrap_means(values: Tensor, n_resamples: int, seed: int) -> Tensor:
-    """``(n_resamples, m)``: the means of the ``(Q, m)`` values over resamples of the ``Q`` rows."""
-    return resampled_sums(values, n_resamples, seed) / values.shape[0]
-
-
-def resampled_sums(values: Tensor, n_resamples: int, seed: int) -> Tensor:
-    """``(n_resamples, m)``: the sums of the ``(Q, m)`` values over resamples of the ``Q`` rows (with
-    replacement), as products of resample counts."""
-    g, n, values = _generator(seed), values.shape[0], values.contiguous()  # one summation order
-    parts = []
-    for rows in _blocks(n_resamples, n):
-        picks = torch.randint(0, n, (rows, n), generator=g)
-        counts = torch.zeros(rows, n, dtype=values.dtype).scatter_add_(
-            1, picks, torch.ones(rows, n, dtype=values.dtype)
-        )
-        parts.append(counts.to(values.device) @ values)
-    return torch.cat(parts, dim=0)
 
 
 def _resampled_p(observed: Tensor, null: Tensor, alternative: str) -> Tensor:
