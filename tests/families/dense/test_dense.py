@@ -3,11 +3,13 @@ any batch split and order, a corpus sharded over gloo processes, and a corpus to
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -510,9 +512,10 @@ def test_sharded_corpus_equals_one_process(world: int) -> None:
         assert sum(flops) >= 2 * 60 * torch.unique(corpus, dim=0).shape[0] * 5, flops
 
 
-def _rank_skewed_worker(rank: int, world: int) -> dict[str, Any]:
-    """A corpus of identical documents spread over the ranks, on a "kernel" that rounds differently on
-    every rank (each product's result shifted by ``rank`` ulps-worth): ties must still be ties."""
+@contextlib.contextmanager
+def _products_skewed_by(rank: int) -> Iterator[None]:
+    """The dense scan's products shifted by ``rank`` ulps-worth: a "kernel" that rounds differently on
+    every rank (in the worker process only)."""
     import embedmetrics._engine.dense.scan as scan_module
 
     real_mm = torch.mm
@@ -521,8 +524,17 @@ def _rank_skewed_worker(rank: int, world: int) -> dict[str, Any]:
         result = real_mm(a, b, out=out) if out is not None else real_mm(a, b)
         return result.add_(rank * 1e-6)
 
-    scan_module.torch.mm = skewed_mm  # type: ignore[attr-defined]  # this worker process only
+    scan_module.torch.mm = skewed_mm  # type: ignore[attr-defined]
     try:
+        yield
+    finally:
+        scan_module.torch.mm = real_mm  # type: ignore[attr-defined]
+
+
+def _rank_skewed_worker(rank: int, world: int) -> dict[str, Any]:
+    """A corpus of identical documents spread over the ranks, on a "kernel" that rounds differently on
+    every rank (each product's result shifted by ``rank`` ulps-worth): ties must still be ties."""
+    with _products_skewed_by(rank):
         g = torch.Generator().manual_seed(3)
         queries = torch.randn(8, 4, generator=g)
         shares = [(0, 5), (5, 30), (30, 30)] if world == 3 else [(0, 12), (12, 30)]
@@ -532,8 +544,6 @@ def _rank_skewed_worker(rank: int, world: int) -> dict[str, Any]:
             metric.update(queries, torch.arange(8), role="query")
         metric.update(torch.ones(stop - start, 4), torch.arange(start, stop), role="corpus")
         return {"value": metric.compute()}
-    finally:
-        scan_module.torch.mm = real_mm  # type: ignore[attr-defined]
 
 
 _SKEW_QRELS = [(q, d, 1 + (q + d) % 2) for q in range(8) for d in range(q, 30, 7)]
@@ -559,16 +569,7 @@ def _split_twins_worker(rank: int, world: int) -> dict[str, Any]:
     """Every rank holds a copy of the same distinct rows under its own ids, on a "kernel" that rounds
     differently on every rank: within a rank no two keys are near, so only the union of the ranks' lists
     shows which product keys must be rescored for the copies to tie."""
-    import embedmetrics._engine.dense.scan as scan_module
-
-    real_mm = torch.mm
-
-    def skewed_mm(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
-        result = real_mm(a, b, out=out) if out is not None else real_mm(a, b)
-        return result.add_(rank * 1e-6)
-
-    scan_module.torch.mm = skewed_mm  # type: ignore[attr-defined]  # this worker process only
-    try:
+    with _products_skewed_by(rank):
         queries, rows = _twins_data()
         out: dict[str, Any] = {}
         for ties in ("average", "optimistic"):
@@ -579,8 +580,6 @@ def _split_twins_worker(rank: int, world: int) -> dict[str, Any]:
             metric.update(rows, torch.arange(rank * n, (rank + 1) * n), role="corpus")
             out[ties] = metric.compute()
         return out
-    finally:
-        scan_module.torch.mm = real_mm  # type: ignore[attr-defined]
 
 
 def _twins_data() -> tuple[torch.Tensor, torch.Tensor]:
