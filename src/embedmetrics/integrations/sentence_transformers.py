@@ -139,7 +139,7 @@ class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):
             must then call the evaluator** (a call on rank 0 alone waits forever for the others, or
             until the group's timeout). ``False``: this process encodes and scans everything alone,
             with no collective (``if rank == 0: evaluator(model)``). ``True``: shard, and raise if no
-            process group is initialised.
+            process group is initialised (inside the trainer under DDP its protocol is kept).
 
     After a call, ``per_query`` maps every result key to its ``(Q,)`` float64 per-query values, in the
     order of ``per_query_ids`` (the evaluated query ids), ready for
