@@ -68,11 +68,18 @@ def make_data(
 
 
 class EncodeCounter:
-    """Counts the texts ``model`` encodes on this process (wraps its ``_inference``)."""
+    """Counts the texts ``model`` encodes on this process (wraps its ``_inference``) and its forward
+    passes (a forward pre-hook: one per batch)."""
 
     def __init__(self, model: Any) -> None:
         self.texts = 0
+        self.forwards = 0
         inference = model._inference
+
+        def forward_seen(*_: Any) -> None:
+            self.forwards += 1
+
+        model.register_forward_pre_hook(forward_seen)
 
         def counted(inputs: list[Any], **kwargs: Any) -> Any:
             self.texts += len(inputs)
@@ -101,7 +108,10 @@ def evaluate(model_dir: str, data: tuple[Any, ...], kwargs: dict[str, Any]) -> d
     counter = EncodeCounter(model)
     evaluator = InformationRetrievalEvaluator(*data, **kwargs)
     results = evaluator(model)
-    return {"results": results, "per_query": evaluator.per_query, "texts": counter.texts}
+    return {
+        "results": results, "per_query": evaluator.per_query, "texts": counter.texts,
+        "forwards": counter.forwards,
+    }  # fmt: skip
 
 
 def evaluate_on_rank(
@@ -109,6 +119,45 @@ def evaluate_on_rank(
 ) -> Any:
     """``evaluate`` on one rank of a gloo group (a plain script calling the evaluator on every rank)."""
     return evaluate(model_dir, data, kwargs)
+
+
+TWO_QUERIES = (
+    {"q1": "w1 w2", "q2": "w3 w4"},
+    {f"d{i}": f"w{i} w{i + 1} w{i + 2}" for i in range(12)},
+    {"q1": {"d1"}, "q2": {"d3"}},
+)
+
+
+def uneven_cases(model_dir: str, fsdp_data: tuple[Any, ...]) -> dict[str, Any]:
+    """The evaluator where some rank's share would be empty or shorter (more ranks than queries, a
+    bf16 model, ``truncate_dim`` wider than the model), under FSDP (every forward pass a collective),
+    and called with ``distributed=False`` on rank 0 alone: each case's ``cosine_ndcg@10``."""
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+
+    from embedmetrics.integrations.sentence_transformers import InformationRetrievalEvaluator
+
+    out: dict[str, Any] = {}
+    bf16 = load_model(model_dir).to(torch.bfloat16)
+    out["bf16"] = InformationRetrievalEvaluator(*TWO_QUERIES)(bf16)["cosine_ndcg@10"]
+    wide = InformationRetrievalEvaluator(*TWO_QUERIES, truncate_dim=2 * DIM)
+    out["truncate"] = wide(load_model(model_dir))["cosine_ndcg@10"]
+    sharded = load_model(model_dir)
+    for layer in sharded[0].model.encoder.layer:
+        fully_shard(layer)
+    fully_shard(sharded)
+    out["fsdp"] = InformationRetrievalEvaluator(*fsdp_data, batch_size=7)(sharded)["cosine_ndcg@10"]
+    if dist.get_rank() == 0:
+        alone = InformationRetrievalEvaluator(*fsdp_data, distributed=False)
+        out["alone"] = alone(load_model(model_dir))["cosine_ndcg@10"]
+    dist.barrier()  # rank 0's call started no collective: the other ranks meet it here
+    return out
+
+
+def uneven_cases_on_rank(rank: int, world: int, model_dir: str, fsdp_data: tuple[Any, ...]) -> dict[str, Any]:
+    """``uneven_cases`` on one rank of a gloo group."""
+    torch.set_num_threads(1)
+    return uneven_cases(model_dir, fsdp_data)
 
 
 def train(model_dir: str, data: tuple[Any, ...], out_dir: str, distributed: bool) -> dict[str, Any]:

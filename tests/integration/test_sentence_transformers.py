@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 pytest.importorskip("sentence_transformers")
 
@@ -24,6 +25,7 @@ from sentence_transformers.util import cos_sim, dot_score, euclidean_sim, manhat
 import embedmetrics as em
 from _dist import run_distributed
 from _st_helpers import (
+    TWO_QUERIES,
     EncodeCounter,
     build_model,
     evaluate,
@@ -31,8 +33,9 @@ from _st_helpers import (
     load_model,
     make_data,
     train_on_rank,
+    uneven_cases_on_rank,
 )
-from embedmetrics.integrations.sentence_transformers import InformationRetrievalEvaluator
+from embedmetrics.integrations.sentence_transformers import InformationRetrievalEvaluator, padded_share
 from oracles.dense import dense_reference
 
 KS = {"mrr_at_k": [3, 10], "ndcg_at_k": [5, 10], "accuracy_at_k": [1, 5], "precision_recall_at_k": [2, 10]}
@@ -117,6 +120,42 @@ def test_corpus_embeddings_given(model: Any) -> None:
     np.testing.assert_allclose(list(got.values()), list(expected.values()), rtol=0, atol=1e-6)
 
 
+@pytest.mark.filterwarnings("ignore:Sparse invariant checks")  # sentence-transformers' own
+def test_corpus_embeddings_of_the_wrong_rows_raise_and_sparse_ones_are_densified(model: Any) -> None:
+    data = make_data(4, 25, 150)
+    corpus = model.encode_document(list(data[1].values()), convert_to_tensor=True)
+    counter = EncodeCounter(model)
+    for wrong in (corpus[:140], torch.cat([corpus, corpus[:3]]), corpus[0]):
+        with pytest.raises(ValueError, match=r"`corpus_embeddings`.*\(150 rows\).*shape"):
+            InformationRetrievalEvaluator(*data)(model, corpus_embeddings=wrong)
+    assert counter.texts == 0  # raised before anything was encoded
+    got = InformationRetrievalEvaluator(*data)(model, corpus_embeddings=corpus.to_sparse())
+    expected = STEvaluator(*data)(model, corpus_embeddings=corpus.to_sparse())
+    np.testing.assert_allclose(list(got.values()), list(expected.values()), rtol=0, atol=1e-6)
+
+
+def test_return_per_query_gives_the_results_and_the_per_query_values(model: Any) -> None:
+    evaluator = InformationRetrievalEvaluator(*make_data(4, 25, 150), name="v")
+    results, per_query = evaluator(model, return_per_query=True)
+    assert list(per_query) == list(results)
+    for key, value in results.items():
+        assert float(np.mean(per_query[key])) == pytest.approx(value, abs=1e-12)
+        np.testing.assert_array_equal(per_query[key], evaluator.per_query[key])
+
+
+def test_predictions_list_equal_printed_scores_by_document_id(model: Any, tmp_path: Path) -> None:
+    data = make_data(5, 30, 150)
+    evaluator = InformationRetrievalEvaluator(*data, write_predictions=True, name="t")
+    evaluator(model, output_path=str(tmp_path))
+    lines = (tmp_path / evaluator.predictions_file.replace(".jsonl", "_cosine.jsonl")).read_text()
+    ties = 0
+    for row in map(json.loads, lines.splitlines()):
+        keys = [(-h["score"], h["corpus_id"]) for h in row["results"]]
+        assert keys == sorted(keys), row["query_id"]
+        ties += sum(a[0] == b[0] for a, b in zip(keys, keys[1:]))
+    assert ties  # some printed scores are equal: the order among them is checked
+
+
 @pytest.mark.parametrize("ties", ["average", "pessimistic", "optimistic"])
 def test_tied_documents_follow_the_tie_oracle(model: Any, ties: str) -> None:
     texts = ["w1 w2", "w3 w4", "w1 w2", "w5 w6 w7", "w3 w4", "w8", "w1 w2"]  # identical texts: exact ties
@@ -148,23 +187,82 @@ def test_tied_documents_follow_the_tie_oracle(model: Any, ties: str) -> None:
     assert checked == len(evaluator.per_query) == 11
 
 
-def test_one_two_and_three_processes_agree_each_encoding_its_share(model_dir: Path) -> None:
-    data = make_data(5, 23, 101)
-    kwargs = {"corpus_chunk_size": 16, **KS}
+def _forwards(n_queries: int, n_docs: int, batch: int, chunk: int) -> int:
+    """Forward passes of ``n_queries`` queries and ``n_docs`` documents encoded by chunks."""
+    starts = range(0, n_docs, chunk)
+    return -(-n_queries // batch) + sum(-(-min(chunk, n_docs - s) // batch) for s in starts)
+
+
+def test_one_two_and_three_processes_agree_each_encoding_as_many_texts(model_dir: Path) -> None:
+    data = make_data(5, 23, 97)
+    kwargs = {"corpus_chunk_size": 16, "batch_size": 4, **KS}
     one = evaluate(str(model_dir), data, kwargs)
     n_queries = len(InformationRetrievalEvaluator(*data).queries)
-    assert one["texts"] == n_queries + 101
+    assert one["texts"] == n_queries + 97
+    assert one["forwards"] == _forwards(n_queries, 97, 4, 16)  # no padding in one process
     for world in (2, 3):
         ranks = run_distributed(
             evaluate_on_rank, world, timeout=240,
             kwargs={"model_dir": str(model_dir), "data": data, "kwargs": kwargs},
         )  # fmt: skip
-        for rank, got in enumerate(ranks):
+        unpadded = {
+            _forwards(len(q), len(d), 4, 16)
+            for q, d in zip(np.array_split(np.arange(n_queries), world), np.array_split(np.arange(97), world))
+        }
+        assert len(unpadded) == 2  # the data would give the ranks unequal forward passes unpadded
+        for got in ranks:
             assert got["results"] == one["results"]
             for key, values in one["per_query"].items():
                 np.testing.assert_array_equal(got["per_query"][key], values)
-            share = len(np.array_split(np.arange(n_queries), world)[rank])
-            assert got["texts"] == share + len(np.array_split(np.arange(101), world)[rank])
+            shares = (-(-n_queries // world), -(-97 // world))
+            assert got["texts"] == sum(shares)  # ceil(n / world) of each, padded
+            assert got["forwards"] == _forwards(*shares, 4, 16)  # the same on every rank (FSDP)
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4, 7])
+def test_padded_shares_are_equal_and_keep_every_item_once(world: int) -> None:
+    for n in range(1, 12):
+        items = [f"t{i}" for i in range(n)]
+        kept: list[str] = []
+        for rank in range(world):
+            texts, part = padded_share(items, (rank, world))
+            assert len(texts) == -(-n // world)
+            assert texts[: part.stop - part.start] == items[part]
+            assert set(texts) <= set(items)
+            kept += texts[: part.stop - part.start]
+        assert kept == items
+    assert padded_share(["a", "b"], None) == (["a", "b"], slice(0, 2))
+
+
+def test_empty_shares_fsdp_and_rank_zero_alone_under_three_processes(model_dir: Path) -> None:
+    # 2 queries for 3 ranks (an empty share before padding) with a bf16 model and a truncate_dim
+    # wider than the model; FSDP over 64 documents in batches of 7 (shares 22, 21, 21: 4 and 3
+    # forward passes unpadded); rank 0 alone with distributed=False, then a barrier
+    fsdp_data = make_data(3, 10, 64)
+    ranks = run_distributed(
+        uneven_cases_on_rank, 3, timeout=240, kwargs={"model_dir": str(model_dir), "fsdp_data": fsdp_data}
+    )
+    model = load_model(model_dir)
+    expected = {
+        "bf16": STEvaluator(*TWO_QUERIES)(load_model(model_dir).to(torch.bfloat16))["cosine_ndcg@10"],
+        "truncate": STEvaluator(*TWO_QUERIES, truncate_dim=32)(model)["cosine_ndcg@10"],
+        "fsdp": STEvaluator(*fsdp_data)(model)["cosine_ndcg@10"],
+    }
+    for got in ranks:
+        for key, value in expected.items():
+            assert got[key] == pytest.approx(value, abs=1e-6), key
+    assert ranks[0]["alone"] == pytest.approx(expected["fsdp"], abs=1e-6)
+    assert "alone" not in ranks[1]
+
+
+def test_distributed_true_without_a_process_group_raises(model: Any) -> None:
+    evaluator = InformationRetrievalEvaluator(*TWO_QUERIES, distributed=True)
+    counter = EncodeCounter(model)
+    with pytest.raises(ValueError, match="`distributed` is True"):
+        evaluator(model)
+    assert counter.texts == 0
+    with pytest.raises(ValueError, match="distributed"):
+        InformationRetrievalEvaluator(*TWO_QUERIES, distributed="yes")  # type: ignore[arg-type]
 
 
 def test_trainer_logs_the_same_metrics_with_one_and_two_processes(model_dir: Path, tmp_path: Path) -> None:
@@ -206,8 +304,10 @@ def test_bad_input_raises_before_anything_is_encoded(model_dir: Path, tmp_path: 
     model = load_model(model_dir, "manhattan")
     counter = EncodeCounter(model)
     evaluator = InformationRetrievalEvaluator(queries, corpus, relevant)
-    with pytest.raises(ValueError, match="manhattan"):
+    with pytest.raises(ValueError, match="manhattan") as raised:
         evaluator(model, output_path=str(tmp_path))
+    assert len(str(raised.value)) < 400  # names the similarity, not the model's whole repr
+    assert "similarity_fn_name='manhattan'" in str(raised.value)
     assert counter.texts == 0
     assert not (tmp_path / evaluator.csv_file).exists()
 

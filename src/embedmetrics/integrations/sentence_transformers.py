@@ -14,7 +14,12 @@ Where it runs (``torch.distributed``):
 - anywhere else with a process group of several ranks (a ``torchrun`` script calling the evaluator on
   every rank, or the trainer under FSDP / DeepSpeed, which runs it on every rank) each rank encodes its
   share of the queries and of the corpus, the queries are gathered, each rank scans its corpus share
-  and the top lists are merged exactly: every rank returns the same values.
+  and the top lists are merged exactly: every rank returns the same values. Every rank encodes the
+  same number of texts, ``ceil(n / world_size)`` (a shorter share is topped up with copies of one of
+  its texts, whose embeddings are dropped): the same number of forward passes on every rank, which
+  FSDP / ZeRO-3 need (each forward pass gathers the parameters);
+- ``distributed=False`` (a script evaluating on rank 0 only): this process encodes and scans
+  everything alone, no collective.
 """
 
 from __future__ import annotations
@@ -70,17 +75,20 @@ def similarity_of(name: str, score_function: Callable[..., Any]) -> str:
     ``similarity`` method (its ``similarity_fn_name``) or one of ``SimilarityFunction``'s functions."""
     owner = getattr(score_function, "__self__", None)
     method = getattr(type(owner), "similarity", None) if owner is not None else None
-    if method is not None and getattr(score_function, "__func__", None) is method:
+    of_model = method is not None and getattr(score_function, "__func__", None) is method
+    if of_model:
         kind: str | None = str(getattr(owner, "similarity_fn_name", ""))
+        shown = f"a model's `similarity` (similarity_fn_name={kind!r})"
     else:
         kind = next(
             (s for s in SIMILARITIES if score_function is SimilarityFunction.to_similarity_fn(s)), None
         )
+        shown = str(getattr(score_function, "__qualname__", type(score_function).__name__))
     if kind not in SIMILARITIES:
         raise ValueError(
             f"Argument `score_functions` must hold similarities embedmetrics scans exactly "
             f"({', '.join(SIMILARITIES)}: a model's `similarity` or sentence_transformers.util's "
-            f"cos_sim, dot_score, euclidean_sim), got {name!r}: {score_function!r}."
+            f"cos_sim, dot_score, euclidean_sim), got {name!r}: {shown}."
         )
     return str(kind)
 
@@ -93,6 +101,18 @@ def _share(n: int, shard: tuple[int, int] | None) -> slice:
     size, extra = divmod(n, world)
     start = rank * size + min(rank, extra)
     return slice(start, start + size + (rank < extra))
+
+
+def padded_share(items: Sequence[Any], shard: tuple[int, int] | None) -> tuple[list[Any], slice]:
+    """This rank's share of ``items`` topped up to ``ceil(n / world)`` entries with copies of its first
+    item (of item 0 where the share is empty), and the share: every rank encodes as many texts, so runs
+    as many forward passes (FSDP / ZeRO-3 gather the parameters in each); the copies are dropped."""
+    part = _share(len(items), shard)
+    share = list(items[part])
+    if shard is None:
+        return share, part
+    filler = share[0] if share else items[0]
+    return share + [filler] * (-(-len(items) // shard[1]) - len(share)), part
 
 
 class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):
@@ -109,19 +129,30 @@ class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):
     ``relevant_docs``, the ``*_at_k`` lists, ``corpus_chunk_size``: documents encoded at once,
     ``batch_size``, ``name``, ``write_csv``, ``truncate_dim``, ``score_functions`` — cosine, dot or
     Euclidean: a model's ``similarity`` or ``sentence_transformers.util``'s functions —,
-    ``main_score_function``, the query and corpus prompts, ``write_predictions``), and one more:
+    ``main_score_function``, the query and corpus prompts, ``write_predictions``), and two more:
 
     Args:
         ties: ``"average"`` (the expected value over a random order of tied documents),
             ``"pessimistic"`` or ``"optimistic"``.
+        distributed: ``None`` (default): shard the work over the process group when one of several
+            ranks is initialised and the trainer does not share the encoding out itself; **every rank
+            must then call the evaluator** (a call on rank 0 alone waits forever for the others, or
+            until the group's timeout). ``False``: this process encodes and scans everything alone,
+            with no collective (``if rank == 0: evaluator(model)``). ``True``: shard, and raise if no
+            process group is initialised (inside the trainer under DDP its protocol is kept).
 
     After a call, ``per_query`` maps every result key to its ``(Q,)`` float64 per-query values, in the
-    order of ``per_query_ids`` (the evaluated query ids), ready for ``embedmetrics.compare``.
+    order of ``per_query_ids`` (the evaluated query ids), ready for
+    ``embedmetrics.functional.compare``; ``evaluator(model, return_per_query=True)`` returns
+    ``(results, per_query)``. The ``write_predictions`` file lists each query's documents by their
+    printed (float32) score, then by document id.
 
     Raises:
         ValueError: a relevant document absent from the corpus, a query id or document id given twice,
             ids that cannot be sorted, no query with relevant documents, an unknown ``ties`` or a score
-            function that is not cosine, dot or Euclidean; before anything is encoded.
+            function that is not cosine, dot or Euclidean; before anything is encoded. At a call,
+            ``corpus_embeddings`` that are not one row per corpus document, or ``distributed=True``
+            without a process group, before anything is encoded.
 
     Example:
         >>> from embedmetrics.integrations.sentence_transformers import InformationRetrievalEvaluator
@@ -156,6 +187,7 @@ class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):
         corpus_prompt_name: str | None = None,
         write_predictions: bool = False,
         ties: str = "average",
+        distributed: bool | None = None,
     ) -> None:
         cut_offs = {
             "mrr_at_k": list(mrr_at_k), "ndcg_at_k": list(ndcg_at_k), "accuracy_at_k": list(accuracy_at_k),
@@ -171,6 +203,9 @@ class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):
         )  # fmt: skip
         check_choice("ties", ties, TIES)
         self.ties = ties
+        if distributed not in (None, True, False):
+            raise ValueError(f"Argument `distributed` must be None, True or False, got {distributed!r}.")
+        self.distributed = distributed
         self._options = self._dense_options(sorted({k for cut in cut_offs.values() for k in cut}))
         self._keyed = keyed_qrels(self.queries_ids, self.corpus_ids, relevant_docs)
         for score_name, function in (score_functions or {}).items():
@@ -189,11 +224,19 @@ class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):
         }
         return dense_options(read_options(type(self).__name__, OPTIONS["DenseRetrieval"], given))
 
-    @staticmethod
-    def shard_of(model: Any) -> tuple[int, int] | None:
-        """``(rank, world_size)`` where this evaluator shards the work itself: a process group of several
-        ranks and no trainer sharing the model's encoding out (``None`` otherwise)."""
-        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+    def shard_of(self, model: Any) -> tuple[int, int] | None:
+        """``(rank, world_size)`` where this evaluator shards the work itself: ``distributed`` not
+        ``False``, a process group of several ranks and no trainer sharing the model's encoding out
+        (``None`` otherwise)."""
+        if self.distributed is False:
+            return None
+        grouped = dist.is_available() and dist.is_initialized()
+        if self.distributed and not grouped:
+            raise ValueError(
+                "Argument `distributed` is True but no torch.distributed process group is initialised: "
+                "call torch.distributed.init_process_group first, or pass distributed=None or False."
+            )
+        if not grouped or dist.get_world_size() < 2:
             return None
         if getattr(model, "_distributed_inference", None) is not None:  # the trainer's rank 0
             return None
@@ -206,13 +249,16 @@ class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):
         epoch: int = -1,
         steps: int = -1,
         *args: Any,
+        return_per_query: bool = False,
         **kwargs: Any,
-    ) -> dict[str, float]:
-        """Evaluate ``model`` (see sentence-transformers' evaluator); rank 0 alone writes files."""
+    ) -> Any:
+        """Evaluate ``model`` (see sentence-transformers' evaluator): its results, or
+        ``(results, per_query)`` with ``return_per_query=True``; rank 0 alone writes files."""
         shard = self.shard_of(model)
         if shard is not None and shard[0] != 0:
             output_path = None
-        return dict(super().__call__(model, output_path, epoch, steps, *args, **kwargs))
+        results = dict(super().__call__(model, output_path, epoch, steps, *args, **kwargs))
+        return (results, dict(self.per_query)) if return_per_query else results
 
     def compute_all_metrics(  # type: ignore[override]
         self,
@@ -223,6 +269,7 @@ class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):
     ) -> dict[str, dict[str, dict[int, float]]]:
         """sentence-transformers' per-score-function results, by the exact sharded scan."""
         similarities = {name: similarity_of(name, fn) for name, fn in (self.score_functions or {}).items()}
+        corpus_embeddings = self._checked_embeddings(corpus_embeddings)
         shard = self.shard_of(model)
         queries = self._encode_queries(model, shard)
         corpus, codes = self._encode_corpus(corpus_model or model, corpus_embeddings, shard, queries)
@@ -266,32 +313,46 @@ class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):
                 out[st_name][k] = float(per_query.mean())
         return out
 
+    def _checked_embeddings(self, given: Any) -> Tensor | None:
+        """``corpus_embeddings`` as a dense tensor of one row per corpus document (``None`` kept)."""
+        if given is None:
+            return None
+        rows = torch.as_tensor(given)
+        if rows.layout != torch.strided:  # sparse, as sentence-transformers accepts it
+            rows = rows.to_dense()
+        if rows.ndim != 2 or rows.shape[0] != len(self.corpus):
+            raise ValueError(
+                f"Argument `corpus_embeddings` must have one row per corpus document ({len(self.corpus)} "
+                f"rows), got a tensor of shape {tuple(rows.shape)}."
+            )
+        return rows
+
     def _encode_queries(self, model: Any, shard: tuple[int, int] | None) -> Tensor:
         """Every query's embedding on every rank (each rank encodes its share, then they are gathered)."""
-        part = self._embed(model, self.queries[_share(len(self.queries), shard)], "query")
-        return part if shard is None else torch.cat(gather_rows(part.contiguous()))
+        texts, part = padded_share(self.queries, shard)
+        rows = self._embed(model, texts, "query")[: part.stop - part.start]
+        return rows if shard is None else torch.cat(gather_rows(rows.contiguous()))
 
     def _encode_corpus(
         self, model: Any, given: Tensor | None, shard: tuple[int, int] | None, queries: Tensor
     ) -> tuple[Tensor, Tensor]:
         """This rank's share of the corpus embeddings (``given`` rows, or encoded by chunks), its codes."""
-        part = _share(len(self.corpus), shard)
         if given is not None:
-            rows = torch.as_tensor(given)[part].to(queries.device)
-        else:
+            part = _share(len(self.corpus), shard)
+            rows = given[part].to(queries.device)
+        else:  # chunks of the padded share: as many on every rank, each as long
+            texts, part = padded_share(self.corpus, shard)
             step = max(1, int(self.corpus_chunk_size))
             chunks = [
-                self._embed(model, self.corpus[start : min(start + step, part.stop)], "document")
-                for start in range(part.start, part.stop, step)
+                self._embed(model, texts[start : start + step], "document")
+                for start in range(0, len(texts), step)
             ]
-            rows = torch.cat(chunks) if chunks else queries.new_zeros(0, queries.shape[1])
+            rows = torch.cat(chunks)[: part.stop - part.start]
         return rows.to(queries.dtype), self._keyed.doc_codes[part].to(queries.device)
 
     def _embed(self, model: Any, inputs: list[Any], role: str) -> Tensor:
-        """``inputs`` encoded as sentence-transformers' evaluator encodes them (prompts, ``truncate_dim``)."""
-        if not inputs:
-            width = self.truncate_dim or model.get_sentence_embedding_dimension()
-            return torch.zeros(0, int(width), device=model.device)
+        """``inputs`` (never empty: the shares are padded) encoded as sentence-transformers' evaluator
+        encodes them (prompts, ``truncate_dim``)."""
         prompt_name = self.query_prompt_name if role == "query" else self.corpus_prompt_name
         prompt = self.query_prompt if role == "query" else self.corpus_prompt
         embedded = self.embed_inputs(
@@ -300,15 +361,14 @@ class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):
         return torch.as_tensor(embedded).detach()
 
     def _write_predictions(self, output_path: str, name: str, run: tuple[Tensor, Tensor]) -> None:
-        """sentence-transformers' JSONL predictions of one score function (ties ordered by document id)."""
+        """sentence-transformers' JSONL predictions of one score function, each query's documents by
+        printed score, then document id (the run is ordered by its float64 scores, printed as float32:
+        two scores equal once printed are put back in id order)."""
         os.makedirs(output_path, exist_ok=True)
         path = os.path.join(output_path, self.predictions_file.replace(".jsonl", f"_{name}.jsonl"))
         doc_ids, doc_scores = (t.cpu().tolist() for t in run)
         with open(path, mode="w", encoding="utf-8") as out:
             for row, (query_id, query) in enumerate(zip(self.queries_ids, self.queries)):
-                hits = [
-                    {"corpus_id": self._keyed.doc_keys[d], "score": s}
-                    for d, s in zip(doc_ids[row], doc_scores[row])
-                    if s != float("-inf")
-                ]
+                listed = sorted((-s, d) for d, s in zip(doc_ids[row], doc_scores[row]) if s != float("-inf"))
+                hits = [{"corpus_id": self._keyed.doc_keys[d], "score": -s} for s, d in listed]
                 out.write(json.dumps({"query_id": query_id, "query": query, "results": hits}) + "\n")
