@@ -114,7 +114,8 @@ def main() -> None:
     parser.add_argument("--resamples", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
-    python = args.ranx_python or (sys.executable if importlib.util.find_spec("ranx") else None)
+    spec = importlib.util.find_spec("ranx")  # a leftover folder (numba's cache) is a namespace: no origin
+    python = args.ranx_python or (sys.executable if spec is not None and spec.origin else None)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}")
     systems = _systems(args.queries, args.systems)
     a, b = systems["s0"], systems["s1"]

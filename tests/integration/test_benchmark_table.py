@@ -131,10 +131,14 @@ def test_every_table_of_the_benchmarks_page_names_its_machine() -> None:
 
 @pytest.mark.timeout(120)
 def test_a_script_prints_rows_that_run_all_collects() -> None:
-    """The row protocol end to end, on the one script that needs no peer (ranx is optional)."""
+    """The row protocol end to end, on the one script that needs no peer (ranx is optional: its row comes
+    first where it is installed)."""
     run_all = _load("run_all")
-    rows, failure = run_all.run_script("bench_comparison.py", ["--resamples", "200", "--repeat", "1"])
+    small = ["--queries", "2000", "--big", "0", "--resamples", "200", "--repeat", "1"]
+    rows, failure = run_all.run_script("bench_comparison.py", small)
     assert failure == ""
-    assert [r["workload"].split(",")[0] for r in rows] == ["randomization test"] * 2
+    names = [r["workload"].split(",")[0] for r in rows]
+    assert names[-2:] == ["randomization test", "bootstrap test"]
+    assert names[:-2] in ([], ["randomization test"])
     assert all(r["ours"] > 0 for r in rows)
     assert all(r["unit"] == "s" for r in rows)
