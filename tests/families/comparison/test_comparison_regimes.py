@@ -339,3 +339,16 @@ def test_quantiles_equal_numpy() -> None:
 def test_confidence_interval_refuses_metrics_without_per_query_values(metric) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ValueError, match=r"`metric` must be an embedmetrics metric that returns per-query"):
         em.ConfidenceInterval(metric)
+
+
+@pytest.mark.parametrize("test", ["randomization", "bootstrap"])
+def test_resampling_under_inference_mode_as_in_a_validation_loop(test: str) -> None:
+    """Lightning validates under ``torch.inference_mode``; the resampling threads still fill their buffers."""
+    g = torch.Generator().manual_seed(4)
+    a, b = torch.rand(300, generator=g), torch.rand(300, generator=g)
+    expected = paired_test(a, b, test=test, n_resamples=500, seed=1)
+    with torch.inference_mode():
+        got = paired_test(a, b, test=test, n_resamples=500, seed=1)
+        interval = bootstrap_ci(a, n_resamples=500, seed=1)
+    assert float(got.p_value) == float(expected.p_value)
+    assert [float(v) for v in interval] == [float(v) for v in bootstrap_ci(a, n_resamples=500, seed=1)]

@@ -56,9 +56,10 @@ def chunk_matrices(
     ``build(chunk_generator(seed, k), out)``, in ``_WORKERS`` threads,
     each into one of ``_WORKERS + 1`` rotating buffers (the caller is done with a buffer before it is
     filled again)."""
-    buffers = [
-        torch.empty(sizes[0], width, dtype=torch.float64) for _ in range(min(len(sizes), _WORKERS + 1))
-    ]
+    with torch.inference_mode(False):  # normal tensors: the threads (not in the caller's mode) write them
+        buffers = [
+            torch.empty(sizes[0], width, dtype=torch.float64) for _ in range(min(len(sizes), _WORKERS + 1))
+        ]
 
     def job(k: int) -> Tensor:
         out = buffers[k % len(buffers)][: sizes[k]]
