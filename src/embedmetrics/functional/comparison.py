@@ -19,6 +19,7 @@ from embedmetrics._engine.comparison.compare import (
     check_differences,
     check_per_query,
     compare_systems,
+    per_query,
     result_dtype,
     systems_of,
 )
@@ -92,12 +93,18 @@ def paired_test(
         0.0156
     """
     opts = read_options("paired_test", OPTIONS["paired_test"], options_in(OPTIONS["paired_test"], locals()))
-    given = [torch.as_tensor(a), torch.as_tensor(b)]
+    given = [per_query(a), per_query(b)]
     d = check_per_query(("a", "b"), given)
     check_differences(("a", "b"), d)
     pair = (torch.tensor([0]), torch.tensor([1]))
     result = run_test(d, *pair, opts["test"], opts["alternative"], opts["n_resamples"], opts["seed"])
-    return PairedResult(*(v[0].to(result_dtype(given)) for v in result))
+    dtype = result_dtype(given)
+    return PairedResult(
+        result.statistic[0].to(dtype),
+        result.p_value[0].double(),
+        result.mean_difference[0].to(dtype),
+        result.effect_size[0].to(dtype),
+    )  # p-values in float64 whatever the values: a far tail is no float32 number
 
 
 @numpy_io
@@ -204,7 +211,7 @@ def bootstrap_ci(
     opts = read_options(
         "bootstrap_ci", OPTIONS["bootstrap_ci"], options_in(OPTIONS["bootstrap_ci"], locals())
     )
-    tensor = torch.as_tensor(values)
+    tensor = per_query(values)
     columns = tensor[:, None] if tensor.ndim == 1 else tensor
     if columns.ndim != 2:
         raise ValueError(

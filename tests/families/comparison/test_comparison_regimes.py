@@ -352,3 +352,29 @@ def test_resampling_under_inference_mode_as_in_a_validation_loop(test: str) -> N
         interval = bootstrap_ci(a, n_resamples=500, seed=1)
     assert float(got.p_value) == float(expected.p_value)
     assert [float(v) for v in interval] == [float(v) for v in bootstrap_ci(a, n_resamples=500, seed=1)]
+
+
+def test_p_values_are_float64_whatever_the_values() -> None:
+    """float32 per-query values (what `aggregation="none"` gives) and Python lists: the far tails stay."""
+    rng = np.random.default_rng(12)
+    a = rng.random(1000) + 0.5
+    b = rng.random(1000)
+    want = scipy.stats.wilcoxon(a.astype(np.float32).astype(np.float64), b.astype(np.float32)).pvalue
+    got = paired_test(
+        torch.tensor(a, dtype=torch.float32), torch.tensor(b, dtype=torch.float32), test="wilcoxon"
+    )
+    assert got.p_value.dtype == torch.float64
+    assert 0 < float(got.p_value) == pytest.approx(want, rel=1e-9)
+    close = [0.5 + 1e-9 * i for i in range(20)]
+    t = paired_test(close, [0.5] * 20, test="t")
+    assert float(t.p_value) == pytest.approx(scipy.stats.ttest_rel(close, [0.5] * 20).pvalue, rel=1e-6)
+
+
+@pytest.mark.parametrize("test", ["randomization", "bootstrap"])
+def test_a_pair_s_p_value_ignores_the_scale_of_other_systems(test: str) -> None:
+    rng = np.random.default_rng(3)
+    a = rng.random(200)
+    b = a - 0.02 + 0.1 * rng.standard_normal(200)
+    alone = compare({"a": a, "b": b}, test=test, n_resamples=2000, correction=None).p_value
+    with_big = compare({"a": a, "b": b, "c": a + 1e14}, test=test, n_resamples=2000, correction=None).p_value
+    assert float(with_big[0]) == pytest.approx(float(alone[0]), abs=1e-12)

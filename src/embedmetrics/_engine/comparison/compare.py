@@ -66,8 +66,17 @@ def _check_sums(what: str, row: Tensor) -> None:
         )
 
 
+def per_query(values: Any) -> Tensor:
+    """``values`` as a tensor: a tensor or an array keeps its dtype; Python numbers (lists, tuples) are
+    doubles, so float64 (torch would make them float32)."""
+    if isinstance(values, (list, tuple, float)):
+        return torch.as_tensor(values, dtype=torch.float64)
+    return torch.as_tensor(values)
+
+
 def result_dtype(values: list[Tensor]) -> torch.dtype:
-    """The dtype of the results: float64 for float64 values, else the default dtype."""
+    """The dtype of the statistics, means and intervals: float64 for float64 values, else the default
+    dtype. p-values are float64 always."""
     return torch.float64 if any(v.dtype == torch.float64 for v in values) else torch.get_default_dtype()
 
 
@@ -81,8 +90,8 @@ def systems_of(values: Any) -> tuple[list[str], list[Tensor]]:
                 f"Argument `values` must name every system differently as text, got keys {same!r}, "
                 f"which all read {sorted({str(k) for k in same})!r}."
             )
-        return names, [torch.as_tensor(v) for v in values.values()]
-    tensor = torch.as_tensor(values)
+        return names, [per_query(v) for v in values.values()]
+    tensor = per_query(values)
     if tensor.ndim != 2:
         raise ValueError(
             "Argument `values` must be a mapping of systems or an (S, Q) tensor, "
@@ -184,8 +193,8 @@ def compare_systems(
     significant = torch.zeros(S, S, dtype=torch.bool, device=values.device)
     significant[left, right] = corrected <= alpha
     significant = significant | significant.T
-    stat, p, diff, effect = (v.to(dtype) for v in result)
-    return Comparison(
-        names, values.mean(dim=1).to(dtype), [(names[i], names[j]) for i, j in index], stat, p,
-        corrected.to(dtype), diff, effect, significant, test, correction, alpha,
+    stat, diff, effect = (v.to(dtype) for v in (result.statistic, result.mean_difference, result.effect_size))
+    return Comparison(  # p-values in float64 whatever the values: a far tail is no float32 number
+        names, values.mean(dim=1).to(dtype), [(names[i], names[j]) for i, j in index], stat,
+        result.p_value.double(), corrected.double(), diff, effect, significant, test, correction, alpha,
     )  # fmt: skip

@@ -20,8 +20,12 @@ effect size:
   system's values (``resampling.bootstrap_sums``); the resampled means are centred on the observed
   one (the null) and compared with it as above.
 
-The resamples act on differences: every system minus the last one, query by query, so a constant
-added to every system changes nothing (the statistics of a pair are differences of these). The queries
+The resamples act on centred values: every system minus its own value on the first query (of the
+canonical order below), so a constant added to every system changes nothing and no system's scale
+reaches another pair's statistic. A pair's resampled mean of ``d`` is the difference of its two
+systems' resampled sums over ``Q``, plus ``d`` of the first query times the resampled mean of the
+weights (1 for the bootstrap's counts; the mean of the signs for sign flips: a column of ones,
+resampled alongside). The queries
 are first put in a canonical order (sorted by their values, ``resampling.canonical_order``): the
 p-values depend on the multiset of the queries, not on their order. The random numbers come from
 ``seed`` on the CPU (``resampling``), so a seed gives the same p-values on every device and in every
@@ -68,16 +72,15 @@ def run_test(
         results = [_wilcoxon(row, alternative) for row in d]
         return PairedResult(*(torch.stack(parts) for parts in zip(*results)))
     n = values.shape[1]
-    shifted = (values - values[-1]).T  # (Q, S): the systems minus the last one, query by query
-    resample = sign_flip_sums if test == "randomization" else bootstrap_sums
-    sums = resample(shifted, n_resamples, seed)  # (n_resamples, S): one product per chunk, every pair
-    total = shifted.sum(dim=0)
-    observed = (total[left] - total[right]) / n
-    null = (sums[:, left] - sums[:, right]).T / n
-    if test == "bootstrap":
-        null = null - observed[:, None]  # centred on the observed mean: the null of the bootstrap test
-    mean = d.mean(dim=1)
-    return PairedResult(mean, _resampled_p(observed, null, alternative), mean, _cohen_dz(d))
+    centred = (values - values[:, :1]).T  # (Q, S): every system minus its own first value
+    observed, first = d.mean(dim=1), d[:, :1]
+    if test == "randomization":  # a column of ones: the sum of each resample's signs
+        sums = sign_flip_sums(torch.cat([centred, centred.new_ones(n, 1)], dim=1), n_resamples, seed)
+        null = (sums[:, left] - sums[:, right]).T / n + first * (sums[:, -1] / n)
+    else:  # resampled mean of d minus the observed one: the null of the bootstrap test
+        sums = bootstrap_sums(centred, n_resamples, seed)
+        null = (sums[:, left] - sums[:, right]).T / n + (first - observed[:, None])
+    return PairedResult(observed, _resampled_p(observed, null, alternative), observed, _cohen_dz(d))
 
 
 # ----------------------------------------------------------------------------- t
