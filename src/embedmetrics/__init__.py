@@ -74,6 +74,7 @@ if TYPE_CHECKING:
     from embedmetrics.representation import LinearCKA as LinearCKA
     from embedmetrics.representation import RankMe as RankMe
     from embedmetrics.retrieval import RetrievalAUROC as RetrievalAUROC
+    from embedmetrics.retrieval import RetrievalBpref as RetrievalBpref
     from embedmetrics.retrieval import RetrievalFallOut as RetrievalFallOut
     from embedmetrics.retrieval import RetrievalHitRate as RetrievalHitRate
     from embedmetrics.retrieval import RetrievalMAP as RetrievalMAP

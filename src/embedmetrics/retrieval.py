@@ -262,6 +262,15 @@ class RetrievalRPrecision(RetrievalMetric):
         super().__init__(empty_target_action, ignore_index, None, aggregation, **kwargs)
 
 
+@documented("bpref", "module")
+class RetrievalBpref(RetrievalMetric):
+    def __init__(
+        self, empty_target_action: str = "neg", ignore_index: int | None = None,
+        aggregation: str | Callable[..., Tensor] = "mean", **kwargs: Any,
+    ) -> None:  # fmt: skip
+        super().__init__(empty_target_action, ignore_index, None, aggregation, **kwargs)
+
+
 @documented("fall_out", "module")
 class RetrievalFallOut(RetrievalMetric):
     higher_is_better = False

@@ -111,6 +111,7 @@ def _retrieval(name: str, functional: str) -> MetricSpec:
 
 REGISTRY: tuple[MetricSpec, ...] = (
     _retrieval("RetrievalAUROC", "retrieval_auroc"),
+    _retrieval("RetrievalBpref", "retrieval_bpref"),
     _retrieval("RetrievalFallOut", "retrieval_fall_out"),
     _retrieval("RetrievalHitRate", "retrieval_hit_rate"),
     _retrieval("RetrievalMAP", "retrieval_average_precision"),

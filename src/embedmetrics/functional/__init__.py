@@ -19,6 +19,7 @@ from embedmetrics.functional.representation import linear_cka as linear_cka
 from embedmetrics.functional.representation import rankme as rankme
 from embedmetrics.functional.retrieval import retrieval_auroc as retrieval_auroc
 from embedmetrics.functional.retrieval import retrieval_average_precision as retrieval_average_precision
+from embedmetrics.functional.retrieval import retrieval_bpref as retrieval_bpref
 from embedmetrics.functional.retrieval import retrieval_fall_out as retrieval_fall_out
 from embedmetrics.functional.retrieval import retrieval_hit_rate as retrieval_hit_rate
 from embedmetrics.functional.retrieval import retrieval_normalized_dcg as retrieval_normalized_dcg

@@ -36,6 +36,7 @@ from embedmetrics._metric.docstrings import documented, documented_curve
 __all__ = [
     "retrieval_auroc",
     "retrieval_average_precision",
+    "retrieval_bpref",
     "retrieval_fall_out",
     "retrieval_hit_rate",
     "retrieval_normalized_dcg",
@@ -86,6 +87,11 @@ def retrieval_precision(
 @documented("r_precision", "functional")
 def retrieval_r_precision(preds: Tensor, target: Tensor, **options: Unpack[JudgedOptions]) -> Tensor:
     return evaluate("r_precision", preds, target, **options)
+
+
+@documented("bpref", "functional")
+def retrieval_bpref(preds: Tensor, target: Tensor, **options: Unpack[JudgedOptions]) -> Tensor:
+    return evaluate("bpref", preds, target, **options)
 
 
 @documented("auroc", "functional")

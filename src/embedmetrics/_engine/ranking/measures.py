@@ -67,7 +67,8 @@ class RankedRows:
     (the sorted keys ``-score``, ``inf`` for inactive items; ``None`` when every item is its own tie
     block) and ``crel`` (``(G, m + 1)``, relevant ranked items before each column). Per row: ``n``
     (ranked documents), ``R`` (relevant documents, ``extra`` included), ``found`` (relevant documents
-    given), ``status``. ``columns`` (``L``) is how many leading columns the metrics look at,
+    given), ``nonrelevant`` (judged non-relevant documents given, ranked or not: bpref's ``N``),
+    ``status``. ``columns`` (``L``) is how many leading columns the metrics look at,
     ``raw_gain`` the gains in input order (for the ideal DCG) and ``extra`` the relevant documents
     given only as a count (gain 1, never retrieved).
     """
@@ -79,6 +80,7 @@ class RankedRows:
     n: Tensor
     R: Tensor
     found: Tensor
+    nonrelevant: Tensor
     status: Tensor
     raw_gain: Tensor
     extra: Tensor | None
@@ -181,6 +183,7 @@ def rank_rows(
         extra = num_relevant.to(device=device, dtype=torch.int64) - found
         R = found + extra
     present = torch.ones(G, dtype=torch.bool, device=device) if judged is None else judged.any(1)
+    given = torch.full_like(n, m) if judged is None else judged.sum(1)
     has = R > 0 if needs == "relevant" else n > found
     status = torch.where(present, torch.where(has, STATUS_OK, STATUS_EMPTY), STATUS_ABSENT).to(torch.int8)
     return RankedRows(
@@ -191,6 +194,7 @@ def rank_rows(
         n=n,
         R=R,
         found=found,
+        nonrelevant=given - found,
         status=status,
         raw_gain=gain,
         extra=extra,

@@ -106,6 +106,7 @@ _CUTOFF = (K, *COMMON)
 
 OPTIONS: dict[str, tuple[Option, ...]] = {
     "RetrievalAUROC": (*_CUTOFF, MAX_FPR),
+    "RetrievalBpref": COMMON,
     "RetrievalFallOut": _CUTOFF,
     "RetrievalHitRate": _CUTOFF,
     "RetrievalMAP": _CUTOFF,

@@ -24,6 +24,7 @@ from typing_extensions import TypedDict
 
 from embedmetrics._engine.core.checks import Aggregation, KArg, check_retrieval_inputs
 from embedmetrics._engine.ranking import measures as ranking
+from embedmetrics._engine.ranking import trec_twins
 from embedmetrics._engine.ranking.measures import RankedRows
 from embedmetrics._engine.ranking.options import COMMON, OPTIONS
 from embedmetrics._engine.settings.arguments import normalize_ks
@@ -221,6 +222,34 @@ METRICS: dict[str, RetrievalDeclaration] = {
                 ">>> retrieval_r_precision(tensor([0.2, 0.3, 0.5]), tensor([True, False, True]))\n"
                 "tensor(0.5000)"
             ),
+        ),
+        RetrievalDeclaration(
+            "bpref",
+            lambda st, ks, _: trec_twins.bpref(st),
+            (
+                "trec_eval's bpref: over the relevant documents ranked, ``1 − min(n, R) / min(N, R)`` "
+                "summed, over ``R``."
+            ),
+            functional="retrieval_bpref",
+            module="RetrievalBpref",
+            details=(
+                "``n`` is the number of judged non-relevant documents ranked above the relevant one, ``N``\n"
+                "the number of judged non-relevant documents. A document the qrels do not judge is given\n"
+                "the target ``ignore_index`` (e.g. ``ignore_index=-1`` and target ``-1``): it is dropped,\n"
+                "as trec_eval's bpref skips unjudged documents. Judged documents that were not retrieved\n"
+                "count in ``N`` (target 0) or ``R`` (target 1) through ``retrieved=False`` (functional);\n"
+                "``num_relevant`` adds relevant ones. Equals pytrec_eval's ``bpref`` where no scores tie."
+            ),
+            cutoff=False,
+            target_doc="relevance (bool or 0/1); ``ignore_index`` marks unjudged documents.",
+            functional_example=(
+                ">>> preds = tensor([0.9, 0.8, 0.7, 0.6, 0.5])\n"
+                ">>> retrieval_bpref(preds, tensor([0, -1, 1, 0, 1]), ignore_index=-1)  # (1 - 1/2 + 0) / 2\n"
+                "tensor(0.2500)\n"
+                ">>> retrieval_bpref(tensor([0.5, 0.5, 0.1]), tensor([1, 0, 1]))  # the tie: 1 - 1/2\n"
+                "tensor(0.2500)"
+            ),
+            module_value="tensor(0.7500)",
         ),
         RetrievalDeclaration(
             "average_precision",

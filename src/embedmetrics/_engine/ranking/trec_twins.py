@@ -1,0 +1,47 @@
+"""trec_eval's rank measures that the report computes (``trec_measures``) as closed forms of the
+grouped-ranking engine's ``RankedRows``, for the retrieval family's faces: with ``ties="average"`` each is
+the exact expected value under a uniformly random order of tied documents (docs/ties.md), and with
+``"pessimistic"`` / ``"optimistic"`` its value when relevant documents come last / first among ties.
+
+A document the qrels do not judge is an *ignored* one (``ignore_index``): it is not ranked and counts
+nowhere, as trec_eval's bpref skips unjudged documents. Every ranked document is therefore judged.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from embedmetrics._engine.core import tie_stats
+from embedmetrics._engine.ranking.measures import RankedRows
+
+
+def _capped_sum(start: Tensor, count: Tensor, cap: Tensor) -> Tensor:
+    """``Σ_{v = start}^{start + count − 1} min(v, cap)`` elementwise (``count >= 1``)."""
+    below = (torch.minimum(start + count - 1, cap) - start + 1).clamp_min(0)  # terms with v <= cap
+    return below * (2 * start + below - 1) / 2 + (count - below) * cap
+
+
+def bpref(st: RankedRows) -> Tensor:
+    """trec_eval's bpref: ``Σ_{relevant ranked d} (1 − min(n_d, R) / min(N, R)) / R``, ``n_d`` the judged
+    non-relevant documents ranked above ``d`` and ``N`` all judged non-relevant documents (ranked or not).
+
+    A relevant document of a tie block ``[a, e)`` (``r`` relevant, ``t − r`` non-relevant, ``a − c``
+    non-relevant above the block) has ``n_d = a − c + X`` with ``X`` uniform on ``0..t − r`` under a random
+    order of the block, so its expected term is a finite sum (``_capped_sum``). Needs every column.
+    """
+    fdt = st.fdt
+    L = st.columns
+    a_i, e_i = st.blocks()
+    c = st.crel.gather(1, a_i)
+    t, r = (e_i - a_i).to(fdt), st.crel.gather(1, e_i) - c
+    p = torch.arange(L, dtype=fdt, device=st.gain.device)
+    relevant = (st.crel[:, 1 : L + 1] > st.crel[:, :L]) & (p < st.n.unsqueeze(1))
+    R = st.R.to(fdt).unsqueeze(1)
+    bound = torch.minimum(st.nonrelevant.to(fdt).unsqueeze(1), R)
+    above = a_i.to(fdt) - c
+    nonrel_in_block = t - r
+    expected = _capped_sum(above, nonrel_in_block + 1, R) / (nonrel_in_block + 1)
+    term = torch.where(bound > 0, 1.0 - expected / bound.clamp_min(1.0), 1.0)
+    total = torch.where(relevant, term, 0.0).sum(1, keepdim=True)
+    return tie_stats.ratio(total, R)

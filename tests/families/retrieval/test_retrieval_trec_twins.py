@@ -1,0 +1,110 @@
+"""The functional twins of trec_eval's per-query rank measures (bpref, ...): pytrec_eval (trec_eval itself)
+on tie-free data, and on tied data the mean over every order of the tie blocks (``"average"``) or the
+sorted order (``"pessimistic"``/``"optimistic"``)."""
+
+from __future__ import annotations
+
+import pytest
+import pytrec_eval
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import embedmetrics as em
+from embedmetrics.functional import retrieval_bpref
+from oracles.retrieval import tie_orders
+
+UNJUDGED = -1
+
+
+def _random_run(seed: int, n_queries: int = 40):
+    """Flat ``preds, target, indexes, retrieved`` (distinct scores) and the same run and qrels as
+    pytrec_eval reads them. Targets: 1 relevant, 0 judged non-relevant, -1 unjudged (in the run only);
+    ``retrieved=False`` rows are judged documents the run does not list."""
+    g = torch.Generator().manual_seed(seed)
+    sizes = torch.randint(1, 25, (n_queries,), generator=g)
+    indexes = torch.repeat_interleave(torch.arange(n_queries), sizes)
+    n = indexes.numel()
+    preds = (torch.randperm(n, generator=g).double() + 1) / n
+    target = torch.randint(0, 2, (n,), generator=g)
+    target = torch.where(torch.rand(n, generator=g) < 0.25, UNJUDGED, target)
+    retrieved = torch.rand(n, generator=g) < 0.8
+    first = torch.cat([torch.ones(1, dtype=torch.bool), indexes[1:] != indexes[:-1]])
+    retrieved |= first  # every query retrieves something
+    target = torch.where(~retrieved & (target == UNJUDGED), 0, target)  # not retrieved: judged
+    target = torch.where(first & (target == UNJUDGED), 0, target)  # every query is judged
+    run: dict[str, dict[str, float]] = {}
+    qrels: dict[str, dict[str, int]] = {}
+    for i in range(n):
+        q, d = f"q{int(indexes[i]):03d}", f"d{i}"
+        if bool(retrieved[i]):
+            run.setdefault(q, {})[d] = float(preds[i])
+        if int(target[i]) != UNJUDGED:
+            qrels.setdefault(q, {})[d] = int(target[i])
+    return preds, target, indexes, retrieved, run, qrels
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_bpref_equals_pytrec_eval_on_tie_free_runs(seed: int) -> None:
+    preds, target, indexes, retrieved, run, qrels = _random_run(seed)
+    theirs = pytrec_eval.RelevanceEvaluator(qrels, {"bpref"}).evaluate(run)
+    expected = torch.tensor([theirs[q]["bpref"] for q in sorted(theirs)], dtype=torch.float64)
+    ours = retrieval_bpref(
+        preds, target, indexes=indexes, retrieved=retrieved, ignore_index=UNJUDGED, aggregation="none"
+    )
+    assert ours.shape == expected.shape
+    torch.testing.assert_close(ours, expected, atol=1e-9, rtol=0)
+    assert expected.min() < expected.max()  # the data exercise the measure
+
+
+def _plain_bpref(ranked: list[int], num_rel: int, num_nonrel: int) -> float:
+    """trec_eval's m_bpref.c loop over one ranked list of judgements (1, 0, or -1 unjudged)."""
+    nonrel_so_far, total = 0, 0.0
+    for judgement in ranked:
+        if judgement == UNJUDGED:
+            continue
+        if judgement > 0:
+            total += 1.0 - min(nonrel_so_far, num_rel) / min(num_nonrel, num_rel) if nonrel_so_far else 1.0
+        else:
+            nonrel_so_far += 1
+    return total / num_rel if num_rel else 0.0
+
+
+def _tied_oracle(scores: list[float], targets: list[int], ties: str, extra_nonrel: int) -> float:
+    num_rel = sum(t > 0 for t in targets)
+    num_nonrel = sum(t == 0 for t in targets) + extra_nonrel
+    if ties == "average":
+        orders = tie_orders(scores)
+        return sum(_plain_bpref([targets[i] for i in o], num_rel, num_nonrel) for o in orders) / len(orders)
+    sign = 1 if ties == "pessimistic" else -1  # pessimistic: relevant last among ties
+    order = sorted(range(len(scores)), key=lambda i: (-scores[i], sign * targets[i]))
+    return _plain_bpref([targets[i] for i in order], num_rel, num_nonrel)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.sampled_from([1, 0, UNJUDGED])), min_size=1, max_size=7),
+    st.integers(0, 2),
+    st.sampled_from(["average", "pessimistic", "optimistic"]),
+)
+def test_bpref_on_ties_equals_every_tie_order(
+    docs: list[tuple[int, int]], extra_nonrel: int, ties: str
+) -> None:
+    scores = [float(s) for s, _ in docs]
+    targets = [t for _, t in docs]
+    expected = _tied_oracle(scores, targets, ties, extra_nonrel)
+    preds = torch.tensor(scores + [-1.0] * extra_nonrel, dtype=torch.float64)
+    target = torch.tensor(targets + [0] * extra_nonrel)
+    retrieved = torch.tensor([True] * len(docs) + [False] * extra_nonrel)
+    ours = retrieval_bpref(preds, target, retrieved=retrieved, ignore_index=UNJUDGED, ties=ties)
+    assert float(ours) == pytest.approx(expected, abs=1e-12)
+
+
+def test_bpref_module_equals_functional_with_unjudged_documents() -> None:
+    preds, target, indexes, _, _, _ = _random_run(5, n_queries=12)
+    metric = em.RetrievalBpref(ignore_index=UNJUDGED, aggregation="none")
+    half = preds.numel() // 2
+    metric.update(preds[:half], target[:half], indexes[:half])
+    metric.update(preds[half:], target[half:], indexes[half:])
+    expected = retrieval_bpref(preds, target, indexes=indexes, ignore_index=UNJUDGED, aggregation="none")
+    torch.testing.assert_close(metric.compute(), expected)
