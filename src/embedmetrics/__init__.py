@@ -86,3 +86,4 @@ if TYPE_CHECKING:
     from embedmetrics.retrieval import RetrievalRecall as RetrievalRecall
     from embedmetrics.retrieval import RetrievalRecallAtFixedPrecision as RetrievalRecallAtFixedPrecision
     from embedmetrics.retrieval import RetrievalRPrecision as RetrievalRPrecision
+    from embedmetrics.retrieval import RetrievalRPrecisionMultiple as RetrievalRPrecisionMultiple

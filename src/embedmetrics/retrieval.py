@@ -262,6 +262,15 @@ class RetrievalRPrecision(RetrievalMetric):
         super().__init__(empty_target_action, ignore_index, None, aggregation, **kwargs)
 
 
+@documented("r_precision_multiple", "module")
+class RetrievalRPrecisionMultiple(RetrievalMetric):
+    def __init__(
+        self, multiple: float = 1.0, empty_target_action: str = "neg", ignore_index: int | None = None,
+        aggregation: str | Callable[..., Tensor] = "mean", **kwargs: Any,
+    ) -> None:  # fmt: skip
+        super().__init__(empty_target_action, ignore_index, None, aggregation, multiple=multiple, **kwargs)
+
+
 @documented("bpref", "module")
 class RetrievalBpref(RetrievalMetric):
     def __init__(

@@ -120,6 +120,7 @@ REGISTRY: tuple[MetricSpec, ...] = (
     _retrieval("RetrievalPrecision", "retrieval_precision"),
     _retrieval("RetrievalPrecisionRecallCurve", "retrieval_precision_recall_curve"),
     _retrieval("RetrievalRPrecision", "retrieval_r_precision"),
+    _retrieval("RetrievalRPrecisionMultiple", "retrieval_r_precision_multiple"),
     _retrieval("RetrievalRecall", "retrieval_recall"),
     _retrieval("RetrievalRecallAtFixedPrecision", "retrieval_recall_at_fixed_precision"),
     MetricSpec(

@@ -28,6 +28,7 @@ from embedmetrics.functional.retrieval import (
     retrieval_precision_recall_curve as retrieval_precision_recall_curve,
 )
 from embedmetrics.functional.retrieval import retrieval_r_precision as retrieval_r_precision
+from embedmetrics.functional.retrieval import retrieval_r_precision_multiple as retrieval_r_precision_multiple
 from embedmetrics.functional.retrieval import retrieval_recall as retrieval_recall
 from embedmetrics.functional.retrieval import (
     retrieval_recall_at_fixed_precision as retrieval_recall_at_fixed_precision,

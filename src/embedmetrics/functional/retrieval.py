@@ -43,6 +43,7 @@ __all__ = [
     "retrieval_precision",
     "retrieval_precision_recall_curve",
     "retrieval_r_precision",
+    "retrieval_r_precision_multiple",
     "retrieval_recall",
     "retrieval_recall_at_fixed_precision",
     "retrieval_reciprocal_rank",
@@ -87,6 +88,13 @@ def retrieval_precision(
 @documented("r_precision", "functional")
 def retrieval_r_precision(preds: Tensor, target: Tensor, **options: Unpack[JudgedOptions]) -> Tensor:
     return evaluate("r_precision", preds, target, **options)
+
+
+@documented("r_precision_multiple", "functional")
+def retrieval_r_precision_multiple(
+    preds: Tensor, target: Tensor, multiple: float = 1.0, **options: Unpack[JudgedOptions]
+) -> Tensor:
+    return evaluate("r_precision_multiple", preds, target, multiple=multiple, **options)
 
 
 @documented("bpref", "functional")

@@ -108,3 +108,87 @@ def test_bpref_module_equals_functional_with_unjudged_documents() -> None:
     metric.update(preds[half:], target[half:], indexes[half:])
     expected = retrieval_bpref(preds, target, indexes=indexes, ignore_index=UNJUDGED, aggregation="none")
     torch.testing.assert_close(metric.compute(), expected)
+
+
+def _graded_run(seed: int, n_queries: int = 40):
+    """As ``_random_run`` with grades 0..3 and no unjudged documents (target 0 is what trec_eval gives a
+    document the qrels do not list, in every measure but bpref and infAP)."""
+    preds, target, indexes, retrieved, run, _ = _random_run(seed, n_queries)
+    g = torch.Generator().manual_seed(seed + 100)
+    grade = torch.where(target == 1, torch.randint(1, 4, target.shape, generator=g), 0)
+    qrels: dict[str, dict[str, int]] = {}
+    for i in range(grade.numel()):
+        qrels.setdefault(f"q{int(indexes[i]):03d}", {})[f"d{i}"] = int(grade[i])
+    return preds, grade, indexes, retrieved, run, qrels
+
+
+def _pytrec(run, qrels, measure: str, key: str) -> torch.Tensor:
+    theirs = pytrec_eval.RelevanceEvaluator(qrels, {measure}).evaluate(run)
+    return torch.tensor([theirs[q][key] for q in sorted(theirs)], dtype=torch.float64)
+
+
+@pytest.mark.parametrize("multiple", [0.2, 0.5, 1.0, 1.5, 2.0])
+def test_r_precision_multiple_equals_pytrec_eval(multiple: float) -> None:
+    preds, target, indexes, retrieved, run, qrels = _graded_run(7)
+    expected = _pytrec(run, qrels, f"Rprec_mult.{multiple}", f"Rprec_mult_{multiple:.2f}")
+    ours = em.functional.retrieval_r_precision_multiple(
+        preds, target > 0, multiple, indexes=indexes, retrieved=retrieved, aggregation="none"
+    )
+    torch.testing.assert_close(ours, expected, atol=1e-9, rtol=0)
+    assert expected.min() < expected.max()
+
+
+def _plain_rprec_mult(ranked: list[int], multiple: float) -> float:
+    R = sum(g > 0 for g in ranked)
+    k = int(multiple * R + 0.9)
+    return sum(g > 0 for g in ranked[:k]) / k if k else 0.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 1)), min_size=1, max_size=7),
+    st.sampled_from([0.3, 0.5, 1.0, 2.0]),
+    st.sampled_from(["average", "pessimistic", "optimistic"]),
+)
+def test_r_precision_multiple_on_ties_equals_every_tie_order(
+    docs: list[tuple[int, int]], multiple: float, ties: str
+) -> None:
+    scores = [float(s) for s, _ in docs]
+    targets = [t for _, t in docs]
+    if ties == "average":
+        orders = tie_orders(scores)
+        expected = sum(_plain_rprec_mult([targets[i] for i in o], multiple) for o in orders) / len(orders)
+    else:
+        sign = 1 if ties == "pessimistic" else -1
+        order = sorted(range(len(scores)), key=lambda i: (-scores[i], sign * targets[i]))
+        expected = _plain_rprec_mult([targets[i] for i in order], multiple)
+    ours = em.functional.retrieval_r_precision_multiple(
+        torch.tensor(scores, dtype=torch.float64), torch.tensor(targets), multiple, ties=ties
+    )
+    assert float(ours) == pytest.approx(expected, abs=1e-12)
+
+
+def test_uncut_ndcg_is_trec_evals_ndcg() -> None:
+    """trec_eval's ``ndcg`` (no cut-off, gains = grades, the ideal over every judged document) is
+    ``retrieval_normalized_dcg(k=None)`` with the judged documents not retrieved as ``retrieved=False``."""
+    preds, grade, indexes, retrieved, run, qrels = _graded_run(8)
+    expected = _pytrec(run, qrels, "ndcg", "ndcg")
+    ours = em.functional.retrieval_normalized_dcg(
+        preds, grade, indexes=indexes, retrieved=retrieved, aggregation="none"
+    )
+    torch.testing.assert_close(ours, expected, atol=1e-9, rtol=0)
+
+
+def test_average_precision_at_k_is_trec_evals_map_cut() -> None:
+    """trec_eval's ``map_cut.k`` (AP over the first k documents, divided by all relevant ``R``) is
+    ``retrieval_average_precision(k=...)``."""
+    preds, grade, indexes, retrieved, run, qrels = _graded_run(9)
+    ks = (1, 5, 10, 20)
+    theirs = pytrec_eval.RelevanceEvaluator(qrels, {"map_cut.1,5,10,20"}).evaluate(run)
+    expected = torch.tensor(
+        [[theirs[q][f"map_cut_{k}"] for k in ks] for q in sorted(theirs)], dtype=torch.float64
+    )
+    ours = em.functional.retrieval_average_precision(
+        preds, grade > 0, ks, indexes=indexes, retrieved=retrieved, aggregation="none"
+    )
+    torch.testing.assert_close(ours, expected, atol=1e-9, rtol=0)

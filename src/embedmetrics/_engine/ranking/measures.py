@@ -468,6 +468,13 @@ def r_precision(st: RankedRows) -> Tensor:
     return tie_stats.ratio(_relevant_in_top(st, R), R)
 
 
+def r_precision_multiple(st: RankedRows, multiple: float) -> Tensor:
+    """trec_eval's ``Rprec_mult``: relevant in the top ``k`` over ``k``, ``k = ⌊multiple·R + 0.9⌋``
+    (trec_eval 9's rounding; 0 when ``k`` is 0). ``multiple=1`` is R-precision. Needs every column."""
+    k = torch.floor(multiple * st.R.to(st.fdt).unsqueeze(1) + 0.9)
+    return tie_stats.ratio(_relevant_in_top(st, k), k)
+
+
 def average_precision(st: RankedRows, ks: Ks) -> Tensor:
     """``Σ_{p<k} (r/t)·(c + 1 + x·(r−1)/(t−1)) / (p+1)``, divided by ``R``.
 

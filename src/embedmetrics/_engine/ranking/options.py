@@ -49,6 +49,11 @@ def check_max_fpr(name: str, value: Any) -> Any:
     return out
 
 
+def check_multiple(name: str, value: Any) -> float:
+    """A positive number."""
+    return check_number(name, value, positive=True)
+
+
 def check_min_precision(name: str, value: Any) -> float:
     """A number in ``[0, 1]``."""
     out = check_number(name, value)
@@ -92,6 +97,10 @@ MAX_FPR = Option(
     check_max_fpr,
     effect="state",
 )
+MULTIPLE = Option(
+    "multiple", "float", 1.0, "the multiple ``x`` of ``R`` where precision is read (``⌊x·R + 0.9⌋``)",
+    check_multiple, effect="state",
+)  # fmt: skip
 MAX_K = Option(
     "max_k", "int | None", None, "last cut-off of the curve; ``None``: the largest query",
     optional(check_positive_int),
@@ -115,6 +124,7 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
     "RetrievalPrecision": (*_CUTOFF, ADAPTIVE_K),
     "RetrievalPrecisionRecallCurve": (*COMMON, MAX_K, ADAPTIVE_K),
     "RetrievalRPrecision": COMMON,
+    "RetrievalRPrecisionMultiple": (*COMMON, MULTIPLE),
     "RetrievalRecall": _CUTOFF,
     "RetrievalRecallAtFixedPrecision": (*COMMON, MIN_PRECISION, MAX_K, ADAPTIVE_K),
 }

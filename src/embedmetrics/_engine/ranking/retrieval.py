@@ -39,6 +39,7 @@ class MetricOptions:
 
     adaptive_k: bool = False
     max_fpr: Optional[float] = None
+    multiple: float = 1.0
 
 
 PerQuery = Callable[[RankedRows, Ks, MetricOptions], Tensor]
@@ -86,7 +87,9 @@ class RetrievalSettings:
     @property
     def options(self) -> MetricOptions:
         """The metric-specific options, as the closed forms take them."""
-        return MetricOptions(self.values.get("adaptive_k", False), self.values.get("max_fpr"))
+        return MetricOptions(
+            self.values.get("adaptive_k", False), self.values.get("max_fpr"), self.values.get("multiple", 1.0)
+        )
 
 
 def read_settings(owner: str, module: str, given: dict[str, Any], top_k: KArg = None) -> RetrievalSettings:
@@ -222,6 +225,30 @@ METRICS: dict[str, RetrievalDeclaration] = {
                 ">>> retrieval_r_precision(tensor([0.2, 0.3, 0.5]), tensor([True, False, True]))\n"
                 "tensor(0.5000)"
             ),
+        ),
+        RetrievalDeclaration(
+            "r_precision_multiple",
+            lambda st, ks, opt: ranking.r_precision_multiple(st, opt.multiple),
+            (
+                "trec_eval's ``Rprec_mult``: relevant documents in the top ``k = ⌊multiple·R + 0.9⌋``, "
+                "divided by ``k``."
+            ),
+            functional="retrieval_r_precision_multiple",
+            module="RetrievalRPrecisionMultiple",
+            details=(
+                "``multiple=1`` is R-precision; trec_eval 9 rounds ``multiple·R`` as ``⌊multiple·R + 0.9⌋``\n"
+                "(0 relevant: 0). Equals pytrec_eval's ``Rprec_mult_x`` where no scores tie."
+            ),
+            cutoff=False,
+            functional_example=(
+                ">>> preds, target = tensor([0.9, 0.8, 0.7, 0.6]), tensor([1, 0, 1, 0])\n"
+                ">>> retrieval_r_precision_multiple(preds, target, multiple=2.0)  # top 4\n"
+                "tensor(0.5000)\n"
+                ">>> retrieval_r_precision_multiple(preds, target, multiple=0.5)  # top 1\n"
+                "tensor(1.)"
+            ),
+            module_args="multiple=2.0",
+            module_value="tensor(0.5000)",
         ),
         RetrievalDeclaration(
             "bpref",
