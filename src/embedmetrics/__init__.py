@@ -87,3 +87,6 @@ if TYPE_CHECKING:
     from embedmetrics.retrieval import RetrievalRecallAtFixedPrecision as RetrievalRecallAtFixedPrecision
     from embedmetrics.retrieval import RetrievalRPrecision as RetrievalRPrecision
     from embedmetrics.retrieval import RetrievalRPrecisionMultiple as RetrievalRPrecisionMultiple
+    from embedmetrics.retrieval import RetrievalSetF as RetrievalSetF
+    from embedmetrics.retrieval import RetrievalSetMAP as RetrievalSetMAP
+    from embedmetrics.retrieval import RetrievalSetRelativePrecision as RetrievalSetRelativePrecision

@@ -271,6 +271,26 @@ class RetrievalRPrecisionMultiple(RetrievalMetric):
         super().__init__(empty_target_action, ignore_index, None, aggregation, multiple=multiple, **kwargs)
 
 
+@documented("set_relative_precision", "module")
+class RetrievalSetRelativePrecision(RetrievalMetric):
+    pass
+
+
+@documented("set_map", "module")
+class RetrievalSetMAP(RetrievalMetric):
+    pass
+
+
+@documented("set_f", "module")
+class RetrievalSetF(RetrievalMetric):
+    def __init__(
+        self, empty_target_action: str = "neg", ignore_index: int | None = None,
+        k: int | Sequence[int] | None = None, beta: float = 1.0,
+        aggregation: str | Callable[..., Tensor] = "mean", **kwargs: Any,
+    ) -> None:  # fmt: skip
+        super().__init__(empty_target_action, ignore_index, k, aggregation, beta=beta, **kwargs)
+
+
 @documented("bpref", "module")
 class RetrievalBpref(RetrievalMetric):
     def __init__(

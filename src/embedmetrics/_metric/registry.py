@@ -122,6 +122,9 @@ REGISTRY: tuple[MetricSpec, ...] = (
     _retrieval("RetrievalRPrecision", "retrieval_r_precision"),
     _retrieval("RetrievalRPrecisionMultiple", "retrieval_r_precision_multiple"),
     _retrieval("RetrievalRecall", "retrieval_recall"),
+    _retrieval("RetrievalSetF", "retrieval_set_f"),
+    _retrieval("RetrievalSetMAP", "retrieval_set_map"),
+    _retrieval("RetrievalSetRelativePrecision", "retrieval_set_relative_precision"),
     _retrieval("RetrievalRecallAtFixedPrecision", "retrieval_recall_at_fixed_precision"),
     MetricSpec(
         "ContrastiveAccuracy",

@@ -34,6 +34,11 @@ from embedmetrics.functional.retrieval import (
     retrieval_recall_at_fixed_precision as retrieval_recall_at_fixed_precision,
 )
 from embedmetrics.functional.retrieval import retrieval_reciprocal_rank as retrieval_reciprocal_rank
+from embedmetrics.functional.retrieval import retrieval_set_f as retrieval_set_f
+from embedmetrics.functional.retrieval import retrieval_set_map as retrieval_set_map
+from embedmetrics.functional.retrieval import (
+    retrieval_set_relative_precision as retrieval_set_relative_precision,
+)
 from embedmetrics.functional.shape_similarity import kruskal_similarity as kruskal_similarity
 from embedmetrics.functional.shape_similarity import procrustes_r2 as procrustes_r2
 from embedmetrics.functional.shape_similarity import procrustes_similarity as procrustes_similarity

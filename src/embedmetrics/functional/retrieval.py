@@ -47,6 +47,9 @@ __all__ = [
     "retrieval_recall",
     "retrieval_recall_at_fixed_precision",
     "retrieval_reciprocal_rank",
+    "retrieval_set_f",
+    "retrieval_set_map",
+    "retrieval_set_relative_precision",
 ]
 
 
@@ -97,6 +100,17 @@ def retrieval_r_precision_multiple(
     return evaluate("r_precision_multiple", preds, target, multiple=multiple, **options)
 
 
+@documented("set_f", "functional")
+def retrieval_set_f(
+    preds: Tensor,
+    target: Tensor,
+    k: int | Sequence[int] | None = None,
+    beta: float = 1.0,
+    **options: Unpack[RetrievalOptions],
+) -> Tensor:
+    return evaluate("set_f", preds, target, k=k, beta=beta, **options)
+
+
 @documented("bpref", "functional")
 def retrieval_bpref(preds: Tensor, target: Tensor, **options: Unpack[JudgedOptions]) -> Tensor:
     return evaluate("bpref", preds, target, **options)
@@ -142,3 +156,5 @@ retrieval_recall = _cutoff_face("recall")
 retrieval_average_precision = _cutoff_face("average_precision")
 retrieval_normalized_dcg = _cutoff_face("normalized_dcg")
 retrieval_fall_out = _cutoff_face("fall_out")
+retrieval_set_relative_precision = _cutoff_face("set_relative_precision")
+retrieval_set_map = _cutoff_face("set_map")

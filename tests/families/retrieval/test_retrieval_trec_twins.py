@@ -192,3 +192,72 @@ def test_average_precision_at_k_is_trec_evals_map_cut() -> None:
         preds, grade > 0, ks, indexes=indexes, retrieved=retrieved, aggregation="none"
     )
     torch.testing.assert_close(ours, expected, atol=1e-9, rtol=0)
+
+
+SET_MEASURES = {
+    "set_relative_P": ("retrieval_set_relative_precision", {}),
+    "set_map": ("retrieval_set_map", {}),
+    "set_F": ("retrieval_set_f", {}),
+    "set_F.0.5": ("retrieval_set_f", {"beta": 0.5}),
+    "set_P": ("retrieval_precision", {"adaptive_k": True}),
+    "set_recall": ("retrieval_recall", {}),
+}
+
+
+def _top(run: dict[str, dict[str, float]], k: int | None) -> dict[str, dict[str, float]]:
+    """Each query's top ``k`` documents (the run trec_eval reads with ``-M k``)."""
+    if k is None:
+        return run
+    return {q: dict(sorted(docs.items(), key=lambda d: -d[1])[:k]) for q, docs in run.items()}
+
+
+@pytest.mark.parametrize("measure", sorted(SET_MEASURES))
+@pytest.mark.parametrize("k", [None, 1, 4])
+def test_set_measures_equal_pytrec_eval(measure: str, k: int | None) -> None:
+    preds, target, indexes, retrieved, run, qrels = _graded_run(11)
+    key = measure.split(".")[0]
+    expected = _pytrec(_top(run, k), qrels, measure, key)
+    name, kwargs = SET_MEASURES[measure]
+    face = getattr(em.functional, name)
+    ours = face(preds, target > 0, k, indexes=indexes, retrieved=retrieved, aggregation="none", **kwargs)
+    torch.testing.assert_close(ours, expected, atol=1e-9, rtol=0)
+    assert expected.min() < expected.max()
+
+
+def _plain_set(name: str, ranked: list[int], k: int | None, num_rel: int, beta: float) -> float:
+    retrieved = ranked if k is None else ranked[:k]
+    m, x = len(retrieved), sum(g > 0 for g in retrieved)
+    if name == "retrieval_set_relative_precision":
+        den = min(m, num_rel)
+        return x / den if den else 0.0
+    if name == "retrieval_set_map":
+        return x * x / (m * num_rel) if m and num_rel else 0.0
+    p, recall = (x / m if m else 0.0), (x / num_rel if num_rel else 0.0)
+    return (beta + 1) * p * recall / (beta * p + recall) if x else 0.0
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 1)), min_size=1, max_size=7),
+    st.sampled_from([None, 1, 2, 3, 5]),
+    st.sampled_from(["retrieval_set_relative_precision", "retrieval_set_map", "retrieval_set_f"]),
+    st.sampled_from(["average", "pessimistic", "optimistic"]),
+)
+def test_set_measures_on_ties_equal_every_tie_order(
+    docs: list[tuple[int, int]], k: int | None, name: str, ties: str
+) -> None:
+    scores = [float(s) for s, _ in docs]
+    targets = [t for _, t in docs]
+    num_rel, beta = sum(targets), 0.5
+    if ties == "average":
+        orders = tie_orders(scores)
+        values = [_plain_set(name, [targets[i] for i in o], k, num_rel, beta) for o in orders]
+        expected = sum(values) / len(values)
+    else:
+        sign = 1 if ties == "pessimistic" else -1
+        order = sorted(range(len(scores)), key=lambda i: (-scores[i], sign * targets[i]))
+        expected = _plain_set(name, [targets[i] for i in order], k, num_rel, beta)
+    kwargs = {"beta": beta} if name == "retrieval_set_f" else {}
+    face = getattr(em.functional, name)
+    ours = face(torch.tensor(scores, dtype=torch.float64), torch.tensor(targets), k, ties=ties, **kwargs)
+    assert float(ours) == pytest.approx(expected, abs=1e-12)

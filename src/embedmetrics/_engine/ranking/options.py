@@ -101,6 +101,10 @@ MULTIPLE = Option(
     "multiple", "float", 1.0, "the multiple ``x`` of ``R`` where precision is read (``⌊x·R + 0.9⌋``)",
     check_multiple, effect="state",
 )  # fmt: skip
+BETA = Option(
+    "beta", "float", 1.0, "the weight ``x`` of precision in ``(x + 1)·P·R / (x·P + R)``", check_multiple,
+    effect="state",
+)  # fmt: skip
 MAX_K = Option(
     "max_k", "int | None", None, "last cut-off of the curve; ``None``: the largest query",
     optional(check_positive_int),
@@ -125,6 +129,9 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
     "RetrievalPrecisionRecallCurve": (*COMMON, MAX_K, ADAPTIVE_K),
     "RetrievalRPrecision": COMMON,
     "RetrievalRPrecisionMultiple": (*COMMON, MULTIPLE),
+    "RetrievalSetF": (*_CUTOFF, BETA),
+    "RetrievalSetMAP": _CUTOFF,
+    "RetrievalSetRelativePrecision": _CUTOFF,
     "RetrievalRecall": _CUTOFF,
     "RetrievalRecallAtFixedPrecision": (*COMMON, MIN_PRECISION, MAX_K, ADAPTIVE_K),
 }

@@ -40,6 +40,7 @@ class MetricOptions:
     adaptive_k: bool = False
     max_fpr: Optional[float] = None
     multiple: float = 1.0
+    beta: float = 1.0
 
 
 PerQuery = Callable[[RankedRows, Ks, MetricOptions], Tensor]
@@ -88,7 +89,10 @@ class RetrievalSettings:
     def options(self) -> MetricOptions:
         """The metric-specific options, as the closed forms take them."""
         return MetricOptions(
-            self.values.get("adaptive_k", False), self.values.get("max_fpr"), self.values.get("multiple", 1.0)
+            self.values.get("adaptive_k", False),
+            self.values.get("max_fpr"),
+            self.values.get("multiple", 1.0),
+            self.values.get("beta", 1.0),
         )
 
 
@@ -143,6 +147,14 @@ class RetrievalDeclaration:
 def _metric_named(name: str) -> RetrievalDeclaration:
     return CURVE if name == CURVE.name else METRICS[name]
 
+
+_SET_K = "the retrieved set: the top ``k`` documents (``None``: every ranked one); an int or a sequence."
+_SET_DETAILS = (
+    "A set measure of trec_eval's, of the top ``k`` (trec_eval's ``-M k``); trec_eval's ``set_P`` and\n"
+    "``set_recall`` are ``retrieval_precision(k, adaptive_k=True)`` and ``retrieval_recall(k)``. With\n"
+    "``ties='average'`` it is the exact expected value where a tie block straddles the ``k``-th place.\n"
+    "Equals pytrec_eval where no scores tie."
+)
 
 METRICS: dict[str, RetrievalDeclaration] = {
     m.name: m
@@ -249,6 +261,53 @@ METRICS: dict[str, RetrievalDeclaration] = {
             ),
             module_args="multiple=2.0",
             module_value="tensor(0.5000)",
+        ),
+        RetrievalDeclaration(
+            "set_relative_precision",
+            lambda st, ks, _: trec_twins.set_relative_precision(st, ks),
+            "trec_eval's ``set_relative_P``: relevant documents retrieved over ``min(retrieved, R)``.",
+            functional="retrieval_set_relative_precision",
+            module="RetrievalSetRelativePrecision",
+            details=_SET_DETAILS,
+            k_doc=_SET_K,
+            functional_example=(
+                ">>> preds, target = tensor([0.9, 0.8, 0.7, 0.6]), tensor([0, 1, 1, 0])\n"
+                ">>> retrieval_set_relative_precision(preds, target, k=(1, 2, 4))\n"
+                "tensor([0.0000, 0.5000, 1.0000])"
+            ),
+            module_value="tensor(1.)",
+        ),
+        RetrievalDeclaration(
+            "set_f",
+            lambda st, ks, opt: trec_twins.set_f(st, ks, opt.beta),
+            "trec_eval's ``set_F``: ``(β + 1)·P·Rc / (β·P + Rc)`` of the retrieved set's precision, recall.",
+            functional="retrieval_set_f",
+            module="RetrievalSetF",
+            details=_SET_DETAILS + "\n``beta`` is trec_eval's parameter (``set_F.0.5``: ``beta=0.5``).",
+            k_doc=_SET_K,
+            functional_example=(
+                ">>> preds, target = tensor([0.9, 0.8, 0.7, 0.6]), tensor([0, 1, 1, 0])\n"
+                ">>> retrieval_set_f(preds, target)  # P = 1/2, recall 1\n"
+                "tensor(0.6667)\n"
+                ">>> retrieval_set_f(preds, target, k=2, beta=0.5)\n"
+                "tensor(0.5000)"
+            ),
+            module_value="tensor(0.5833)",
+        ),
+        RetrievalDeclaration(
+            "set_map",
+            lambda st, ks, _: trec_twins.set_map(st, ks),
+            "trec_eval's ``set_map``: set precision times set recall, ``X² / (retrieved·R)``.",
+            functional="retrieval_set_map",
+            module="RetrievalSetMAP",
+            details=_SET_DETAILS,
+            k_doc=_SET_K,
+            functional_example=(
+                ">>> preds, target = tensor([0.9, 0.8, 0.7, 0.6]), tensor([0, 1, 1, 0])\n"
+                ">>> retrieval_set_map(preds, target, k=(2, 3, 4))\n"
+                "tensor([0.2500, 0.6667, 0.5000])"
+            ),
+            module_value="tensor(0.4167)",
         ),
         RetrievalDeclaration(
             "bpref",

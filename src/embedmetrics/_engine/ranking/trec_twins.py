@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from embedmetrics._engine.core import tie_stats
-from embedmetrics._engine.ranking.measures import RankedRows
+from embedmetrics._engine.ranking.measures import Ks, RankedRows, cutoff_block, cutoff_row, relevant_in_top
 
 
 def _capped_sum(start: Tensor, count: Tensor, cap: Tensor) -> Tensor:
@@ -45,3 +45,38 @@ def bpref(st: RankedRows) -> Tensor:
     term = torch.where(bound > 0, 1.0 - expected / bound.clamp_min(1.0), 1.0)
     total = torch.where(relevant, term, 0.0).sum(1, keepdim=True)
     return tie_stats.ratio(total, R)
+
+
+def _retrieved_set(st: RankedRows, ks: Ks) -> tuple[Tensor, Tensor, Tensor]:
+    """Per row and cut-off: the size ``m = min(k, n)`` of the retrieved set, the expected relevant documents
+    in it, and ``R``."""
+    k = cutoff_row(ks, st)
+    size = torch.minimum(k, st.n.to(st.fdt).unsqueeze(1))
+    return size, relevant_in_top(st, k), st.R.to(st.fdt).unsqueeze(1)
+
+
+def set_relative_precision(st: RankedRows, ks: Ks) -> Tensor:
+    """trec_eval's ``set_relative_P``: relevant retrieved over ``min(retrieved, R)`` (linear: exact)."""
+    size, found, R = _retrieved_set(st, ks)
+    return tie_stats.ratio(found, torch.minimum(size, R))
+
+
+def set_f(st: RankedRows, ks: Ks, beta: float) -> Tensor:
+    """trec_eval's ``set_F``: ``(β + 1)·P·Rc / (β·P + Rc)``, which is ``(β + 1)·X / (β·R + m)`` for ``X``
+    relevant among ``m`` retrieved (0 for ``X = 0`` too): linear in ``X``, so exact in expectation."""
+    size, found, R = _retrieved_set(st, ks)
+    return tie_stats.ratio((beta + 1.0) * found, beta * R + size)
+
+
+def set_map(st: RankedRows, ks: Ks) -> Tensor:
+    """trec_eval's ``set_map``: ``X² / (m·R)``. Under a random order of the block at the cut-off (``t``
+    documents, ``r`` relevant, ``o`` of its places inside the set), its relevant documents inside are
+    hypergeometric, so ``E[X²] = E[X]² + o·(r/t)·(1 − r/t)·(t − o)/(t − 1)``."""
+    k = cutoff_row(ks, st)
+    m, a, t, r, _ = cutoff_block(st, k)
+    o = (m - a).clamp(min=0.0)
+    o = torch.minimum(o, t)
+    share = r / t
+    variance = torch.where(t > 1, o * share * (1 - share) * (t - o) / (t - 1).clamp_min(1.0), 0.0)
+    found = relevant_in_top(st, k)
+    return tie_stats.ratio(found * found + variance, m * st.R.to(st.fdt).unsqueeze(1))
