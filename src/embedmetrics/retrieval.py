@@ -291,6 +291,23 @@ class RetrievalSetF(RetrievalMetric):
         super().__init__(empty_target_action, ignore_index, k, aggregation, beta=beta, **kwargs)
 
 
+@documented("interpolated_precision", "module")
+class RetrievalInterpolatedPrecision(RetrievalMetric):
+    def __init__(
+        self, recall_level: float = 0.0, empty_target_action: str = "neg", ignore_index: int | None = None,
+        aggregation: str | Callable[..., Tensor] = "mean", *, ties: str = "pessimistic", **kwargs: Any,
+    ) -> None:  # fmt: skip
+        super().__init__(
+            empty_target_action,
+            ignore_index,
+            None,
+            aggregation,
+            ties=ties,
+            recall_level=recall_level,
+            **kwargs,
+        )
+
+
 @documented("bpref", "module")
 class RetrievalBpref(RetrievalMetric):
     def __init__(

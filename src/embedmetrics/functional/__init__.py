@@ -22,6 +22,9 @@ from embedmetrics.functional.retrieval import retrieval_average_precision as ret
 from embedmetrics.functional.retrieval import retrieval_bpref as retrieval_bpref
 from embedmetrics.functional.retrieval import retrieval_fall_out as retrieval_fall_out
 from embedmetrics.functional.retrieval import retrieval_hit_rate as retrieval_hit_rate
+from embedmetrics.functional.retrieval import (
+    retrieval_interpolated_precision as retrieval_interpolated_precision,
+)
 from embedmetrics.functional.retrieval import retrieval_normalized_dcg as retrieval_normalized_dcg
 from embedmetrics.functional.retrieval import retrieval_precision as retrieval_precision
 from embedmetrics.functional.retrieval import (

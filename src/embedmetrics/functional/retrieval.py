@@ -39,6 +39,7 @@ __all__ = [
     "retrieval_bpref",
     "retrieval_fall_out",
     "retrieval_hit_rate",
+    "retrieval_interpolated_precision",
     "retrieval_normalized_dcg",
     "retrieval_precision",
     "retrieval_precision_recall_curve",
@@ -109,6 +110,13 @@ def retrieval_set_f(
     **options: Unpack[RetrievalOptions],
 ) -> Tensor:
     return evaluate("set_f", preds, target, k=k, beta=beta, **options)
+
+
+@documented("interpolated_precision", "functional")
+def retrieval_interpolated_precision(
+    preds: Tensor, target: Tensor, recall_level: float = 0.0, **options: Unpack[JudgedOptions]
+) -> Tensor:
+    return evaluate("interpolated_precision", preds, target, recall_level=recall_level, **options)
 
 
 @documented("bpref", "functional")

@@ -261,3 +261,54 @@ def test_set_measures_on_ties_equal_every_tie_order(
     face = getattr(em.functional, name)
     ours = face(torch.tensor(scores, dtype=torch.float64), torch.tensor(targets), k, ties=ties, **kwargs)
     assert float(ours) == pytest.approx(expected, abs=1e-12)
+
+
+LEVELS = (0.0, 0.1, 0.3, 0.5, 0.7, 1.0)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_interpolated_precision_equals_pytrec_eval(level: float) -> None:
+    preds, target, indexes, retrieved, run, qrels = _graded_run(12)
+    expected = _pytrec(run, qrels, "iprec_at_recall", f"iprec_at_recall_{level:.2f}")
+    face = em.functional.retrieval_interpolated_precision
+    ours = face(preds, target > 0, level, indexes=indexes, retrieved=retrieved, aggregation="none")
+    torch.testing.assert_close(ours, expected, atol=1e-9, rtol=0)
+    assert expected.min() < expected.max()
+
+
+def _plain_iprec(ranked: list[int], level: float, num_rel: int) -> float:
+    count = max(int(level * num_rel + 0.9), 1)
+    precisions, found = [], 0
+    for rank, judgement in enumerate(ranked, 1):
+        if judgement > 0:
+            found += 1
+            precisions.append(found / rank)
+    return max(precisions[count - 1 :]) if count <= found else 0.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 1)), min_size=1, max_size=8),
+    st.sampled_from(LEVELS),
+    st.sampled_from(["pessimistic", "optimistic"]),
+)
+def test_interpolated_precision_on_ties_equals_the_sorted_order(
+    docs: list[tuple[int, int]], level: float, ties: str
+) -> None:
+    scores = [float(s) for s, _ in docs]
+    targets = [t for _, t in docs]
+    sign = 1 if ties == "pessimistic" else -1  # pessimistic: relevant last among ties
+    order = sorted(range(len(scores)), key=lambda i: (-scores[i], sign * targets[i]))
+    expected = _plain_iprec([targets[i] for i in order], level, sum(targets))
+    face = em.functional.retrieval_interpolated_precision
+    ours = face(torch.tensor(scores, dtype=torch.float64), torch.tensor(targets), level, ties=ties)
+    assert float(ours) == pytest.approx(expected, abs=1e-12)
+
+
+def test_interpolated_precision_refuses_the_average_policy() -> None:
+    preds, target = torch.tensor([0.5, 0.5, 0.1]), torch.tensor([0, 1, 1])
+    with pytest.raises(ValueError, match=r"`ties` must be one of .*got 'average'"):
+        em.functional.retrieval_interpolated_precision(preds, target, ties="average")
+    with pytest.raises(ValueError, match=r"`ties` must be one of .*got 'average'"):
+        em.RetrievalInterpolatedPrecision(ties="average")
+    assert float(em.RetrievalInterpolatedPrecision()(preds, target)) == pytest.approx(2 / 3)

@@ -54,7 +54,7 @@ def check_multiple(name: str, value: Any) -> float:
     return check_number(name, value, positive=True)
 
 
-def check_min_precision(name: str, value: Any) -> float:
+def check_fraction(name: str, value: Any) -> float:
     """A number in ``[0, 1]``."""
     out = check_number(name, value)
     if out > 1:
@@ -105,12 +105,24 @@ BETA = Option(
     "beta", "float", 1.0, "the weight ``x`` of precision in ``(x + 1)·P·R / (x·P + R)``", check_multiple,
     effect="state",
 )  # fmt: skip
+RECALL_LEVEL = Option(
+    "recall_level", "float", 0.0, "the recall level in ``[0, 1]`` (``iprec_at_recall_0.10``: 0.1)",
+    check_fraction, effect="state",
+)  # fmt: skip
+#: The tie policies of a measure whose expectation over tie orders has no closed form.
+ORDERED_TIES = ("pessimistic", "optimistic")
+TIES_ORDERED = Option(
+    "ties", "str", "pessimistic",
+    "tie policy: ``pessimistic`` (relevant documents last among tied scores) or ``optimistic`` (first); "
+    "no ``average``: the expected value over tie orders has no closed form here",
+    choice(*ORDERED_TIES), choices=ORDERED_TIES, effect="state",
+)  # fmt: skip
 MAX_K = Option(
     "max_k", "int | None", None, "last cut-off of the curve; ``None``: the largest query",
     optional(check_positive_int),
 )  # fmt: skip
 MIN_PRECISION = Option(
-    "min_precision", "float", 0.0, "the precision the recall must keep, in ``[0, 1]``", check_min_precision
+    "min_precision", "float", 0.0, "the precision the recall must keep, in ``[0, 1]``", check_fraction
 )
 
 #: Every retrieval metric takes these.
@@ -122,6 +134,7 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
     "RetrievalBpref": COMMON,
     "RetrievalFallOut": _CUTOFF,
     "RetrievalHitRate": _CUTOFF,
+    "RetrievalInterpolatedPrecision": (TIES_ORDERED, *COMMON[1:], RECALL_LEVEL),
     "RetrievalMAP": _CUTOFF,
     "RetrievalMRR": _CUTOFF,
     "RetrievalNormalizedDCG": _CUTOFF,

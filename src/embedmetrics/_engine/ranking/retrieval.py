@@ -41,6 +41,7 @@ class MetricOptions:
     max_fpr: Optional[float] = None
     multiple: float = 1.0
     beta: float = 1.0
+    recall_level: float = 0.0
 
 
 PerQuery = Callable[[RankedRows, Ks, MetricOptions], Tensor]
@@ -93,6 +94,7 @@ class RetrievalSettings:
             self.values.get("max_fpr"),
             self.values.get("multiple", 1.0),
             self.values.get("beta", 1.0),
+            self.values.get("recall_level", 0.0),
         )
 
 
@@ -308,6 +310,34 @@ METRICS: dict[str, RetrievalDeclaration] = {
                 "tensor([0.2500, 0.6667, 0.5000])"
             ),
             module_value="tensor(0.4167)",
+        ),
+        RetrievalDeclaration(
+            "interpolated_precision",
+            lambda st, ks, opt: trec_twins.interpolated_precision(st, opt.recall_level),
+            (
+                "trec_eval's ``iprec_at_recall``: the best precision at or below the rank where recall "
+                "reaches ``recall_level``."
+            ),
+            functional="retrieval_interpolated_precision",
+            module="RetrievalInterpolatedPrecision",
+            details=(
+                "Recall ``recall_level`` is reached at the ``⌊recall_level·R + 0.9⌋``-th relevant document\n"
+                "(trec_eval 9's rounding); 0 if fewer are ranked. Tied scores are ordered with relevant\n"
+                "documents last (``ties='pessimistic'``, the default) or first (``'optimistic'``); there is\n"
+                "no ``'average'`` policy: the expected maximum over tie orders has no closed form. Equals\n"
+                "pytrec_eval's ``iprec_at_recall_x`` where no scores tie."
+            ),
+            cutoff=False,
+            functional_example=(
+                ">>> preds, target = tensor([0.9, 0.8, 0.7, 0.6]), tensor([0, 1, 0, 1])\n"
+                ">>> retrieval_interpolated_precision(preds, target, recall_level=0.1)  # max(1/2, 2/4)\n"
+                "tensor(0.5000)\n"
+                ">>> tied, relevant_second = tensor([0.5, 0.5]), tensor([0, 1])\n"
+                '>>> retrieval_interpolated_precision(tied, relevant_second, ties="optimistic")\n'
+                "tensor(1.)"
+            ),
+            module_args="recall_level=1.0",
+            module_value="tensor(0.8333)",
         ),
         RetrievalDeclaration(
             "bpref",

@@ -80,3 +80,23 @@ def set_map(st: RankedRows, ks: Ks) -> Tensor:
     variance = torch.where(t > 1, o * share * (1 - share) * (t - o) / (t - 1).clamp_min(1.0), 0.0)
     found = relevant_in_top(st, k)
     return tie_stats.ratio(found * found + variance, m * st.R.to(st.fdt).unsqueeze(1))
+
+
+def interpolated_precision(st: RankedRows, level: float) -> Tensor:
+    """trec_eval's ``iprec_at_recall``: the best precision at or below the rank of the ``count``-th
+    relevant document, ``count = ⌊level·R + 0.9⌋`` (at least 1); 0 when fewer relevant documents are
+    ranked. Precision is read at the relevant documents' ranks, as trec_eval does.
+
+    Only for rows where every item is its own tie block (``"pessimistic"`` / ``"optimistic"``): the
+    maximum has no closed-form expectation over tie orders. Needs every column.
+    """
+    fdt, L = st.fdt, st.columns
+    p = torch.arange(L, dtype=fdt, device=st.gain.device)
+    after = st.crel[:, 1 : L + 1]
+    relevant = (after > st.crel[:, :L]) & (p < st.n.unsqueeze(1))
+    precision = torch.where(relevant, after / (p + 1), 0.0)
+    best_below = precision.flip(1).cummax(1).values.flip(1)  # max over this rank and the ones below
+    count = torch.floor(level * st.R.to(fdt) + 0.9).clamp_min(1.0).unsqueeze(1)
+    ranked_relevant = st.crel.gather(1, st.n.unsqueeze(1))
+    column = (torch.searchsorted(st.crel.contiguous(), count) - 1).clamp(0, max(L - 1, 0))
+    return torch.where(count <= ranked_relevant, best_below.gather(1, column), 0.0)
