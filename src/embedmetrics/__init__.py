@@ -77,6 +77,7 @@ if TYPE_CHECKING:
     from embedmetrics.retrieval import RetrievalBpref as RetrievalBpref
     from embedmetrics.retrieval import RetrievalFallOut as RetrievalFallOut
     from embedmetrics.retrieval import RetrievalHitRate as RetrievalHitRate
+    from embedmetrics.retrieval import RetrievalInfAP as RetrievalInfAP
     from embedmetrics.retrieval import RetrievalInterpolatedPrecision as RetrievalInterpolatedPrecision
     from embedmetrics.retrieval import RetrievalMAP as RetrievalMAP
     from embedmetrics.retrieval import RetrievalMetric as RetrievalMetric

@@ -110,6 +110,7 @@ class RetrievalMetric(BaseMetric):
         return {
             "metric": self.declaration.name,
             "binary": self.declaration.binary,
+            "unjudged": self.declaration.unjudged,
             "ignore_index": self.ignore_index,
         }
 
@@ -306,6 +307,15 @@ class RetrievalInterpolatedPrecision(RetrievalMetric):
             recall_level=recall_level,
             **kwargs,
         )
+
+
+@documented("infap", "module")
+class RetrievalInfAP(RetrievalMetric):
+    def __init__(
+        self, empty_target_action: str = "neg", ignore_index: int | None = None,
+        aggregation: str | Callable[..., Tensor] = "mean", *, ties: str = "pessimistic", **kwargs: Any,
+    ) -> None:  # fmt: skip
+        super().__init__(empty_target_action, ignore_index, None, aggregation, ties=ties, **kwargs)
 
 
 @documented("bpref", "module")

@@ -114,6 +114,7 @@ REGISTRY: tuple[MetricSpec, ...] = (
     _retrieval("RetrievalBpref", "retrieval_bpref"),
     _retrieval("RetrievalFallOut", "retrieval_fall_out"),
     _retrieval("RetrievalHitRate", "retrieval_hit_rate"),
+    _retrieval("RetrievalInfAP", "retrieval_infap"),
     _retrieval("RetrievalInterpolatedPrecision", "retrieval_interpolated_precision"),
     _retrieval("RetrievalMAP", "retrieval_average_precision"),
     _retrieval("RetrievalMRR", "retrieval_reciprocal_rank"),

@@ -22,6 +22,7 @@ from embedmetrics.functional.retrieval import retrieval_average_precision as ret
 from embedmetrics.functional.retrieval import retrieval_bpref as retrieval_bpref
 from embedmetrics.functional.retrieval import retrieval_fall_out as retrieval_fall_out
 from embedmetrics.functional.retrieval import retrieval_hit_rate as retrieval_hit_rate
+from embedmetrics.functional.retrieval import retrieval_infap as retrieval_infap
 from embedmetrics.functional.retrieval import (
     retrieval_interpolated_precision as retrieval_interpolated_precision,
 )

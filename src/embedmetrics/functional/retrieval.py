@@ -39,6 +39,7 @@ __all__ = [
     "retrieval_bpref",
     "retrieval_fall_out",
     "retrieval_hit_rate",
+    "retrieval_infap",
     "retrieval_interpolated_precision",
     "retrieval_normalized_dcg",
     "retrieval_precision",
@@ -117,6 +118,11 @@ def retrieval_interpolated_precision(
     preds: Tensor, target: Tensor, recall_level: float = 0.0, **options: Unpack[JudgedOptions]
 ) -> Tensor:
     return evaluate("interpolated_precision", preds, target, recall_level=recall_level, **options)
+
+
+@documented("infap", "functional")
+def retrieval_infap(preds: Tensor, target: Tensor, **options: Unpack[JudgedOptions]) -> Tensor:
+    return evaluate("infap", preds, target, **options)
 
 
 @documented("bpref", "functional")

@@ -312,3 +312,76 @@ def test_interpolated_precision_refuses_the_average_policy() -> None:
     with pytest.raises(ValueError, match=r"`ties` must be one of .*got 'average'"):
         em.RetrievalInterpolatedPrecision(ties="average")
     assert float(em.RetrievalInterpolatedPrecision()(preds, target)) == pytest.approx(2 / 3)
+
+
+def _pool_run(seed: int, n_queries: int = 40):
+    """Judgements 1, 0, -2 (in the pool, not judged: a negative grade in the qrels) and -1 (not in the
+    qrels), some judged documents not retrieved; distinct scores."""
+    preds, target, indexes, retrieved, run, _ = _random_run(seed, n_queries)
+    g = torch.Generator().manual_seed(seed + 200)
+    first = torch.cat([torch.ones(1, dtype=torch.bool), indexes[1:] != indexes[:-1]])
+    pooled = (target == 0) & retrieved & ~first  # every query keeps a judgement >= 0
+    target = torch.where(pooled & (torch.rand(target.shape, generator=g) < 0.3), -2, target)
+    qrels: dict[str, dict[str, int]] = {}
+    for i in range(target.numel()):
+        if int(target[i]) != UNJUDGED:
+            qrels.setdefault(f"q{int(indexes[i]):03d}", {})[f"d{i}"] = int(target[i])
+    return preds, target, indexes, retrieved, run, qrels
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_infap_equals_pytrec_eval(seed: int) -> None:
+    preds, target, indexes, retrieved, run, qrels = _pool_run(seed)
+    expected = _pytrec(run, qrels, "infAP", "infAP")
+    ours = em.functional.retrieval_infap(
+        preds, target, indexes=indexes, retrieved=retrieved, aggregation="none"
+    )
+    torch.testing.assert_close(ours, expected, atol=1e-9, rtol=0)
+    assert expected.min() < expected.max()
+    assert bool((target == -2).any())
+    assert bool((target == -1).any())
+
+
+def _plain_infap(ranked: list[int], num_rel: int) -> float:
+    """trec_eval 9's m_infAP.c loop over one ranked list of judgements."""
+    eps, total, rel, nonrel, unjudged = 1e-5, 0.0, 0, 0, 0
+    for j, judgement in enumerate(ranked):
+        if judgement > 0:
+            if j == 0:
+                total += 1.0
+            else:
+                seen = (rel + nonrel + unjudged) / j
+                total += 1.0 / (j + 1) + (j / (j + 1)) * seen * (rel + eps) / (rel + nonrel + 2 * eps)
+            rel += 1
+        elif judgement == 0:
+            nonrel += 1
+        elif judgement == -2:
+            unjudged += 1
+    return total / num_rel if num_rel else 0.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.sampled_from([1, 0, -1, -2])), min_size=1, max_size=8),
+    st.sampled_from(["pessimistic", "optimistic"]),
+)
+def test_infap_on_ties_equals_the_sorted_order(docs: list[tuple[int, int]], ties: str) -> None:
+    scores = [float(s) for s, _ in docs]
+    targets = [t for _, t in docs]
+    sign = 1 if ties == "pessimistic" else -1  # pessimistic: relevant last among ties
+    order = sorted(range(len(scores)), key=lambda i: (-scores[i], sign * targets[i]))
+    expected = _plain_infap([targets[i] for i in order], sum(t > 0 for t in targets))
+    ours = em.functional.retrieval_infap(
+        torch.tensor(scores, dtype=torch.float64), torch.tensor(targets), ties=ties
+    )
+    assert float(ours) == pytest.approx(expected, abs=1e-12)
+
+
+def test_infap_refuses_the_average_policy_and_other_negative_targets() -> None:
+    preds = torch.tensor([0.5, 0.4, 0.3])
+    with pytest.raises(ValueError, match=r"`ties` must be one of .*got 'average'"):
+        em.functional.retrieval_infap(preds, torch.tensor([1, 0, 1]), ties="average")
+    with pytest.raises(ValueError, match="must be binary"):
+        em.functional.retrieval_infap(preds, torch.tensor([1, -3, 1]))
+    with pytest.raises(ValueError, match="must be binary"):
+        em.functional.retrieval_bpref(preds, torch.tensor([1, -2, 1]))

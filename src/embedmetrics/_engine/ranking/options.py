@@ -134,6 +134,7 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
     "RetrievalBpref": COMMON,
     "RetrievalFallOut": _CUTOFF,
     "RetrievalHitRate": _CUTOFF,
+    "RetrievalInfAP": (TIES_ORDERED, *COMMON[1:]),
     "RetrievalInterpolatedPrecision": (TIES_ORDERED, *COMMON[1:], RECALL_LEVEL),
     "RetrievalMAP": _CUTOFF,
     "RetrievalMRR": _CUTOFF,

@@ -133,6 +133,7 @@ class RetrievalDeclaration:
     module_empty_default: str = "neg"
     judgements: bool = True  # takes ``retrieved`` / ``num_relevant`` (documents outside the input)
     values_per_cutoff: int = 1  # per-query values for each cut-off (a curve: precision and recall)
+    unjudged: bool = False  # the target may hold -1 (not in the qrels) and -2 (in the pool, not judged)
     k_name: str = "k"  # the first cut-off argument of the faces (``top_k`` where torchmetrics has only it)
 
     @property
@@ -338,6 +339,31 @@ METRICS: dict[str, RetrievalDeclaration] = {
             ),
             module_args="recall_level=1.0",
             module_value="tensor(0.8333)",
+        ),
+        RetrievalDeclaration(
+            "infap",
+            lambda st, ks, _: trec_twins.infap(st),
+            "trec_eval's ``infAP``: average precision inferred from the judgements of a sample of the pool.",
+            functional="retrieval_infap",
+            module="RetrievalInfAP",
+            details=(
+                "The target is trec_eval's judgement of each ranked document: 1 relevant, 0 judged\n"
+                "non-relevant, -1 not in the qrels, -2 in the pool but not judged (a negative grade in the\n"
+                "qrels). Tied scores are ordered with relevant documents last (``ties='pessimistic'``, the\n"
+                "default) or first (``'optimistic'``); there is no ``'average'`` policy (no closed form).\n"
+                "Equals pytrec_eval's ``infAP`` where no scores tie."
+            ),
+            cutoff=False,
+            unjudged=True,
+            target_doc="1 relevant, 0 judged non-relevant, -1 not in the qrels, -2 in the pool, not judged.",
+            functional_example=(
+                ">>> preds = tensor([0.9, 0.8, 0.7, 0.6])\n"
+                ">>> retrieval_infap(preds, tensor([1, 0, 1, 0]))  # every document judged: AP\n"
+                "tensor(0.8333)\n"
+                ">>> retrieval_infap(preds, tensor([1, -2, 1, 0]))  # the second is in the pool, not judged\n"
+                "tensor(1.0000)"
+            ),
+            module_value="tensor(0.7917)",
         ),
         RetrievalDeclaration(
             "bpref",
@@ -614,6 +640,7 @@ def evaluate(
         retrieved=retrieved,
         num_relevant=num_relevant,
         validate_args=validate_args,
+        unjudged=metric.unjudged,
     )
     values, status = query_values(
         metric,

@@ -100,3 +100,32 @@ def interpolated_precision(st: RankedRows, level: float) -> Tensor:
     ranked_relevant = st.crel.gather(1, st.n.unsqueeze(1))
     column = (torch.searchsorted(st.crel.contiguous(), count) - 1).clamp(0, max(L - 1, 0))
     return torch.where(count <= ranked_relevant, best_below.gather(1, column), 0.0)
+
+
+#: infAP's smoothing of the precision among judged documents (trec_eval's ``INFAP_EPSILON``).
+INFAP_EPSILON = 1e-5
+
+
+def infap(st: RankedRows) -> Tensor:
+    """trec_eval's ``infAP`` over gains 1 (relevant), 0 (judged non-relevant), -1 (not in the qrels), -2 (in
+    the pool, not judged): a relevant document at 0-based rank ``j > 0`` adds
+    ``1/(j+1) + j/(j+1) · (pool above)/j · (rel + ε)/(rel + nonrel + 2ε)`` (``rel``, ``nonrel``: the judged
+    documents above it, pool: those and the unjudged ones of the pool), at rank 0 it adds 1; the sum is
+    divided by ``R``.
+
+    Only for rows where every item is its own tie block (``"pessimistic"`` / ``"optimistic"``): the term is
+    not linear in the counts, so its expectation over tie orders has no closed form. Needs every column.
+    """
+    fdt, L = st.fdt, st.columns
+    j = torch.arange(L, dtype=fdt, device=st.gain.device)
+    g = st.gain[:, :L]
+    ranked = j < st.n.unsqueeze(1)
+    rel = st.crel[:, :L]
+    relevant = (st.crel[:, 1 : L + 1] > rel) & ranked
+    nonrel = torch.cumsum((g == 0) & ranked, 1, dtype=fdt) - ((g == 0) & ranked).to(fdt)
+    pool_unjudged = torch.cumsum((g == -2) & ranked, 1, dtype=fdt) - ((g == -2) & ranked).to(fdt)
+    seen = (rel + nonrel + pool_unjudged) / j.clamp_min(1.0)
+    smoothed = (rel + INFAP_EPSILON) / (rel + nonrel + 2 * INFAP_EPSILON)
+    term = torch.where(j == 0, 1.0, 1.0 / (j + 1.0) + (j / (j + 1.0)) * seen * smoothed)
+    total = torch.where(relevant, term, 0.0).sum(1, keepdim=True)
+    return tie_stats.ratio(total, st.R.to(fdt).unsqueeze(1))
