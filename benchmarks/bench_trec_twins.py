@@ -1,9 +1,10 @@
-"""The functional twins of trec_eval's rank measures (``retrieval_bpref``, ``retrieval_r_precision_multiple``,
-``retrieval_set_f``, ``retrieval_interpolated_precision``) against pytrec_eval on the same queries, in
-process: ours from flat tensors (``indexes``), pytrec_eval from its run and qrels dictionaries (built
-before the clock starts; its evaluator's construction is timed, as a user pays it). Per-query values must
-agree to 1e-9 (tie-free scores). The bare bound: one row-wise sort of the ``(queries, documents)`` scores,
-the least any rank measure does.
+"""The functional twins of trec_eval's rank measures (``retrieval_bpref``,
+``retrieval_r_precision_multiple``, ``retrieval_set_f``, ``retrieval_interpolated_precision``,
+``retrieval_infap``) against pytrec_eval on the same queries, in process: ours from flat tensors
+(``indexes``), pytrec_eval from its run and qrels dictionaries (built before the clock starts; its
+evaluator's construction is timed, as a user pays it). Per-query values must agree to 1e-9 (tie-free
+scores). The bare bound: one row-wise sort of the ``(queries, documents)`` scores, the least any rank
+measure does.
 
     python benchmarks/bench_trec_twins.py                   # 20,000 queries x 100 documents
     python benchmarks/bench_trec_twins.py --queries 1000    # a quick check
@@ -39,6 +40,7 @@ MEASURES: list[tuple[str, str, str, Any, dict[str, Any]]] = [
         F.retrieval_interpolated_precision,
         {"recall_level": 0.5},
     ),
+    ("infAP", "infAP", "infAP", F.retrieval_infap, {}),
 ]
 
 
@@ -77,7 +79,7 @@ def main() -> None:
     run, qrels = trec_dicts(preds, target, args.queries, args.docs)
     _, bound = timed(lambda: torch.sort(preds.view(args.queries, -1), dim=1), "cpu", args.repeat, warmup=True)
     for name, measure, key, fn, kwargs in MEASURES:
-        relevance = target if "ignore_index" in kwargs else target.clamp_min(0)
+        relevance = target if name in ("bpref", "infAP") else target.clamp_min(0)
 
         def ours_call(
             fn: Any = fn, relevance: torch.Tensor = relevance, kwargs: Any = kwargs
