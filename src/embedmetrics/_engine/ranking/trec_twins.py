@@ -2,9 +2,12 @@
 grouped-ranking engine's ``RankedRows``, for the retrieval family's faces: with ``ties="average"`` each is
 the exact expected value under a uniformly random order of tied documents (docs/ties.md), and with
 ``"pessimistic"`` / ``"optimistic"`` its value when relevant documents come last / first among ties.
+``interpolated_precision`` and ``infap`` have no closed-form expectation: their faces offer only the
+two orders.
 
-A document the qrels do not judge is an *ignored* one (``ignore_index``): it is not ranked and counts
-nowhere, as trec_eval's bpref skips unjudged documents. Every ranked document is therefore judged.
+How unjudged documents are written: bpref skips them, so they are *ignored* ones (``ignore_index``: not
+ranked, counted nowhere); infAP tells apart a document the qrels do not list (gain -1: it takes a rank)
+and one of the pool left unjudged (gain -2), as trec_eval does.
 """
 
 from __future__ import annotations
