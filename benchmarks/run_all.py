@@ -64,6 +64,7 @@ PLAN: list[tuple[str, list[str], list[str], bool]] = [
         True,
     ),
     ("bench_trec.py", ["--repeat", "5"], ["--queries", "2000", "--repeat", "1"], False),
+    ("bench_trec_twins.py", [], ["--queries", "1000", "--repeat", "1"], False),
     ("bench_comparison.py", [], ["--queries", "2000", "--big", "0", "--resamples", "2000"], False),
     (
         "bench_sentence_transformers.py",

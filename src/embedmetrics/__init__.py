@@ -74,8 +74,11 @@ if TYPE_CHECKING:
     from embedmetrics.representation import LinearCKA as LinearCKA
     from embedmetrics.representation import RankMe as RankMe
     from embedmetrics.retrieval import RetrievalAUROC as RetrievalAUROC
+    from embedmetrics.retrieval import RetrievalBpref as RetrievalBpref
     from embedmetrics.retrieval import RetrievalFallOut as RetrievalFallOut
     from embedmetrics.retrieval import RetrievalHitRate as RetrievalHitRate
+    from embedmetrics.retrieval import RetrievalInfAP as RetrievalInfAP
+    from embedmetrics.retrieval import RetrievalInterpolatedPrecision as RetrievalInterpolatedPrecision
     from embedmetrics.retrieval import RetrievalMAP as RetrievalMAP
     from embedmetrics.retrieval import RetrievalMetric as RetrievalMetric
     from embedmetrics.retrieval import RetrievalMRR as RetrievalMRR
@@ -85,3 +88,7 @@ if TYPE_CHECKING:
     from embedmetrics.retrieval import RetrievalRecall as RetrievalRecall
     from embedmetrics.retrieval import RetrievalRecallAtFixedPrecision as RetrievalRecallAtFixedPrecision
     from embedmetrics.retrieval import RetrievalRPrecision as RetrievalRPrecision
+    from embedmetrics.retrieval import RetrievalRPrecisionMultiple as RetrievalRPrecisionMultiple
+    from embedmetrics.retrieval import RetrievalSetF as RetrievalSetF
+    from embedmetrics.retrieval import RetrievalSetMAP as RetrievalSetMAP
+    from embedmetrics.retrieval import RetrievalSetRelativePrecision as RetrievalSetRelativePrecision

@@ -110,6 +110,7 @@ class RetrievalMetric(BaseMetric):
         return {
             "metric": self.declaration.name,
             "binary": self.declaration.binary,
+            "unjudged": self.declaration.unjudged,
             "ignore_index": self.ignore_index,
         }
 
@@ -259,6 +260,70 @@ class RetrievalRPrecision(RetrievalMetric):
                     f"RetrievalRPrecision has no argument `{name}`: R-precision cuts each query at its own"
                     f" number of relevant documents R. Got {name}={kwargs[name]!r}."
                 )
+        super().__init__(empty_target_action, ignore_index, None, aggregation, **kwargs)
+
+
+@documented("r_precision_multiple", "module")
+class RetrievalRPrecisionMultiple(RetrievalMetric):
+    def __init__(
+        self, multiple: float = 1.0, empty_target_action: str = "neg", ignore_index: int | None = None,
+        aggregation: str | Callable[..., Tensor] = "mean", **kwargs: Any,
+    ) -> None:  # fmt: skip
+        super().__init__(empty_target_action, ignore_index, None, aggregation, multiple=multiple, **kwargs)
+
+
+@documented("set_relative_precision", "module")
+class RetrievalSetRelativePrecision(RetrievalMetric):
+    pass
+
+
+@documented("set_map", "module")
+class RetrievalSetMAP(RetrievalMetric):
+    pass
+
+
+@documented("set_f", "module")
+class RetrievalSetF(RetrievalMetric):
+    def __init__(
+        self, empty_target_action: str = "neg", ignore_index: int | None = None,
+        k: int | Sequence[int] | None = None, beta: float = 1.0,
+        aggregation: str | Callable[..., Tensor] = "mean", **kwargs: Any,
+    ) -> None:  # fmt: skip
+        super().__init__(empty_target_action, ignore_index, k, aggregation, beta=beta, **kwargs)
+
+
+@documented("interpolated_precision", "module")
+class RetrievalInterpolatedPrecision(RetrievalMetric):
+    def __init__(
+        self, recall_level: float = 0.0, empty_target_action: str = "neg", ignore_index: int | None = None,
+        aggregation: str | Callable[..., Tensor] = "mean", *, ties: str = "pessimistic", **kwargs: Any,
+    ) -> None:  # fmt: skip
+        super().__init__(
+            empty_target_action,
+            ignore_index,
+            None,
+            aggregation,
+            ties=ties,
+            recall_level=recall_level,
+            **kwargs,
+        )
+
+
+@documented("infap", "module")
+class RetrievalInfAP(RetrievalMetric):
+    def __init__(
+        self, empty_target_action: str = "neg", ignore_index: int | None = None,
+        aggregation: str | Callable[..., Tensor] = "mean", *, ties: str = "pessimistic", **kwargs: Any,
+    ) -> None:  # fmt: skip
+        super().__init__(empty_target_action, ignore_index, None, aggregation, ties=ties, **kwargs)
+
+
+@documented("bpref", "module")
+class RetrievalBpref(RetrievalMetric):
+    def __init__(
+        self, empty_target_action: str = "neg", ignore_index: int | None = None,
+        aggregation: str | Callable[..., Tensor] = "mean", **kwargs: Any,
+    ) -> None:  # fmt: skip
         super().__init__(empty_target_action, ignore_index, None, aggregation, **kwargs)
 
 

@@ -104,6 +104,13 @@ RETRIEVAL: dict[str, Callable[..., Metric]] = {
     "RetrievalRPrecision": lambda **kw: em.RetrievalRPrecision(**kw),
     "RetrievalFallOut": lambda **kw: em.RetrievalFallOut(**kw, **_K),
     "RetrievalAUROC": lambda **kw: em.RetrievalAUROC(**kw, max_fpr=0.5),
+    "RetrievalBpref": lambda **kw: em.RetrievalBpref(**kw),
+    "RetrievalRPrecisionMultiple": lambda **kw: em.RetrievalRPrecisionMultiple(1.5, **kw),
+    "RetrievalSetF": lambda **kw: em.RetrievalSetF(**kw, beta=0.5, **_K),
+    "RetrievalSetMAP": lambda **kw: em.RetrievalSetMAP(**kw, **_K),
+    "RetrievalSetRelativePrecision": lambda **kw: em.RetrievalSetRelativePrecision(**kw, **_K),
+    "RetrievalInterpolatedPrecision": lambda **kw: em.RetrievalInterpolatedPrecision(0.5, **kw),
+    "RetrievalInfAP": lambda **kw: em.RetrievalInfAP(**kw),
     "RetrievalPrecisionRecallCurve": lambda **kw: em.RetrievalPrecisionRecallCurve(**kw, max_k=4),
     "RetrievalRecallAtFixedPrecision": lambda **kw: em.RetrievalRecallAtFixedPrecision(0.5, max_k=4, **kw),
 }

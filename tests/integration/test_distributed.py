@@ -137,6 +137,13 @@ def _cases() -> dict[str, Case]:
         "RetrievalRPrecision",
         "RetrievalFallOut",
         "RetrievalAUROC",
+        "RetrievalBpref",
+        "RetrievalRPrecisionMultiple",
+        "RetrievalSetF",
+        "RetrievalSetMAP",
+        "RetrievalSetRelativePrecision",
+        "RetrievalInterpolatedPrecision",
+        "RetrievalInfAP",
     ]
     for name in retrieval:
         if hasattr(em, name):

@@ -137,6 +137,25 @@ CASES: dict[str, tuple[Callable[[], Metric], list[Batch]]] = {
         lambda: em.RetrievalRPrecision(empty_target_action="error"),
         _retrieval_pool(True),
     ),
+    "RetrievalBpref": (lambda: em.RetrievalBpref(empty_target_action="error"), _retrieval_pool(True)),
+    "RetrievalRPrecisionMultiple": (
+        lambda: em.RetrievalRPrecisionMultiple(0.5, empty_target_action="error"),
+        _retrieval_pool(True),
+    ),
+    "RetrievalSetF": (
+        lambda: em.RetrievalSetF(k=2, beta=0.5, empty_target_action="error"),
+        _retrieval_pool(True),
+    ),
+    "RetrievalSetMAP": (lambda: em.RetrievalSetMAP(k=2, empty_target_action="error"), _retrieval_pool(True)),
+    "RetrievalSetRelativePrecision": (
+        lambda: em.RetrievalSetRelativePrecision(empty_target_action="error"),
+        _retrieval_pool(True),
+    ),
+    "RetrievalInterpolatedPrecision": (
+        lambda: em.RetrievalInterpolatedPrecision(0.5, empty_target_action="error"),
+        _retrieval_pool(True),
+    ),
+    "RetrievalInfAP": (lambda: em.RetrievalInfAP(empty_target_action="error"), _retrieval_pool(True)),
     "RetrievalAUROC": (
         lambda: em.RetrievalAUROC(top_k=2, max_fpr=0.5, empty_target_action="error"),
         _retrieval_pool(True),

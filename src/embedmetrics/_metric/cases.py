@@ -84,6 +84,10 @@ def retrieval_case(spec: MetricSpec, dtype: torch.dtype = torch.float32, seed: i
         init["min_precision"] = 0.5
     if "max_k" in spec.settings:
         init["max_k"] = 3
+    if "recall_level" in spec.settings:
+        init["recall_level"] = 0.5
+    if any(o.name == "ties" and o.default == "pessimistic" for o in spec.options):  # no "average"
+        other = {"ties": "optimistic"}
     if "k" in spec.settings:
         init["k"] = 2
         other = {"k": 3}

@@ -102,6 +102,12 @@ _TIES_DOC = (
 )
 
 
+def _ties_doc(metric: RetrievalDeclaration) -> str:
+    """The tie policies of ``metric``: every one, or its own option's line where it offers fewer."""
+    (option,) = (o for o in OPTIONS[metric.module] if o.name == "ties")
+    return _TIES_DOC if option.default == "average" else option_doc(metric, "ties")
+
+
 def _empty_doc(metric: RetrievalDeclaration, raises: str = "raises") -> str:
     return (
         f"a query with no {metric.needs} document counts as 0 (``'neg'``), 1\n"
@@ -147,7 +153,7 @@ def functional_docstring(metric: RetrievalDeclaration) -> str:
     if metric.k_name == "k":
         entries += [(name, option_doc(metric, name)) for name in metric.options]
     entries += [
-        ("ties", _TIES_DOC),
+        ("ties", _ties_doc(metric)),
         ("empty_target_action", _empty_doc(metric)),
         ("ignore_index", "documents whose target equals this value are removed."),
         (
@@ -203,7 +209,7 @@ def module_docstring(metric: RetrievalDeclaration) -> str:
     if metric.cutoff:
         entries.append(_alias_entry(metric))
     entries += [
-        ("ties", _TIES_DOC),
+        ("ties", _ties_doc(metric)),
         (
             "validate_args",
             "check values in ``update`` (needs a host sync); shapes/dtypes are always checked.",

@@ -111,15 +111,22 @@ def _retrieval(name: str, functional: str) -> MetricSpec:
 
 REGISTRY: tuple[MetricSpec, ...] = (
     _retrieval("RetrievalAUROC", "retrieval_auroc"),
+    _retrieval("RetrievalBpref", "retrieval_bpref"),
     _retrieval("RetrievalFallOut", "retrieval_fall_out"),
     _retrieval("RetrievalHitRate", "retrieval_hit_rate"),
+    _retrieval("RetrievalInfAP", "retrieval_infap"),
+    _retrieval("RetrievalInterpolatedPrecision", "retrieval_interpolated_precision"),
     _retrieval("RetrievalMAP", "retrieval_average_precision"),
     _retrieval("RetrievalMRR", "retrieval_reciprocal_rank"),
     _retrieval("RetrievalNormalizedDCG", "retrieval_normalized_dcg"),
     _retrieval("RetrievalPrecision", "retrieval_precision"),
     _retrieval("RetrievalPrecisionRecallCurve", "retrieval_precision_recall_curve"),
     _retrieval("RetrievalRPrecision", "retrieval_r_precision"),
+    _retrieval("RetrievalRPrecisionMultiple", "retrieval_r_precision_multiple"),
     _retrieval("RetrievalRecall", "retrieval_recall"),
+    _retrieval("RetrievalSetF", "retrieval_set_f"),
+    _retrieval("RetrievalSetMAP", "retrieval_set_map"),
+    _retrieval("RetrievalSetRelativePrecision", "retrieval_set_relative_precision"),
     _retrieval("RetrievalRecallAtFixedPrecision", "retrieval_recall_at_fixed_precision"),
     MetricSpec(
         "ContrastiveAccuracy",

@@ -36,15 +36,22 @@ from embedmetrics._metric.docstrings import documented, documented_curve
 __all__ = [
     "retrieval_auroc",
     "retrieval_average_precision",
+    "retrieval_bpref",
     "retrieval_fall_out",
     "retrieval_hit_rate",
+    "retrieval_infap",
+    "retrieval_interpolated_precision",
     "retrieval_normalized_dcg",
     "retrieval_precision",
     "retrieval_precision_recall_curve",
     "retrieval_r_precision",
+    "retrieval_r_precision_multiple",
     "retrieval_recall",
     "retrieval_recall_at_fixed_precision",
     "retrieval_reciprocal_rank",
+    "retrieval_set_f",
+    "retrieval_set_map",
+    "retrieval_set_relative_precision",
 ]
 
 
@@ -88,6 +95,41 @@ def retrieval_r_precision(preds: Tensor, target: Tensor, **options: Unpack[Judge
     return evaluate("r_precision", preds, target, **options)
 
 
+@documented("r_precision_multiple", "functional")
+def retrieval_r_precision_multiple(
+    preds: Tensor, target: Tensor, multiple: float = 1.0, **options: Unpack[JudgedOptions]
+) -> Tensor:
+    return evaluate("r_precision_multiple", preds, target, multiple=multiple, **options)
+
+
+@documented("set_f", "functional")
+def retrieval_set_f(
+    preds: Tensor,
+    target: Tensor,
+    k: int | Sequence[int] | None = None,
+    beta: float = 1.0,
+    **options: Unpack[RetrievalOptions],
+) -> Tensor:
+    return evaluate("set_f", preds, target, k=k, beta=beta, **options)
+
+
+@documented("interpolated_precision", "functional")
+def retrieval_interpolated_precision(
+    preds: Tensor, target: Tensor, recall_level: float = 0.0, **options: Unpack[JudgedOptions]
+) -> Tensor:
+    return evaluate("interpolated_precision", preds, target, recall_level=recall_level, **options)
+
+
+@documented("infap", "functional")
+def retrieval_infap(preds: Tensor, target: Tensor, **options: Unpack[JudgedOptions]) -> Tensor:
+    return evaluate("infap", preds, target, **options)
+
+
+@documented("bpref", "functional")
+def retrieval_bpref(preds: Tensor, target: Tensor, **options: Unpack[JudgedOptions]) -> Tensor:
+    return evaluate("bpref", preds, target, **options)
+
+
 @documented("auroc", "functional")
 def retrieval_auroc(
     preds: Tensor,
@@ -128,3 +170,5 @@ retrieval_recall = _cutoff_face("recall")
 retrieval_average_precision = _cutoff_face("average_precision")
 retrieval_normalized_dcg = _cutoff_face("normalized_dcg")
 retrieval_fall_out = _cutoff_face("fall_out")
+retrieval_set_relative_precision = _cutoff_face("set_relative_precision")
+retrieval_set_map = _cutoff_face("set_map")

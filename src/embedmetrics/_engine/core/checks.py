@@ -221,13 +221,17 @@ def check_retrieval_inputs(
     retrieved: Any = None,
     num_relevant: Any = None,
     validate_args: bool = True,
+    unjudged: bool = False,
 ) -> None:
     """Retrieval inputs of metric ``name``: type and shape checks (always, no host sync); value checks
-    when ``validate_args`` (a host sync). ``binary``: the target must be 0/1 (else graded, ``>= 0``)."""
+    when ``validate_args`` (a host sync). ``binary``: the target must be 0/1 (else graded, ``>= 0``);
+    ``unjudged``: -1 and -2 are allowed too (trec_eval's unjudged documents, for infAP)."""
     _check_scores_and_relevance(preds, target)
     _check_query_layout(preds, indexes)
     _check_judged(preds, indexes, retrieved, num_relevant)
     if validate_args:
+        if unjudged and target.dtype != torch.bool:
+            target = torch.where((target == -1) | (target == -2), torch.zeros((), dtype=target.dtype), target)
         _check_retrieval_values(name, binary, preds, target, ignore_index, num_relevant)
 
 
@@ -252,13 +256,19 @@ def _check_scores_and_relevance(preds: Any, target: Any) -> None:
 
 
 def check_ranking_batch(
-    batch: dict[str, Any], *, validate_args: bool, metric: str, binary: bool, ignore_index: int | None
+    batch: dict[str, Any],
+    *,
+    validate_args: bool,
+    metric: str,
+    binary: bool,
+    ignore_index: int | None,
+    unjudged: bool = False,
 ) -> None:
     """The batch rule of the retrieval metrics' ``update`` (``preds``, ``target``, ``indexes``):
     ``check_retrieval_inputs`` under the metric's settings."""
     check_retrieval_inputs(
         metric, binary, batch["preds"], batch["target"], batch["indexes"],
-        ignore_index=ignore_index, validate_args=validate_args,
+        ignore_index=ignore_index, validate_args=validate_args, unjudged=unjudged,
     )  # fmt: skip
 
 

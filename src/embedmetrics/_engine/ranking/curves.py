@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from embedmetrics._engine.core.checks import Aggregation, check_retrieval_inputs
-from embedmetrics._engine.ranking.options import check_min_precision
+from embedmetrics._engine.ranking.options import check_fraction
 from embedmetrics._engine.ranking.retrieval import (
     CURVE,
     MetricOptions,
@@ -136,6 +136,6 @@ def evaluate_recall_at_precision(
 ) -> tuple[Tensor, Tensor]:
     """The functional recall at a fixed precision: the curve (``curve``: ``max_k``, ``adaptive_k``), then
     ``recall_at_precision``."""
-    floor = check_min_precision("min_precision", min_precision)
+    floor = check_fraction("min_precision", min_precision)
     precision, recall, top_k = evaluate_curve(preds, target, *curve, **given)
     return recall_at_precision(precision, recall, top_k, floor)

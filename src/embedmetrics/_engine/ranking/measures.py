@@ -67,7 +67,8 @@ class RankedRows:
     (the sorted keys ``-score``, ``inf`` for inactive items; ``None`` when every item is its own tie
     block) and ``crel`` (``(G, m + 1)``, relevant ranked items before each column). Per row: ``n``
     (ranked documents), ``R`` (relevant documents, ``extra`` included), ``found`` (relevant documents
-    given), ``status``. ``columns`` (``L``) is how many leading columns the metrics look at,
+    given), ``nonrelevant`` (judged non-relevant documents given, ranked or not: bpref's ``N``),
+    ``status``. ``columns`` (``L``) is how many leading columns the metrics look at,
     ``raw_gain`` the gains in input order (for the ideal DCG) and ``extra`` the relevant documents
     given only as a count (gain 1, never retrieved).
     """
@@ -79,6 +80,7 @@ class RankedRows:
     n: Tensor
     R: Tensor
     found: Tensor
+    nonrelevant: Tensor
     status: Tensor
     raw_gain: Tensor
     extra: Tensor | None
@@ -181,6 +183,7 @@ def rank_rows(
         extra = num_relevant.to(device=device, dtype=torch.int64) - found
         R = found + extra
     present = torch.ones(G, dtype=torch.bool, device=device) if judged is None else judged.any(1)
+    given = torch.full_like(n, m) if judged is None else judged.sum(1)
     has = R > 0 if needs == "relevant" else n > found
     status = torch.where(present, torch.where(has, STATUS_OK, STATUS_EMPTY), STATUS_ABSENT).to(torch.int8)
     return RankedRows(
@@ -191,6 +194,7 @@ def rank_rows(
         n=n,
         R=R,
         found=found,
+        nonrelevant=given - found,
         status=status,
         raw_gain=gain,
         extra=extra,
@@ -358,7 +362,7 @@ def _row(values: Sequence[float], dtype: torch.dtype, device: torch.device) -> T
     return torch.stack([torch.full((), v, dtype=dtype, device=device) for v in values]).unsqueeze(0)
 
 
-def _ks(ks: Ks, st: RankedRows) -> Tensor:
+def cutoff_row(ks: Ks, st: RankedRows) -> Tensor:
     """Cut-offs as a ``(1, nk)`` float row; ``None`` (all ranked documents) is ``inf``."""
     vals = [float("inf") if k is None else float(k) for k in ks]
     return _row(vals, st.fdt, st.gain.device)
@@ -371,7 +375,7 @@ def _last_column(ks: Ks, st: RankedRows) -> Tensor:
     return _row(cols, torch.int64, st.gain.device).expand(st.gain.shape[0], len(cols))
 
 
-def _cutoff_block(st: RankedRows, k: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+def cutoff_block(st: RankedRows, k: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """Per row and cut-off: ``m = min(k, n)`` and ``(a, t, r, c)`` of the block holding position ``m − 1``.
 
     Everything above that block is inside the top ``k``, everything below is outside, so the metrics
@@ -386,9 +390,9 @@ def _cutoff_block(st: RankedRows, k: Tensor) -> tuple[Tensor, Tensor, Tensor, Te
     return m, a.to(st.fdt).masked_fill(empty, 0.0), t, r, c.masked_fill(empty, 0.0)
 
 
-def _relevant_in_top(st: RankedRows, k: Tensor) -> Tensor:
+def relevant_in_top(st: RankedRows, k: Tensor) -> Tensor:
     """Expected relevant documents in the top ``k``: ``c + r·o/t`` at the cut-off block, ``o = m − a``."""
-    m, a, t, r, c = _cutoff_block(st, k)
+    m, a, t, r, c = cutoff_block(st, k)
     return c + r * (m - a).clamp_min(0) / t
 
 
@@ -409,7 +413,7 @@ def hit_rate(st: RankedRows, ks: Ks) -> Tensor:
     Only the block at the cut-off can have ``0 < o < t``: blocks above it are wholly inside the top
     ``k`` (a hit if any is relevant, i.e. ``c > 0``), blocks below contribute a factor 1.
     """
-    m, a, t, r, c = _cutoff_block(st, _ks(ks, st))
+    m, a, t, r, c = cutoff_block(st, cutoff_row(ks, st))
     o = (m - a).clamp_min(0)
     impossible = o > t - r
     o_ = torch.where(impossible, 0.0, o)
@@ -439,29 +443,36 @@ def reciprocal_rank(st: RankedRows, ks: Ks) -> Tensor:
 
 def precision(st: RankedRows, ks: Ks, adaptive_k: bool = False) -> Tensor:
     """Relevant in the top ``k`` over ``k`` (``None``: over ``n``; ``adaptive_k``: over ``min(k, n)``)."""
-    k = _ks(ks, st)
+    k = cutoff_row(ks, st)
     n = st.n.to(st.fdt).unsqueeze(1)
     den = torch.where(torch.isinf(k), n, torch.minimum(k, n) if adaptive_k else k)
-    return tie_stats.ratio(_relevant_in_top(st, k), den)
+    return tie_stats.ratio(relevant_in_top(st, k), den)
 
 
 def recall(st: RankedRows, ks: Ks) -> Tensor:
     """Relevant in the top ``k`` over ``R``."""
-    return tie_stats.ratio(_relevant_in_top(st, _ks(ks, st)), st.R.to(st.fdt).unsqueeze(1))
+    return tie_stats.ratio(relevant_in_top(st, cutoff_row(ks, st)), st.R.to(st.fdt).unsqueeze(1))
 
 
 def fall_out(st: RankedRows, ks: Ks) -> Tensor:
     """Irrelevant documents in the top ``k`` over all irrelevant (ranked) documents ``n − found``."""
-    k = _ks(ks, st)
+    k = cutoff_row(ks, st)
     m = torch.minimum(k, st.n.to(st.fdt).unsqueeze(1))
     irrelevant = (st.n - st.found).to(st.fdt).unsqueeze(1)
-    return tie_stats.ratio(m - _relevant_in_top(st, k), irrelevant)
+    return tie_stats.ratio(m - relevant_in_top(st, k), irrelevant)
 
 
 def r_precision(st: RankedRows) -> Tensor:
     """Relevant in the top ``R`` over ``R`` (one column); needs every column (``ks=(None,)``)."""
     R = st.R.to(st.fdt).unsqueeze(1)
-    return tie_stats.ratio(_relevant_in_top(st, R), R)
+    return tie_stats.ratio(relevant_in_top(st, R), R)
+
+
+def r_precision_multiple(st: RankedRows, multiple: float) -> Tensor:
+    """trec_eval's ``Rprec_mult``: relevant in the top ``k`` over ``k``, ``k = ⌊multiple·R + 0.9⌋``
+    (trec_eval 9's rounding; 0 when ``k`` is 0). ``multiple=1`` is R-precision. Needs every column."""
+    k = torch.floor(multiple * st.R.to(st.fdt).unsqueeze(1) + 0.9)
+    return tie_stats.ratio(relevant_in_top(st, k), k)
 
 
 def average_precision(st: RankedRows, ks: Ks) -> Tensor:
@@ -503,8 +514,8 @@ def auroc(st: RankedRows, ks: Ks, max_fpr: float | None = None) -> Tensor:
     per_negative.scatter_(1, slot, torch.where(negative, expected_tp, 0.0))
     area_upto = _running_sum(per_negative[:, :L], fdt)  # (G, L + 1): first q irrelevant items
 
-    k = _ks(ks, st)
-    m, a, t, r, c = _cutoff_block(st, k)
+    k = cutoff_row(ks, st)
+    m, a, t, r, c = cutoff_block(st, k)
     o = (m - a).clamp_min(0)
     finite = [int(v) for v in ks if v is not None]
     J = 1 if not finite else min(max(finite), L) + 1
@@ -572,7 +583,7 @@ def normalized_dcg(st: RankedRows, ks: Ks) -> Tensor:
         idcg = (ideal * disc).cumsum(1).gather(1, last)
     else:
         # extra relevant documents (gain 1) go after the items with gain >= 1
-        k = _ks(ks, st)
+        k = cutoff_row(ks, st)
         ipos = p + torch.where(ideal < 1, st.extra.unsqueeze(1), 0)
         items = (ideal * _discount(ipos)).unsqueeze(2) * (ipos.unsqueeze(2) < k.unsqueeze(1))
         big = (st.raw_gain >= 1).sum(1).to(fdt)

@@ -49,7 +49,12 @@ def check_max_fpr(name: str, value: Any) -> Any:
     return out
 
 
-def check_min_precision(name: str, value: Any) -> float:
+def check_multiple(name: str, value: Any) -> float:
+    """A positive number."""
+    return check_number(name, value, positive=True)
+
+
+def check_fraction(name: str, value: Any) -> float:
     """A number in ``[0, 1]``."""
     out = check_number(name, value)
     if out > 1:
@@ -92,12 +97,32 @@ MAX_FPR = Option(
     check_max_fpr,
     effect="state",
 )
+MULTIPLE = Option(
+    "multiple", "float", 1.0, "the multiple ``x`` of ``R`` where precision is read (``⌊x·R + 0.9⌋``)",
+    check_multiple, effect="state",
+)  # fmt: skip
+BETA = Option(
+    "beta", "float", 1.0, "the weight ``x`` of precision in ``(x + 1)·P·R / (x·P + R)``", check_multiple,
+    effect="state",
+)  # fmt: skip
+RECALL_LEVEL = Option(
+    "recall_level", "float", 0.0, "the recall level in ``[0, 1]`` (``iprec_at_recall_0.10``: 0.1)",
+    check_fraction, effect="state",
+)  # fmt: skip
+#: The tie policies of a measure whose expectation over tie orders has no closed form.
+ORDERED_TIES = ("pessimistic", "optimistic")
+TIES_ORDERED = Option(
+    "ties", "str", "pessimistic",
+    "tie policy: ``pessimistic`` (relevant documents last among tied scores) or ``optimistic`` (first); "
+    "no ``average``: the expected value over tie orders has no closed form here",
+    choice(*ORDERED_TIES), choices=ORDERED_TIES, effect="state",
+)  # fmt: skip
 MAX_K = Option(
     "max_k", "int | None", None, "last cut-off of the curve; ``None``: the largest query",
     optional(check_positive_int),
 )  # fmt: skip
 MIN_PRECISION = Option(
-    "min_precision", "float", 0.0, "the precision the recall must keep, in ``[0, 1]``", check_min_precision
+    "min_precision", "float", 0.0, "the precision the recall must keep, in ``[0, 1]``", check_fraction
 )
 
 #: Every retrieval metric takes these.
@@ -106,14 +131,21 @@ _CUTOFF = (K, *COMMON)
 
 OPTIONS: dict[str, tuple[Option, ...]] = {
     "RetrievalAUROC": (*_CUTOFF, MAX_FPR),
+    "RetrievalBpref": COMMON,
     "RetrievalFallOut": _CUTOFF,
     "RetrievalHitRate": _CUTOFF,
+    "RetrievalInfAP": (TIES_ORDERED, *COMMON[1:]),
+    "RetrievalInterpolatedPrecision": (TIES_ORDERED, *COMMON[1:], RECALL_LEVEL),
     "RetrievalMAP": _CUTOFF,
     "RetrievalMRR": _CUTOFF,
     "RetrievalNormalizedDCG": _CUTOFF,
     "RetrievalPrecision": (*_CUTOFF, ADAPTIVE_K),
     "RetrievalPrecisionRecallCurve": (*COMMON, MAX_K, ADAPTIVE_K),
     "RetrievalRPrecision": COMMON,
+    "RetrievalRPrecisionMultiple": (*COMMON, MULTIPLE),
+    "RetrievalSetF": (*_CUTOFF, BETA),
+    "RetrievalSetMAP": _CUTOFF,
+    "RetrievalSetRelativePrecision": _CUTOFF,
     "RetrievalRecall": _CUTOFF,
     "RetrievalRecallAtFixedPrecision": (*COMMON, MIN_PRECISION, MAX_K, ADAPTIVE_K),
 }

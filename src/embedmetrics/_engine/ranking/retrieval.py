@@ -24,6 +24,7 @@ from typing_extensions import TypedDict
 
 from embedmetrics._engine.core.checks import Aggregation, KArg, check_retrieval_inputs
 from embedmetrics._engine.ranking import measures as ranking
+from embedmetrics._engine.ranking import trec_twins
 from embedmetrics._engine.ranking.measures import RankedRows
 from embedmetrics._engine.ranking.options import COMMON, OPTIONS
 from embedmetrics._engine.settings.arguments import normalize_ks
@@ -38,6 +39,9 @@ class MetricOptions:
 
     adaptive_k: bool = False
     max_fpr: Optional[float] = None
+    multiple: float = 1.0
+    beta: float = 1.0
+    recall_level: float = 0.0
 
 
 PerQuery = Callable[[RankedRows, Ks, MetricOptions], Tensor]
@@ -85,7 +89,13 @@ class RetrievalSettings:
     @property
     def options(self) -> MetricOptions:
         """The metric-specific options, as the closed forms take them."""
-        return MetricOptions(self.values.get("adaptive_k", False), self.values.get("max_fpr"))
+        return MetricOptions(
+            self.values.get("adaptive_k", False),
+            self.values.get("max_fpr"),
+            self.values.get("multiple", 1.0),
+            self.values.get("beta", 1.0),
+            self.values.get("recall_level", 0.0),
+        )
 
 
 def read_settings(owner: str, module: str, given: dict[str, Any], top_k: KArg = None) -> RetrievalSettings:
@@ -123,6 +133,7 @@ class RetrievalDeclaration:
     module_empty_default: str = "neg"
     judgements: bool = True  # takes ``retrieved`` / ``num_relevant`` (documents outside the input)
     values_per_cutoff: int = 1  # per-query values for each cut-off (a curve: precision and recall)
+    unjudged: bool = False  # the target may hold -1 (not in the qrels) and -2 (in the pool, not judged)
     k_name: str = "k"  # the first cut-off argument of the faces (``top_k`` where torchmetrics has only it)
 
     @property
@@ -139,6 +150,14 @@ class RetrievalDeclaration:
 def _metric_named(name: str) -> RetrievalDeclaration:
     return CURVE if name == CURVE.name else METRICS[name]
 
+
+_SET_K = "the retrieved set: the top ``k`` documents (``None``: every ranked one); an int or a sequence."
+_SET_DETAILS = (
+    "A set measure of trec_eval's, of the top ``k`` (trec_eval's ``-M k``); trec_eval's ``set_P`` and\n"
+    "``set_recall`` are ``retrieval_precision(k, adaptive_k=True)`` and ``retrieval_recall(k)``. With\n"
+    "``ties='average'`` it is the exact expected value where a tie block straddles the ``k``-th place.\n"
+    "Equals pytrec_eval where no scores tie."
+)
 
 METRICS: dict[str, RetrievalDeclaration] = {
     m.name: m
@@ -221,6 +240,158 @@ METRICS: dict[str, RetrievalDeclaration] = {
                 ">>> retrieval_r_precision(tensor([0.2, 0.3, 0.5]), tensor([True, False, True]))\n"
                 "tensor(0.5000)"
             ),
+        ),
+        RetrievalDeclaration(
+            "r_precision_multiple",
+            lambda st, ks, opt: ranking.r_precision_multiple(st, opt.multiple),
+            (
+                "trec_eval's ``Rprec_mult``: relevant documents in the top ``k = ⌊multiple·R + 0.9⌋``, "
+                "divided by ``k``."
+            ),
+            functional="retrieval_r_precision_multiple",
+            module="RetrievalRPrecisionMultiple",
+            details=(
+                "``multiple=1`` is R-precision; trec_eval 9 rounds ``multiple·R`` as ``⌊multiple·R + 0.9⌋``\n"
+                "(0 relevant: 0). Equals pytrec_eval's ``Rprec_mult_x`` where no scores tie."
+            ),
+            cutoff=False,
+            functional_example=(
+                ">>> preds, target = tensor([0.9, 0.8, 0.7, 0.6]), tensor([1, 0, 1, 0])\n"
+                ">>> retrieval_r_precision_multiple(preds, target, multiple=2.0)  # top 4\n"
+                "tensor(0.5000)\n"
+                ">>> retrieval_r_precision_multiple(preds, target, multiple=0.5)  # top 1\n"
+                "tensor(1.)"
+            ),
+            module_args="multiple=2.0",
+            module_value="tensor(0.5000)",
+        ),
+        RetrievalDeclaration(
+            "set_relative_precision",
+            lambda st, ks, _: trec_twins.set_relative_precision(st, ks),
+            "trec_eval's ``set_relative_P``: relevant documents retrieved over ``min(retrieved, R)``.",
+            functional="retrieval_set_relative_precision",
+            module="RetrievalSetRelativePrecision",
+            details=_SET_DETAILS,
+            k_doc=_SET_K,
+            functional_example=(
+                ">>> preds, target = tensor([0.9, 0.8, 0.7, 0.6]), tensor([0, 1, 1, 0])\n"
+                ">>> retrieval_set_relative_precision(preds, target, k=(1, 2, 4))\n"
+                "tensor([0.0000, 0.5000, 1.0000])"
+            ),
+            module_value="tensor(1.)",
+        ),
+        RetrievalDeclaration(
+            "set_f",
+            lambda st, ks, opt: trec_twins.set_f(st, ks, opt.beta),
+            "trec_eval's ``set_F``: ``(β + 1)·P·Rc / (β·P + Rc)`` of the retrieved set's precision, recall.",
+            functional="retrieval_set_f",
+            module="RetrievalSetF",
+            details=_SET_DETAILS + "\n``beta`` is trec_eval's parameter (``set_F.0.5``: ``beta=0.5``).",
+            k_doc=_SET_K,
+            functional_example=(
+                ">>> preds, target = tensor([0.9, 0.8, 0.7, 0.6]), tensor([0, 1, 1, 0])\n"
+                ">>> retrieval_set_f(preds, target)  # P = 1/2, recall 1\n"
+                "tensor(0.6667)\n"
+                ">>> retrieval_set_f(preds, target, k=2, beta=0.5)\n"
+                "tensor(0.5000)"
+            ),
+            module_value="tensor(0.5833)",
+        ),
+        RetrievalDeclaration(
+            "set_map",
+            lambda st, ks, _: trec_twins.set_map(st, ks),
+            "trec_eval's ``set_map``: set precision times set recall, ``X² / (retrieved·R)``.",
+            functional="retrieval_set_map",
+            module="RetrievalSetMAP",
+            details=_SET_DETAILS,
+            k_doc=_SET_K,
+            functional_example=(
+                ">>> preds, target = tensor([0.9, 0.8, 0.7, 0.6]), tensor([0, 1, 1, 0])\n"
+                ">>> retrieval_set_map(preds, target, k=(2, 3, 4))\n"
+                "tensor([0.2500, 0.6667, 0.5000])"
+            ),
+            module_value="tensor(0.4167)",
+        ),
+        RetrievalDeclaration(
+            "interpolated_precision",
+            lambda st, ks, opt: trec_twins.interpolated_precision(st, opt.recall_level),
+            (
+                "trec_eval's ``iprec_at_recall``: the best precision at or below the rank where recall "
+                "reaches ``recall_level``."
+            ),
+            functional="retrieval_interpolated_precision",
+            module="RetrievalInterpolatedPrecision",
+            details=(
+                "Recall ``recall_level`` is reached at the ``⌊recall_level·R + 0.9⌋``-th relevant document\n"
+                "(trec_eval 9's rounding); 0 if fewer are ranked. Tied scores are ordered with relevant\n"
+                "documents last (``ties='pessimistic'``, the default) or first (``'optimistic'``); there is\n"
+                "no ``'average'`` policy: the expected maximum over tie orders has no closed form. Equals\n"
+                "pytrec_eval's ``iprec_at_recall_x`` where no scores tie."
+            ),
+            cutoff=False,
+            functional_example=(
+                ">>> preds, target = tensor([0.9, 0.8, 0.7, 0.6]), tensor([0, 1, 0, 1])\n"
+                ">>> retrieval_interpolated_precision(preds, target, recall_level=0.1)  # max(1/2, 2/4)\n"
+                "tensor(0.5000)\n"
+                ">>> tied, relevant_second = tensor([0.5, 0.5]), tensor([0, 1])\n"
+                '>>> retrieval_interpolated_precision(tied, relevant_second, ties="optimistic")\n'
+                "tensor(1.)"
+            ),
+            module_args="recall_level=1.0",
+            module_value="tensor(0.8333)",
+        ),
+        RetrievalDeclaration(
+            "infap",
+            lambda st, ks, _: trec_twins.infap(st),
+            "trec_eval's ``infAP``: average precision inferred from the judgements of a sample of the pool.",
+            functional="retrieval_infap",
+            module="RetrievalInfAP",
+            details=(
+                "The target is trec_eval's judgement of each ranked document: 1 relevant, 0 judged\n"
+                "non-relevant, -1 not in the qrels, -2 in the pool but not judged (a negative grade in the\n"
+                "qrels). Tied scores are ordered with relevant documents last (``ties='pessimistic'``, the\n"
+                "default) or first (``'optimistic'``); there is no ``'average'`` policy (no closed form).\n"
+                "Equals pytrec_eval's ``infAP`` where no scores tie."
+            ),
+            cutoff=False,
+            unjudged=True,
+            target_doc="1 relevant, 0 judged non-relevant, -1 not in the qrels, -2 in the pool, not judged.",
+            functional_example=(
+                ">>> preds = tensor([0.9, 0.8, 0.7, 0.6])\n"
+                ">>> retrieval_infap(preds, tensor([1, 0, 1, 0]))  # every document judged: AP\n"
+                "tensor(0.8333)\n"
+                ">>> retrieval_infap(preds, tensor([1, -2, 1, 0]))  # the second is in the pool, not judged\n"
+                "tensor(1.0000)"
+            ),
+            module_value="tensor(0.7917)",
+        ),
+        RetrievalDeclaration(
+            "bpref",
+            lambda st, ks, _: trec_twins.bpref(st),
+            (
+                "trec_eval's bpref: over the relevant documents ranked, ``1 − min(n, R) / min(N, R)`` "
+                "summed, over ``R``."
+            ),
+            functional="retrieval_bpref",
+            module="RetrievalBpref",
+            details=(
+                "``n`` is the number of judged non-relevant documents ranked above the relevant one, ``N``\n"
+                "the number of judged non-relevant documents. A document the qrels do not judge is given\n"
+                "the target ``ignore_index`` (e.g. ``ignore_index=-1`` and target ``-1``): it is dropped,\n"
+                "as trec_eval's bpref skips unjudged documents. Judged documents that were not retrieved\n"
+                "count in ``N`` (target 0) or ``R`` (target 1) through ``retrieved=False`` (functional);\n"
+                "``num_relevant`` adds relevant ones. Equals pytrec_eval's ``bpref`` where no scores tie."
+            ),
+            cutoff=False,
+            target_doc="relevance (bool or 0/1); ``ignore_index`` marks unjudged documents.",
+            functional_example=(
+                ">>> preds = tensor([0.9, 0.8, 0.7, 0.6, 0.5])\n"
+                ">>> retrieval_bpref(preds, tensor([0, -1, 1, 0, 1]), ignore_index=-1)  # (1 - 1/2 + 0) / 2\n"
+                "tensor(0.2500)\n"
+                ">>> retrieval_bpref(tensor([0.5, 0.5, 0.1]), tensor([1, 0, 1]))  # the tie: 1 - 1/2\n"
+                "tensor(0.2500)"
+            ),
+            module_value="tensor(0.7500)",
         ),
         RetrievalDeclaration(
             "average_precision",
@@ -469,6 +640,7 @@ def evaluate(
         retrieved=retrieved,
         num_relevant=num_relevant,
         validate_args=validate_args,
+        unjudged=metric.unjudged,
     )
     values, status = query_values(
         metric,
