@@ -455,7 +455,9 @@ def _trec_eval_order(score: np.ndarray, doc: np.ndarray, n_docs: int, query: np.
     already except inside runs of equal scores: a stable sort of ``tie run * n_docs + reversed doc code``,
     sorted already but for those runs (timsort's best case), orders it. Any other file: one sort by
     score, then the same stable sort with the score's rank; the two-key ``lexsort`` where that key would
-    not fit in 64 bits."""
+    not fit in 64 bits. The scores are compared as trec_eval stores them: single precision (its
+    ``float sim``), so scores equal in float32 are tied and ordered by docno."""
+    score = score.astype(np.float32)
     grouped = _grouped_order(score, doc, n_docs, query)
     if grouped is not None:
         return grouped

@@ -151,7 +151,7 @@ def trec_eval_lines(lists: Any, values: dict[str, Any], summary: dict[str, float
     """trec_eval's output: each query's lines (``per_query``: one string per query, its measures in
     trec_eval's order), then ``runid`` and the summary's lines."""
     lines: list[str] = []
-    if per_query:
+    if per_query and any(m.name == "relstring" or m.kind.per_query for m in measures):
         labels, columns = [], []  # the printed values, one column (a text per query) per label
         for measure in measures:
             if measure.name == "relstring":
@@ -196,7 +196,7 @@ def run_trec_eval(args: argparse.Namespace, runs: list[str]) -> int:
 
     values, summary = trec_eval_values(lists, measures, level, args.all_judged_queries)
     if args.json is not None:
-        text = output.dump(_document(lists, values, summary, measures, args))
+        text = output.dump(_document(lists, values, summary, measures, args, _run_tag(runs[0])))
         if args.json == "-":
             sys.stdout.write(text + "\n")
             return 0
@@ -226,7 +226,7 @@ def _notes(lists: Any, args: argparse.Namespace) -> list[str]:
 
 
 def _document(lists: Any, values: dict[str, Any], summary: dict[str, float], measures: list[Any],
-              args: argparse.Namespace) -> dict[str, Any]:  # fmt: skip
+              args: argparse.Namespace, run_tag: str) -> dict[str, Any]:  # fmt: skip
     """``{"trec_eval": {"all": {...}, "per_query": {qid: {...}}}, "info": {...}}``: trec_eval's names; a
     query's values are the ones ``-q`` prints (not the geometric means' logarithms)."""
     query_ids = lists.query_ids
@@ -240,4 +240,7 @@ def _document(lists: Any, values: dict[str, Any], summary: dict[str, float], mea
         "max_docs": args.max_docs, "all_judged_queries": bool(args.all_judged_queries),
         "queries_evaluated": len(query_ids), "ties": "trec_eval",
     }  # fmt: skip
-    return {"trec_eval": {"all": summary, "per_query": per_query}, "info": info}
+    every: dict[str, Any] = dict(summary)
+    if any(m.name == "runid" for m in measures):
+        every["runid"] = run_tag
+    return {"trec_eval": {"all": every, "per_query": per_query}, "info": info}

@@ -339,6 +339,14 @@ def test_max_docs_and_relevance_level_change_the_values(
         (["-m", "utility.1,2"], "'utility'"),
         (["-m", "map.3"], "'map'"),
         (["-m", "prefs_simp"], "'prefs_simp'"),
+        (["-m", "ndcg.a=1"], "'ndcg'"),
+        (["-m", "ndcg.1=2,1=3"], "'ndcg'"),
+        (["-m", "iprec_at_recall.2"], "'iprec_at_recall'"),
+        (["-m", "iprec_at_recall.-0.1"], "'iprec_at_recall'"),
+        (["-m", "11pt_avg.1.5"], "'11pt_avg'"),
+        (["-m", "Rprec_mult.-1"], "'Rprec_mult'"),
+        (["-m", "relstring.0"], "'relstring'"),
+        (["-m", "set_F.-1"], "'set_F'"),
         (["-M", "0"], "-M"),
         (["-l", "-1"], "-l"),
         (["-q", "--ties", "pessimistic"], "--ties"),
@@ -371,7 +379,8 @@ def test_measure_names_and_parameters() -> None:
         "iprec_at_recall_0.50",
     ]
     assert parse_measure("ndcg.1=0,2=1")[0].labels() == ["ndcg_1=0,2=1"]
-    assert parse_measure("ndcg.1=0,x=2")[0].pairs == ((1, 0.0),)  # trec_eval ignores a non-integer level
+    with pytest.raises(ValueError, match="integer level"):  # malformed: refused, not read as some level
+        parse_measure("ndcg.1=0,x=2")
     official = [m.name for m in parse_measures(["official"])]
     assert official[:3] == ["runid", "num_q", "num_ret"]
     assert official[-1] == "P"
@@ -439,3 +448,50 @@ def test_four_decimals_is_printf_s() -> None:
     assert four_decimals(values) == [f"{v:6.4f}" for v in values.tolist()]
     nans = np.array([math.nan, -math.nan])  # glibc's printf writes the sign of a NaN
     assert four_decimals(nans) == ["   nan", "  -nan"]
+
+
+def test_scores_equal_in_single_precision_are_tied_as_in_trec_eval(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """trec_eval keeps a score as a C ``float``: 1.000000011 and 1.00000001 tie, docno descending decides."""
+    run, qrels = {"q1": {"d1": 1.000000011, "d2": 1.00000001}}, {"q1": {"d1": 1}}
+    run_path, qrels_path = write_files(tmp_path, run, qrels)
+    status, out, _ = call(
+        capsys, "--run", run_path, "--qrels", qrels_path, "--format", "trec_eval", "-m", "P.1"
+    )
+    assert status == 0
+    want = pytrec_eval.RelevanceEvaluator(qrels, {"P.1"}).evaluate(run)["q1"]["P_1"]
+    assert want == 0.0
+    assert out.split() == ["P_1", "all", "0.0000"]
+
+
+def test_per_query_with_only_summary_measures_prints_no_blank_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_path, qrels_path = write_files(tmp_path, *random_case(2))
+    for measure in ("gm_map", "num_q", "runid"):
+        status, out, _ = call(capsys, "--run", run_path, "--qrels", qrels_path, "--format", "trec_eval", "-q",
+                              "-m", measure)  # fmt: skip
+        assert status == 0
+        assert "" not in out.splitlines(), (measure, out)
+        assert len(out.splitlines()) == 1
+
+
+def test_a_measure_given_twice_keeps_its_first_parameters_as_trec_eval(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_path, qrels_path = write_files(tmp_path, *random_case(2))
+    status, out, _ = call(capsys, "--run", run_path, "--qrels", qrels_path, "--format", "trec_eval",
+                          "-m", "P.5", "-m", "P.10", "-m", "official")  # fmt: skip
+    assert status == 0
+    labels = [line.split()[0] for line in out.splitlines()]
+    assert "P_5" in labels
+    assert "P_10" not in labels
+
+
+def test_json_carries_the_run_tag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_path, qrels_path = write_files(tmp_path, *random_case(2))
+    status, out, _ = call(capsys, "--run", run_path, "--qrels", qrels_path, "-m", "runid", "-m", "map",
+                          "--json", "-")  # fmt: skip
+    assert status == 0
+    assert json.loads(out)["trec_eval"]["all"]["runid"] == "tag"

@@ -7,6 +7,7 @@ parameters prints one value, named with the parameters as given (``set_F_0.5``, 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -121,16 +122,34 @@ def _cutoffs(measure: str, texts: list[str], whole: bool) -> tuple[float, ...]:
 
 
 def _pairs(measure: str, texts: list[str]) -> tuple[tuple[int, float], ...]:
-    """``level=gain`` pairs; as in trec_eval, a pair whose level is not an integer is ignored."""
-    pairs = []
+    """``level=gain`` pairs: an integer level (trec_eval would read ``a=1`` as level 0), each once."""
+    pairs: list[tuple[int, float]] = []
     for text in texts:
         name, sep, value = text.partition("=")
-        if not sep or not name or "=" in value:
-            raise ValueError(f"measure {measure!r}: parameter {text!r} is not a level=gain pair.")
-        gain = _number(measure, value)
-        if re.fullmatch(r"[+-]?\d+", name):
-            pairs.append((int(name), gain))
+        if not sep or not re.fullmatch(r"[+-]?\d+", name.strip()) or "=" in value:
+            raise ValueError(f"measure {measure!r}: parameter {text!r} is not an integer level=gain pair.")
+        if any(level == int(name) for level, _ in pairs):
+            raise ValueError(f"measure {measure!r}: level {int(name)} is given twice.")
+        pairs.append((int(name), _number(measure, value)))
     return tuple(pairs)
+
+
+#: Parameters that trec_eval's definitions need within a range: (low, high, low included).
+_RANGES = {
+    "iprec_at_recall": (0.0, 1.0, True), "11pt_avg": (0.0, 1.0, True), "Rprec_mult": (0.0, math.inf, False),
+    "relstring": (1.0, math.inf, True), "set_F": (0.0, math.inf, True),
+}  # fmt: skip
+
+
+def _in_range(measure: str, values: tuple[float, ...]) -> tuple[float, ...]:
+    """``values``, refused (``ValueError`` naming the measure) where one is outside the measure's range."""
+    if measure in _RANGES:
+        low, high, closed = _RANGES[measure]
+        for v in values:
+            if not (low <= v if closed else low < v) or v > high:
+                side = "[" if closed else "("
+                raise ValueError(f"measure {measure!r}: parameter {v:g} is outside {side}{low:g}, {high:g}].")
+    return values
 
 
 def parse_measure(spec: str) -> list[Measure]:
@@ -158,17 +177,23 @@ def parse_measure(spec: str) -> list[Measure]:
     if kind.params == FLOATS:
         if name == "utility" and len(texts) != 4:
             raise ValueError(f"measure 'utility' takes 4 coefficients, got {len(texts)}: {text!r}.")
-        return [Measure(name, tuple(_number(name, t) for t in texts), text)]
-    return [Measure(name, _cutoffs(name, texts, whole=kind.params == LONG_CUTS))]
+        return [Measure(name, _in_range(name, tuple(_number(name, t) for t in texts)), text)]
+    return [Measure(name, _in_range(name, _cutoffs(name, texts, whole=kind.params == LONG_CUTS)))]
 
 
 def parse_measures(specs: Sequence[str]) -> list[Measure]:
-    """The measures of every ``-m`` argument, in trec_eval's print order; a measure named twice keeps
-    the parameters given last (trec_eval keeps one set of parameters per measure)."""
+    """The measures of every ``-m`` argument, in trec_eval's print order. trec_eval keeps one set of
+    parameters per measure: the first given explicitly (``-m P.5 -m P.10``: ``P_5``), else the defaults
+    (a nickname's or the bare name's)."""
     chosen: dict[str, Measure] = {}
+    explicit: set[str] = set()
     for spec in specs:
         for measure in parse_measure(spec):
+            if measure.name in explicit:
+                continue
             if measure.name not in chosen or "." in spec:
                 chosen[measure.name] = measure
+            if "." in spec:
+                explicit.add(measure.name)
     order = list(MEASURES)
     return sorted(chosen.values(), key=lambda m: order.index(m.name))
