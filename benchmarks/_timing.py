@@ -1,9 +1,10 @@
-"""Wall-clock timing shared by the benchmark scripts (run from ``benchmarks/``: ``from _timing import
-timed``)."""
+"""Wall-clock timing and peak memory shared by the benchmark scripts (run from ``benchmarks/``:
+``from _timing import timed``)."""
 
 from __future__ import annotations
 
 import json
+import resource
 import time
 from collections.abc import Callable
 from typing import Any
@@ -74,3 +75,32 @@ def product_bound(
 
     _, seconds = timed(product, device, repeat, warmup=True)
     return seconds / 2 if half else seconds
+
+
+def _status_mib(field: str) -> float | None:
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024.0  # kB
+    except OSError:
+        return None
+    return None
+
+
+def reset_peak() -> float:
+    """Make the current RSS the peak (Linux) and return it: the baseline of a measurement."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        pass
+    current = _status_mib("VmRSS")
+    return current if current is not None else peak_rss_mib()
+
+
+def peak_rss_mib() -> float:
+    peak = _status_mib("VmHWM")
+    if peak is not None:
+        return peak
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import time
@@ -25,7 +24,7 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from _timing import emit, product_bound, timed
+from _timing import emit, peak_rss_mib, product_bound, reset_peak, timed
 from embedmetrics.functional import contrastive_accuracy_score, uniformity_score
 
 TOPKS = (1, 5, 10)
@@ -77,35 +76,6 @@ IMPLS: dict[str, dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]
     },
     "uniformity t=2": {"full": full_uniformity, "ours": ours_uniformity},
 }
-
-
-def _status_mib(field: str) -> float | None:
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) / 1024.0  # kB
-    except OSError:
-        return None
-    return None
-
-
-def reset_peak() -> float:
-    """Make the current RSS the peak (Linux) and return it: the baseline of a measurement."""
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-    except OSError:
-        pass
-    current = _status_mib("VmRSS")
-    return current if current is not None else peak_rss_mib()
-
-
-def peak_rss_mib() -> float:
-    peak = _status_mib("VmHWM")
-    if peak is not None:
-        return peak
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
 
 
 def child(metric: str, impl: str, n: int, d: int) -> None:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -39,7 +38,7 @@ from typing import Any
 
 import torch
 
-from _timing import emit, product_bound
+from _timing import emit, peak_rss_mib, product_bound, reset_peak
 
 METHODS = ("ours", "theirs", "bare")
 
@@ -94,25 +93,6 @@ def _evaluator(
     return InformationRetrievalEvaluator(queries, corpus, relevant, write_csv=False)
 
 
-def _rss_gb(field: str) -> float:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field):
-                    return int(line.split()[1]) / 2**20
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
-
-
-def _reset_peak() -> None:
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
-
-
 def worker(args: argparse.Namespace) -> None:
     """One method, one measurement; prints a JSON line."""
     torch.set_num_threads(args.threads)
@@ -131,12 +111,11 @@ def worker(args: argparse.Namespace) -> None:
     small = _evaluator(args.worker, {"0": "0"}, {str(i): str(i) for i in range(50)}, {"0": {"1"}})
     small(model, corpus_embeddings=c[:50])  # imports and first calls outside the measurement
     evaluator = _evaluator(args.worker, texts, corpus, relevant)
-    _reset_peak()
-    base = _rss_gb("VmRSS")
+    base = reset_peak()  # MiB
     start, cpu = time.perf_counter(), time.process_time()
     values = evaluator(model, corpus_embeddings=c)
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-    peak = _rss_gb("VmHWM") - base
+    peak = (peak_rss_mib() - base) / 1024  # GiB
     print(json.dumps({"seconds": seconds, "cpu_s": cpu, "peak_gb": peak, "values": values}))
     if args.world > 1:
         torch.distributed.destroy_process_group()

@@ -158,13 +158,7 @@ def canonical_smallest(
     picked = torch.zeros(nb * width, dtype=torch.int64, device=s.device).index_copy_(0, slot, cols)
     keys, order = keys.view(nb, width).sort(dim=1)
     picked = picked.view(nb, width).gather(1, order)
-    redo = needing_canonical(keys, rescore.margins) if not values else torch.isfinite(keys)
-    at = redo.nonzero()
-    keys[at[:, 0], at[:, 1]] = rescore.keys(at[:, 0], picked[at[:, 0], at[:, 1]])
-    top, pick = keys.topk(kk, dim=1, largest=False, sorted=True)
-    out_vals = torch.where(ok[:, None], top, vals.double())
-    out_idx = torch.where(ok[:, None], picked.gather(1, pick), idx)
-    return out_vals, out_idx
+    return _rescored_smallest(keys, picked, kk, rescore, values, ok, (vals, idx))
 
 
 def canonical_candidates(
@@ -183,12 +177,27 @@ def canonical_candidates(
     keep = keys <= limit[:, None]
     width = max(int(keep.sum(dim=1).max()), kk)
     keys64 = torch.where(keep, keys.double(), torch.inf)[:, :width]
-    cols = cols[:, :width]
-    redo = needing_canonical(keys64, rescore.margins) if not values else torch.isfinite(keys64)
+    return _rescored_smallest(keys64, cols[:, :width], kk, rescore, values, ok, (vals, idx))
+
+
+def _rescored_smallest(
+    keys: Tensor,
+    cols: Tensor,
+    kk: int,
+    rescore: Rescorer,
+    values: bool,
+    ok: Tensor,
+    product: tuple[Tensor, Tensor],
+) -> tuple[Tensor, Tensor]:
+    """The ``kk`` smallest of each row's candidates, ``keys`` (float64, ascending, ``+inf`` padding) at
+    key columns ``cols``, once the candidates that need it are rescored in place (all with ``values``);
+    rows not ``ok`` keep their product keys and columns (``product``)."""
+    redo = needing_canonical(keys, rescore.margins) if not values else torch.isfinite(keys)
     at = redo.nonzero()
     if at.numel() > 0:
-        keys64[at[:, 0], at[:, 1]] = rescore.keys(at[:, 0], cols[at[:, 0], at[:, 1]])
-    top, pick = keys64.topk(kk, dim=1, largest=False, sorted=True)
+        keys[at[:, 0], at[:, 1]] = rescore.keys(at[:, 0], cols[at[:, 0], at[:, 1]])
+    top, pick = keys.topk(kk, dim=1, largest=False, sorted=True)
+    vals, idx = product
     out_vals = torch.where(ok[:, None], top, vals.double())
     out_idx = torch.where(ok[:, None], cols.gather(1, pick), idx)
     return out_vals, out_idx
