@@ -109,14 +109,9 @@ RECALL_LEVEL = Option(
     "recall_level", "float", 0.0, "the recall level in ``[0, 1]`` (``iprec_at_recall_0.10``: 0.1)",
     check_fraction, effect="state",
 )  # fmt: skip
-#: The tie policies of a measure whose expectation over tie orders has no closed form.
-ORDERED_TIES = ("pessimistic", "optimistic")
-TIES_ORDERED = Option(
-    "ties", "str", "pessimistic",
-    "tie policy: ``pessimistic`` (relevant documents last among tied scores) or ``optimistic`` (first); "
-    "no ``average``: the expected value over tie orders has no closed form here",
-    choice(*ORDERED_TIES), choices=ORDERED_TIES, effect="state",
-)  # fmt: skip
+#: trec_eval's interpolated precision and infAP keep their first default, relevant documents last among ties
+#: (``average`` sums each tie block's arrangements, with a host sync: docs/ties.md).
+TIES_PESSIMISTIC = TIES.with_default("pessimistic")
 MAX_K = Option(
     "max_k", "int | None", None, "last cut-off of the curve; ``None``: the largest query",
     optional(check_positive_int),
@@ -134,8 +129,8 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
     "RetrievalBpref": COMMON,
     "RetrievalFallOut": _CUTOFF,
     "RetrievalHitRate": _CUTOFF,
-    "RetrievalInfAP": (TIES_ORDERED, *COMMON[1:]),
-    "RetrievalInterpolatedPrecision": (TIES_ORDERED, *COMMON[1:], RECALL_LEVEL),
+    "RetrievalInfAP": (TIES_PESSIMISTIC, *COMMON[1:]),
+    "RetrievalInterpolatedPrecision": (TIES_PESSIMISTIC, *COMMON[1:], RECALL_LEVEL),
     "RetrievalMAP": _CUTOFF,
     "RetrievalMRR": _CUTOFF,
     "RetrievalNormalizedDCG": _CUTOFF,

@@ -17,6 +17,7 @@ from torch import Tensor
 
 from embedmetrics._engine.core import tie_stats
 from embedmetrics._engine.ranking.measures import Ks, RankedRows, cutoff_block, cutoff_row, relevant_in_top
+from embedmetrics._engine.ranking.trec_twin_ties import infap_average, interpolated_precision_average
 
 
 def _capped_sum(start: Tensor, count: Tensor, cap: Tensor) -> Tensor:
@@ -90,9 +91,11 @@ def interpolated_precision(st: RankedRows, level: float) -> Tensor:
     relevant document, ``count = ⌊level·R + 0.9⌋`` (at least 1); 0 when fewer relevant documents are
     ranked. Precision is read at the relevant documents' ranks, as trec_eval does.
 
-    Only for rows where every item is its own tie block (``"pessimistic"`` / ``"optimistic"``): the
-    maximum has no closed-form expectation over tie orders. Needs every column.
+    With ``ties="average"`` (``st.keys`` set) the expected maximum over the tie orders
+    (``trec_twin_ties.interpolated_precision_average``). Needs every column.
     """
+    if st.keys is not None:
+        return interpolated_precision_average(st, level).unsqueeze(1)
     fdt, L = st.fdt, st.columns
     p = torch.arange(L, dtype=fdt, device=st.gain.device)
     after = st.crel[:, 1 : L + 1]
@@ -116,10 +119,12 @@ def infap(st: RankedRows) -> Tensor:
     documents above it, pool: those and the unjudged ones of the pool), at rank 0 it adds 1; the sum is
     divided by ``R``.
 
-    Only for rows where every item is its own tie block (``"pessimistic"`` / ``"optimistic"``): the term is
-    not linear in the counts, so its expectation over tie orders has no closed form. Needs every column.
+    With ``ties="average"`` (``st.keys`` set) the expected value over the tie orders, summed over each tie
+    block's arrangements (``trec_twin_ties.infap_average``). Needs every column.
     """
     fdt, L = st.fdt, st.columns
+    if st.keys is not None:
+        return tie_stats.ratio(infap_average(st, INFAP_EPSILON).unsqueeze(1), st.R.to(fdt).unsqueeze(1))
     j = torch.arange(L, dtype=fdt, device=st.gain.device)
     g = st.gain[:, :L]
     ranked = j < st.n.unsqueeze(1)

@@ -1,0 +1,280 @@
+"""``ties="average"`` for the two twins of trec_eval's measures that are not linear in a tie block's
+counts: interpolated precision (a maximum) and infAP (products of counts). Each is the exact expected
+value under a uniformly random order of the documents of every tie block (docs/ties.md): a finite sum
+over the blocks' arrangements, in closed form where one exists, never sampled.
+
+Under the random order the blocks are independent, and a block ``[a, a + t)`` with ``r`` relevant
+documents and ``c`` relevant above it holds the ``c + 1``-th to ``c + r``-th relevant documents of its
+row whatever the order: only where they sit inside the block is random (a uniform ``r``-subset of its
+``t`` places). Blocks of one shape are computed as one batch of tensors (the shapes are read on the
+host). A block whose exact sum would take more than ``MAX_BLOCK_WORK`` steps is refused with a
+``TieBlockTooLargeError`` naming its size and relevant count, never approximated.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from embedmetrics._engine.ranking.measures import RankedRows
+
+#: The most elementary steps the exact sum over the arrangements of one tie block may take (docs/ties.md).
+MAX_BLOCK_WORK = 2**27
+#: Elements of one batch of work (the blocks of a shape are cut into batches of about this size).
+_BATCH = 2**21
+
+
+class TieBlockTooLargeError(ValueError):
+    """A tie block whose exact expected value (``ties="average"``) would cost more than
+    ``MAX_BLOCK_WORK`` steps."""
+
+
+class Blocks(NamedTuple):
+    """Every tie block of the ranked documents, flat (``(B,)`` each): its row, first place ``a``, size
+    ``t``, relevant documents ``r`` in it and ``c`` above it, in the stats dtype (``row`` int64)."""
+
+    row: Tensor
+    a: Tensor
+    t: Tensor
+    r: Tensor
+    c: Tensor
+
+
+def tie_blocks(st: RankedRows) -> Blocks:
+    """The tie blocks of the ranked columns of every row (host sync)."""
+    L = st.columns
+    cols = torch.arange(L, device=st.gain.device).expand(st.gain.shape[0], L)
+    a, e = st.blocks()
+    first = (a == cols) & (cols < st.n.unsqueeze(1))
+    row, col = first.nonzero(as_tuple=True)
+    end = e[row, col]
+    c = st.crel[row, col]
+    fdt = st.fdt
+    return Blocks(row, col.to(fdt), (end - col).to(fdt), st.crel[row, end] - c, c)
+
+
+def shapes(*sizes: Tensor) -> list[tuple[tuple[int, ...], Tensor]]:
+    """The distinct rows of the integer columns ``sizes`` and the indices of the blocks of each."""
+    stacked = torch.stack([s.to(torch.int64) for s in sizes], 1)
+    if stacked.shape[0] == 0:
+        return []
+    distinct, inverse = torch.unique(stacked, dim=0, return_inverse=True)
+    order = torch.argsort(inverse, stable=True)
+    counts = torch.bincount(inverse, minlength=distinct.shape[0]).tolist()
+    groups = torch.split(order, counts)
+    return [(tuple(int(v) for v in shape), group) for shape, group in zip(distinct.tolist(), groups)]
+
+
+def check_work(work: int, t: int, r: int, measure: str) -> None:
+    """Refuse a tie block whose exact sum would take more than ``MAX_BLOCK_WORK`` steps."""
+    if work > MAX_BLOCK_WORK:
+        raise TieBlockTooLargeError(
+            f"ties='average': the exact {measure} of a tie block of {t} documents with {r} relevant "
+            f"would take {work} steps, more than the bound of {MAX_BLOCK_WORK} (docs/ties.md); use "
+            "ties='pessimistic' or 'optimistic', or break the ties in the scores."
+        )
+
+
+def log_binomial(n: Tensor, k: Tensor) -> Tensor:
+    """``log C(n, k)`` for ``0 <= k <= n`` (lgamma, elementwise)."""
+    return torch.lgamma(n + 1) - torch.lgamma(k + 1) - torch.lgamma(n - k + 1)
+
+
+def batches(count: int, width: int) -> list[slice]:
+    """Consecutive slices of ``count`` items of ``width`` elements each, ``_BATCH`` elements a slice."""
+    step = max(1, _BATCH // max(width, 1))
+    return [slice(i, min(i + step, count)) for i in range(0, count, step)]
+
+
+def _running(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """``(G, L + 1)`` counts of ``mask`` before each column."""
+    out = torch.zeros(mask.shape[0], mask.shape[1] + 1, dtype=dtype, device=mask.device)
+    torch.cumsum(mask, 1, dtype=dtype, out=out[:, 1:])
+    return out
+
+
+def _per_block(st: RankedRows, blocks: Blocks, value: Tensor, reduce: str) -> Tensor:
+    """``(G,)``: ``value`` of each block summed (``"sum"``) or maximised (``"amax"``, 0 where none) over
+    the blocks of each row, through a dense ``(G, L)`` matrix (deterministic on every device)."""
+    dense = torch.zeros(st.gain.shape[0], max(st.columns, 1), dtype=value.dtype, device=value.device)
+    dense[blocks.row, blocks.a.to(torch.int64)] = value
+    return dense.sum(1) if reduce == "sum" else dense.amax(1)
+
+
+# --------------------------------------------------------------------------- infAP
+
+
+def _infap_shape(
+    r: int, y0: int, other: int, a: Tensor, c: Tensor, cn: Tensor, cu: Tensor, z0: Tensor, eps: float
+) -> Tensor:
+    """The expected sum of infAP's terms over the ``r`` relevant documents of blocks of one shape
+    (``y0`` judged non-relevant, ``other`` unjudged: ``z0`` of the pool, the rest not in the qrels).
+
+    A relevant document sits at a uniform place ``q`` of its block, with ``x`` relevant, ``y`` judged
+    non-relevant and ``k`` unjudged block mates above it (multivariate hypergeometric given ``q``); its
+    term ``(1 + pool · (rel + ε) / (rel + nonrel + 2ε)) / (a + q + 1)`` is linear in the pool-unjudged
+    among the ``k`` (``k · z0 / other`` expected), so the sum runs over ``(x, y, k)``, ``k`` first.
+    """
+    fdt, dev = a.dtype, a.device
+    t = r + y0 + other
+    m = torch.arange(r + y0, dtype=fdt, device=dev).unsqueeze(1)  # x + y
+    k = torch.arange(other + 1, dtype=fdt, device=dev)
+    lw = log_binomial(torch.tensor(float(other), dtype=fdt, device=dev), k) - log_binomial(
+        torch.tensor(float(t - 1), dtype=fdt, device=dev), m + k
+    )
+    top = lw.amax(1, keepdim=True)
+    w = torch.exp(lw - top)  # (M, K): P(k | q = m + k) up to the factors of x and y, scaled per m
+    den = a.view(-1, 1, 1) + m + k + 1  # the rank a + q + 1
+    h, hz = (w / den).sum(2), (w * k / den).sum(2)  # (b, M)
+    x = torch.arange(r, dtype=fdt, device=dev).view(-1, 1)
+    y = torch.arange(y0 + 1, dtype=fdt, device=dev)
+    mm = (x + y).to(torch.int64)  # (r, y0 + 1)
+    scale = torch.exp(log_binomial(torch.tensor(float(r - 1), dtype=fdt, device=dev), x)
+                      + log_binomial(torch.tensor(float(y0), dtype=fdt, device=dev), y) + top[mm, 0])  # fmt: skip
+    rel = c.view(-1, 1, 1) + x
+    judged = rel + cn.view(-1, 1, 1) + y
+    f = (rel + eps) / (judged + 2 * eps)
+    rho = (z0 / other if other else torch.zeros_like(z0)).view(-1, 1, 1)
+    terms = scale * (h[:, mm] * (1 + (judged + cu.view(-1, 1, 1)) * f) + rho * f * hz[:, mm])
+    return terms.sum((1, 2)) * (r / t)
+
+
+def infap_average(st: RankedRows, eps: float) -> Tensor:
+    """infAP's sum of terms per row (``(G,)``), its exact expectation over the tie orders (``eps``:
+    trec_eval's smoothing). The judgements are the gains 1, 0, -1 (not in the qrels), -2 (pool)."""
+    fdt, L = st.fdt, st.columns
+    b = tie_blocks(st)
+    g = st.gain[:, :L]
+    ranked = torch.arange(L, device=g.device) < st.n.unsqueeze(1)
+    nonrel, pool = _running((g == 0) & ranked, fdt), _running((g == -2) & ranked, fdt)
+    start, end = b.a.to(torch.int64), (b.a + b.t).to(torch.int64)
+    cn, cu = nonrel[b.row, start], pool[b.row, start]
+    y0, z0 = nonrel[b.row, end] - cn, pool[b.row, end] - cu
+    other = b.t - b.r - y0
+    keep = (b.r > 0).nonzero().squeeze(1)
+    value = torch.zeros_like(b.a)
+    for (r, y, o), group in shapes(b.r[keep], y0[keep], other[keep]):
+        check_work((r + y) * (o + 1) + r * (y + 1), r + y + o, r, "infAP")
+        idx = keep[group]
+        for part in batches(idx.numel(), max((r + y) * (o + 1), r * (y + 1))):
+            i = idx[part]
+            value[i] = _infap_shape(r, y, o, b.a[i], b.c[i], cn[i], cu[i], z0[i], eps)
+    return _per_block(st, b, value, "sum")
+
+
+# --------------------------------------------------------------------------- interpolated precision
+
+
+class _Candidates(NamedTuple):
+    """Values ``v`` a random block's maximum can take above its row's floor, one per ``(j, u)`` place of
+    the block's ``j``-th relevant document after ``u`` non-relevant ones, with ``log P(block max < v)``."""
+
+    block: Tensor
+    value: Tensor
+    log_below: Tensor
+
+
+def _log_below(r: int, spare: int, a: Tensor, c: Tensor, j0: Tensor, v: Tensor) -> Tensor:
+    """``log P(max < v)`` of blocks of ``r`` relevant and ``spare`` non-relevant documents, one row per
+    candidate (``a``, ``c``, first eligible ``j0``, ``v``: ``(V,)``): the arrangements where every eligible
+    relevant document's precision ``(c + j) / (a + j + u)`` stays below ``v`` are counted as monotone paths
+    ``u_1 <= … <= u_r`` (prefix sums, rescaled at each step), over ``C(t, r)``."""
+    fdt, dev = a.dtype, a.device
+    u = torch.arange(spare + 1, dtype=fdt, device=dev)
+    a, c, j0, v = (x.unsqueeze(1) for x in (a, c, j0, v))
+    log_scale = torch.zeros(a.shape[0], 1, dtype=fdt, device=dev)
+    paths = torch.ones(a.shape[0], spare + 1, dtype=fdt, device=dev)
+    for j in range(1, r + 1):
+        if j > 1:
+            paths = torch.cumsum(paths, 1)
+        paths = paths * ((j < j0) | ((c + j) / (a + j + u) < v))
+        top = paths.amax(1, keepdim=True).clamp_min(torch.finfo(fdt).tiny)
+        paths, log_scale = paths / top, log_scale + torch.log(top)
+    t = torch.tensor(float(r + spare), dtype=fdt, device=dev)
+    total = torch.log(paths.sum(1, keepdim=True)) + log_scale
+    return (total - log_binomial(t, torch.tensor(float(r), dtype=fdt, device=dev))).squeeze(1)
+
+
+def _candidates(b: Blocks, j0: Tensor, floor: Tensor, random: Tensor) -> _Candidates:
+    """The candidate values of every random block above its row's floor, with their ``log P``."""
+    parts: list[tuple[Tensor, Tensor, Tensor]] = []
+    idx = random.nonzero().squeeze(1)
+    for (r, spare), group in shapes(b.r[idx], b.t[idx] - b.r[idx]):
+        i = idx[group]
+        fdt, dev = b.a.dtype, b.a.device
+        j = torch.arange(1, r + 1, dtype=fdt, device=dev).view(1, -1, 1)
+        u = torch.arange(spare + 1, dtype=fdt, device=dev)
+        value = (b.c[i].view(-1, 1, 1) + j) / (b.a[i].view(-1, 1, 1) + j + u)
+        keep = (j >= j0[i].view(-1, 1, 1)) & (value > floor[b.row[i]].view(-1, 1, 1))
+        check_work(int(keep.sum((1, 2)).amax()) * r * (spare + 1), r + spare, r, "interpolated precision")
+        which, _, _ = keep.nonzero(as_tuple=True)
+        value = value[keep]
+        below = torch.empty_like(value)
+        for part in batches(value.numel(), spare + 1):
+            w = i[which[part]]
+            below[part] = _log_below(r, spare, b.a[w], b.c[w], j0[w], value[part])
+        parts.append((i[which], value, below))
+    if not parts:
+        empty = torch.zeros(0, dtype=b.a.dtype, device=b.a.device)
+        return _Candidates(torch.zeros(0, dtype=torch.int64, device=b.a.device), empty, empty)
+    block, value, below = (torch.cat(x) for x in zip(*parts))
+    return _Candidates(block, value, below)
+
+
+def _segments(row: Tensor) -> tuple[Tensor, Tensor, Tensor, int]:
+    """For items sorted by ``row``: the distinct rows, each item's segment and place in it, the widest."""
+    rows, counts = torch.unique_consecutive(row, return_counts=True)
+    segment = torch.repeat_interleave(torch.arange(rows.numel(), device=row.device), counts)
+    starts = torch.cumsum(counts, 0) - counts
+    place = torch.arange(row.numel(), device=row.device) - starts[segment]
+    return rows, segment, place, int(counts.max()) if counts.numel() else 0
+
+
+def _expected_max(b: Blocks, floor: Tensor, cand: _Candidates) -> Tensor:
+    """``E[max] = floor + Σ_v (v − v') · P(max >= v)`` per row, over its candidate values ``v`` in
+    descending order (``v'``: the next smaller one, or the floor). ``log P(max < v)`` is the sum over the
+    row's blocks of ``log P(block max < v)``, each block's a step function of ``v``: telescoped over its own
+    candidates (ascending), then summed over the row's candidates in descending order."""
+    order = torch.argsort(cand.value, stable=True)
+    order = order[torch.argsort(cand.block[order], stable=True)]
+    block, value, below = cand.block[order], cand.value[order], cand.log_below[order]
+    same = torch.zeros_like(block, dtype=torch.bool)
+    same[:-1] = block[1:] == block[:-1]
+    step = below - torch.where(same, below.roll(-1), 0.0)
+    row = b.row[block]
+    order = torch.argsort(value, descending=True, stable=True)
+    order = order[torch.argsort(row[order], stable=True)]
+    row, value, step = row[order], value[order], step[order]
+    rows, segment, place, width = _segments(row)
+    dense = torch.zeros(rows.numel(), width, dtype=value.dtype, device=value.device)
+    dense[segment, place] = step
+    log_below = torch.cumsum(dense, 1)[segment, place]
+    same = torch.zeros_like(row, dtype=torch.bool)
+    same[:-1] = row[1:] == row[:-1]
+    lower = torch.where(same, value.roll(-1), floor[row])
+    dense.zero_()
+    dense[segment, place] = (value - lower) * -torch.expm1(log_below)
+    out = floor.clone()
+    out[rows] += dense.sum(1)
+    return out
+
+
+def interpolated_precision_average(st: RankedRows, level: float) -> Tensor:
+    """trec_eval's ``iprec_at_recall`` per row (``(G,)``), its exact expectation over the tie orders.
+
+    The value is the maximum precision ``i / rank_i`` over the relevant documents ``i >= count``
+    (``count = ⌊level·R + 0.9⌋``, at least 1). A block whose eligible relevant documents cannot move
+    (``r = t``) gives its value; one that can gives at least its pessimistic value ``(c + r)/(a + t)``:
+    the row's floor is the largest of these, and the expectation above it is summed over the candidate
+    values of the blocks that can move.
+    """
+    fdt = st.fdt
+    b = tie_blocks(st)
+    count = torch.floor(level * st.R.to(fdt) + 0.9).clamp_min(1.0)
+    j0 = (count[b.row] - b.c).clamp_min(1.0)  # the first relevant document of the block that counts
+    eligible = b.r >= j0
+    floor = _per_block(st, b, torch.where(eligible, (b.c + b.r) / (b.a + b.t), 0.0), "amax")
+    cand = _candidates(b, j0, floor, eligible & (b.r < b.t))
+    return _expected_max(b, floor, cand)
