@@ -13,6 +13,7 @@ host). A block whose exact sum would take more than ``MAX_BLOCK_WORK`` steps is 
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -21,7 +22,7 @@ from torch import Tensor
 from embedmetrics._engine.ranking.measures import RankedRows
 
 #: The most elementary steps the exact sum over the arrangements of one tie block may take (docs/ties.md).
-MAX_BLOCK_WORK = 2**27
+MAX_BLOCK_WORK = 2**29
 #: Elements of one batch of work (the blocks of a shape are cut into batches of about this size).
 _BATCH = 2**21
 
@@ -176,25 +177,56 @@ class _Candidates(NamedTuple):
     log_below: Tensor
 
 
-def _log_below(r: int, spare: int, a: Tensor, c: Tensor, j0: Tensor, v: Tensor) -> Tensor:
-    """``log P(max < v)`` of blocks of ``r`` relevant and ``spare`` non-relevant documents, one row per
-    candidate (``a``, ``c``, first eligible ``j0``, ``v``: ``(V,)``): the arrangements where every eligible
-    relevant document's precision ``(c + j) / (a + j + u)`` stays below ``v`` are counted as monotone paths
-    ``u_1 <= … <= u_r`` (prefix sums, rescaled at each step), over ``C(t, r)``."""
-    fdt, dev = a.dtype, a.device
+def _lowest_allowed(spare: int, a: Tensor, c: Tensor, j0: Tensor, v: Tensor, r: int) -> Tensor:
+    """``(V, r)``: per candidate ``v`` (``(V,)``, with its block's ``a``, ``c``, ``j0``) and relevant document
+    ``j``, the fewest non-relevant documents ``u`` before it that put its precision ``(c + j) / (a + j + u)``
+    below ``v`` (``spare + 1``: none; 0 where ``j < j0``). The precision falls as ``u`` grows, so the places
+    allowed are ``u >= λ_j``; an estimate is corrected with the very comparisons of the candidates."""
+    j = torch.arange(1, r + 1, dtype=a.dtype, device=a.device)
+    num, base, v = c.unsqueeze(1) + j, a.unsqueeze(1) + j, v.unsqueeze(1)
+    low = torch.ceil(num / v - base).clamp(0, spare + 1)
+    for _ in range(3):  # the estimate is off by at most one where a precision rounds next to v
+        low = low - ((low > 0) & (num / (base + low - 1) < v)).to(low.dtype)
+        low = low + ((low <= spare) & (num / (base + low) >= v)).to(low.dtype)
+    return torch.where(j < j0.unsqueeze(1), 0, low.to(torch.int64))
+
+
+def _log_below(r: int, spare: int, low: Tensor) -> Tensor:
+    """``log P(max < v)`` per candidate row of ``low`` (``_lowest_allowed``) of blocks of ``r`` relevant and
+    ``spare`` non-relevant documents: the arrangements are the monotone paths ``u_1 <= … <= u_r`` in
+    ``[0, spare]`` (``u_j``: non-relevant documents before the ``j``-th relevant one), ``C(t, r)`` of them;
+    those with every ``u_j >= λ_j`` are counted by prefix sums, from the first step with a bound (the paths
+    before it in closed form), on the columns some row still allows, rescaled every few steps."""
+    fdt, dev = torch.float64 if low.device.type != "mps" else torch.float32, low.device
+    first = int((low > 0).any(0).to(torch.int64).argmax())
     u = torch.arange(spare + 1, dtype=fdt, device=dev)
-    a, c, j0, v = (x.unsqueeze(1) for x in (a, c, j0, v))
-    log_scale = torch.zeros(a.shape[0], 1, dtype=fdt, device=dev)
-    paths = torch.ones(a.shape[0], spare + 1, dtype=fdt, device=dev)
-    for j in range(1, r + 1):
-        if j > 1:
+    log_paths = log_binomial(u + first, torch.tensor(float(first), dtype=fdt, device=dev))
+    top = log_paths.amax()
+    paths = torch.exp(log_paths - top).expand(low.shape[0], -1)
+    log_scale = torch.full((low.shape[0],), float(top), dtype=fdt, device=dev)
+    every = max(1, int(200 / math.log10(spare + 2)))  # a step multiplies the paths by at most spare + 1
+    lo = 0
+    for i in range(first, r):
+        if i > first:
             paths = torch.cumsum(paths, 1)
-        paths = paths * ((j < j0) | ((c + j) / (a + j + u) < v))
-        top = paths.amax(1, keepdim=True).clamp_min(torch.finfo(fdt).tiny)
-        paths, log_scale = paths / top, log_scale + torch.log(top)
+        cut = max(lo, int(low[:, i].amin()))
+        paths, lo = paths[:, cut - lo :], cut
+        paths = torch.where(u[lo:] >= low[:, i : i + 1], paths, 0.0)
+        if (i - first) % every == every - 1 or i == r - 1:
+            scale = paths.amax(1, keepdim=True).clamp_min(torch.finfo(fdt).tiny)
+            paths, log_scale = paths / scale, log_scale + torch.log(scale.squeeze(1))
     t = torch.tensor(float(r + spare), dtype=fdt, device=dev)
-    total = torch.log(paths.sum(1, keepdim=True)) + log_scale
-    return (total - log_binomial(t, torch.tensor(float(r), dtype=fdt, device=dev))).squeeze(1)
+    return torch.log(paths.sum(1)) + log_scale - log_binomial(t, torch.tensor(float(r), dtype=fdt, device=dev))
+
+
+def _distinct(block: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+    """The distinct ``(block, value)`` pairs (equal fractions such as 1/2 and 2/4 are one candidate)."""
+    order = torch.argsort(value, stable=True)
+    order = order[torch.argsort(block[order], stable=True)]
+    block, value = block[order], value[order]
+    new = torch.ones_like(block, dtype=torch.bool)
+    new[1:] = (block[1:] != block[:-1]) | (value[1:] != value[:-1])
+    return block[new], value[new]
 
 
 def _candidates(b: Blocks, j0: Tensor, floor: Tensor, random: Tensor) -> _Candidates:
@@ -208,13 +240,17 @@ def _candidates(b: Blocks, j0: Tensor, floor: Tensor, random: Tensor) -> _Candid
         u = torch.arange(spare + 1, dtype=fdt, device=dev)
         value = (b.c[i].view(-1, 1, 1) + j) / (b.a[i].view(-1, 1, 1) + j + u)
         keep = (j >= j0[i].view(-1, 1, 1)) & (value > floor[b.row[i]].view(-1, 1, 1))
-        check_work(int(keep.sum((1, 2)).amax()) * r * (spare + 1), r + spare, r, "interpolated precision")
-        which, _, _ = keep.nonzero(as_tuple=True)
-        value = value[keep]
+        which, value = _distinct(keep.nonzero(as_tuple=True)[0], value[keep])
+        if which.numel() == 0:
+            continue
+        check_work(int(torch.bincount(which).amax()) * r * (spare + 1), r + spare, r, "interpolated precision")
+        value, order = torch.sort(value, stable=True)  # neighbours in a batch share their bounds
+        which = which[order]
         below = torch.empty_like(value)
         for part in batches(value.numel(), spare + 1):
             w = i[which[part]]
-            below[part] = _log_below(r, spare, b.a[w], b.c[w], j0[w], value[part])
+            low = _lowest_allowed(spare, b.a[w], b.c[w], j0[w], value[part], r)
+            below[part] = _log_below(r, spare, low)
         parts.append((i[which], value, below))
     if not parts:
         empty = torch.zeros(0, dtype=b.a.dtype, device=b.a.device)
