@@ -87,3 +87,45 @@ def brute_force(
     sign = 1 if ties == "pessimistic" else -1
     order = sorted(range(len(scores)), key=lambda i: (-scores[i], sign * gains[i]))
     return plain(name, [gains[i] for i in order], k, adaptive_k=adaptive_k)
+
+
+def block_arrangements(scores: Sequence[float], labels: Sequence[int]) -> list[list[int]]:
+    """Every distinct ranked list of ``labels`` that orders ``scores`` non-increasingly: the multiset
+    permutations of the labels of each tie block. Under a uniformly random order of the tied documents
+    each is equally likely (every one comes from the same number of document orders)."""
+    blocks: dict[float, list[int]] = {}
+    for score, label in zip(scores, labels):
+        blocks.setdefault(score, []).append(label)
+    per_block = [sorted(set(itertools.permutations(blocks[s]))) for s in sorted(blocks, reverse=True)]
+    return [[label for block in combo for label in block] for combo in itertools.product(*per_block)]
+
+
+def plain_iprec(ranked: Sequence[int], level: float, num_rel: int) -> float:
+    """trec_eval 9's ``iprec_at_recall`` of one ranked list of judgements (``> 0``: relevant): the best
+    precision at or after the ``⌊level·R + 0.9⌋``-th relevant document (at least the first)."""
+    count = max(int(level * num_rel + 0.9), 1)
+    precisions, found = [], 0
+    for rank, judgement in enumerate(ranked, 1):
+        if judgement > 0:
+            found += 1
+            precisions.append(found / rank)
+    return max(precisions[count - 1 :]) if count <= found else 0.0
+
+
+def plain_infap(ranked: Sequence[int], num_rel: int) -> float:
+    """trec_eval 9's m_infAP.c loop over one ranked list of judgements (1 relevant, 0 judged non-relevant,
+    -1 not in the qrels, -2 in the pool and not judged)."""
+    eps, total, rel, nonrel, unjudged = 1e-5, 0.0, 0, 0, 0
+    for j, judgement in enumerate(ranked):
+        if judgement > 0:
+            if j == 0:
+                total += 1.0
+            else:
+                seen = (rel + nonrel + unjudged) / j
+                total += 1.0 / (j + 1) + (j / (j + 1)) * seen * (rel + eps) / (rel + nonrel + 2 * eps)
+            rel += 1
+        elif judgement == 0:
+            nonrel += 1
+        elif judgement == -2:
+            unjudged += 1
+    return total / num_rel if num_rel else 0.0

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import embedmetrics as em
 from embedmetrics.functional import retrieval_bpref
-from oracles.retrieval import tie_orders
+from oracles.retrieval import plain_infap, plain_iprec, tie_orders
 
 UNJUDGED = -1
 
@@ -276,16 +276,6 @@ def test_interpolated_precision_equals_pytrec_eval(level: float) -> None:
     assert expected.min() < expected.max()
 
 
-def _plain_iprec(ranked: list[int], level: float, num_rel: int) -> float:
-    count = max(int(level * num_rel + 0.9), 1)
-    precisions, found = [], 0
-    for rank, judgement in enumerate(ranked, 1):
-        if judgement > 0:
-            found += 1
-            precisions.append(found / rank)
-    return max(precisions[count - 1 :]) if count <= found else 0.0
-
-
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(st.tuples(st.integers(0, 2), st.integers(0, 1)), min_size=1, max_size=8),
@@ -299,19 +289,16 @@ def test_interpolated_precision_on_ties_equals_the_sorted_order(
     targets = [t for _, t in docs]
     sign = 1 if ties == "pessimistic" else -1  # pessimistic: relevant last among ties
     order = sorted(range(len(scores)), key=lambda i: (-scores[i], sign * targets[i]))
-    expected = _plain_iprec([targets[i] for i in order], level, sum(targets))
+    expected = plain_iprec([targets[i] for i in order], level, sum(targets))
     face = em.functional.retrieval_interpolated_precision
     ours = face(torch.tensor(scores, dtype=torch.float64), torch.tensor(targets), level, ties=ties)
     assert float(ours) == pytest.approx(expected, abs=1e-12)
 
 
-def test_interpolated_precision_refuses_the_average_policy() -> None:
+def test_interpolated_precision_keeps_its_pessimistic_default() -> None:
     preds, target = torch.tensor([0.5, 0.5, 0.1]), torch.tensor([0, 1, 1])
-    with pytest.raises(ValueError, match=r"`ties` must be one of .*got 'average'"):
-        em.functional.retrieval_interpolated_precision(preds, target, ties="average")
-    with pytest.raises(ValueError, match=r"`ties` must be one of .*got 'average'"):
-        em.RetrievalInterpolatedPrecision(ties="average")
     assert float(em.RetrievalInterpolatedPrecision()(preds, target)) == pytest.approx(2 / 3)
+    assert float(em.functional.retrieval_interpolated_precision(preds, target)) == pytest.approx(2 / 3)
 
 
 def _pool_run(seed: int, n_queries: int = 40):
@@ -342,24 +329,6 @@ def test_infap_equals_pytrec_eval(seed: int) -> None:
     assert bool((target == -1).any())
 
 
-def _plain_infap(ranked: list[int], num_rel: int) -> float:
-    """trec_eval 9's m_infAP.c loop over one ranked list of judgements."""
-    eps, total, rel, nonrel, unjudged = 1e-5, 0.0, 0, 0, 0
-    for j, judgement in enumerate(ranked):
-        if judgement > 0:
-            if j == 0:
-                total += 1.0
-            else:
-                seen = (rel + nonrel + unjudged) / j
-                total += 1.0 / (j + 1) + (j / (j + 1)) * seen * (rel + eps) / (rel + nonrel + 2 * eps)
-            rel += 1
-        elif judgement == 0:
-            nonrel += 1
-        elif judgement == -2:
-            unjudged += 1
-    return total / num_rel if num_rel else 0.0
-
-
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(st.tuples(st.integers(0, 2), st.sampled_from([1, 0, -1, -2])), min_size=1, max_size=8),
@@ -370,17 +339,15 @@ def test_infap_on_ties_equals_the_sorted_order(docs: list[tuple[int, int]], ties
     targets = [t for _, t in docs]
     sign = 1 if ties == "pessimistic" else -1  # pessimistic: relevant last among ties
     order = sorted(range(len(scores)), key=lambda i: (-scores[i], sign * targets[i]))
-    expected = _plain_infap([targets[i] for i in order], sum(t > 0 for t in targets))
+    expected = plain_infap([targets[i] for i in order], sum(t > 0 for t in targets))
     ours = em.functional.retrieval_infap(
         torch.tensor(scores, dtype=torch.float64), torch.tensor(targets), ties=ties
     )
     assert float(ours) == pytest.approx(expected, abs=1e-12)
 
 
-def test_infap_refuses_the_average_policy_and_other_negative_targets() -> None:
+def test_infap_refuses_other_negative_targets() -> None:
     preds = torch.tensor([0.5, 0.4, 0.3])
-    with pytest.raises(ValueError, match=r"`ties` must be one of .*got 'average'"):
-        em.functional.retrieval_infap(preds, torch.tensor([1, 0, 1]), ties="average")
     with pytest.raises(ValueError, match="must be binary"):
         em.functional.retrieval_infap(preds, torch.tensor([1, -3, 1]))
     with pytest.raises(ValueError, match="must be binary"):

@@ -78,8 +78,9 @@ def check_work(work: int, t: int, r: int, measure: str) -> None:
         )
 
 
-def log_binomial(n: Tensor, k: Tensor) -> Tensor:
-    """``log C(n, k)`` for ``0 <= k <= n`` (lgamma, elementwise)."""
+def log_binomial(n: Tensor | float, k: Tensor | float, like: Tensor) -> Tensor:
+    """``log C(n, k)`` for ``0 <= k <= n`` (lgamma, elementwise, in the dtype and device of ``like``)."""
+    n, k = (torch.as_tensor(x, dtype=like.dtype, device=like.device) for x in (n, k))
     return torch.lgamma(n + 1) - torch.lgamma(k + 1) - torch.lgamma(n - k + 1)
 
 
@@ -122,9 +123,7 @@ def _infap_shape(
     t = r + y0 + other
     m = torch.arange(r + y0, dtype=fdt, device=dev).unsqueeze(1)  # x + y
     k = torch.arange(other + 1, dtype=fdt, device=dev)
-    lw = log_binomial(torch.tensor(float(other), dtype=fdt, device=dev), k) - log_binomial(
-        torch.tensor(float(t - 1), dtype=fdt, device=dev), m + k
-    )
+    lw = log_binomial(other, k, a) - log_binomial(t - 1, m + k, a)
     top = lw.amax(1, keepdim=True)
     w = torch.exp(lw - top)  # (M, K): P(k | q = m + k) up to the factors of x and y, scaled per m
     den = a.view(-1, 1, 1) + m + k + 1  # the rank a + q + 1
@@ -132,8 +131,7 @@ def _infap_shape(
     x = torch.arange(r, dtype=fdt, device=dev).view(-1, 1)
     y = torch.arange(y0 + 1, dtype=fdt, device=dev)
     mm = (x + y).to(torch.int64)  # (r, y0 + 1)
-    scale = torch.exp(log_binomial(torch.tensor(float(r - 1), dtype=fdt, device=dev), x)
-                      + log_binomial(torch.tensor(float(y0), dtype=fdt, device=dev), y) + top[mm, 0])  # fmt: skip
+    scale = torch.exp(log_binomial(r - 1, x, a) + log_binomial(y0, y, a) + top[mm, 0])
     rel = c.view(-1, 1, 1) + x
     judged = rel + cn.view(-1, 1, 1) + y
     f = (rel + eps) / (judged + 2 * eps)
@@ -191,16 +189,16 @@ def _lowest_allowed(spare: int, a: Tensor, c: Tensor, j0: Tensor, v: Tensor, r: 
     return torch.where(j < j0.unsqueeze(1), 0, low.to(torch.int64))
 
 
-def _log_below(r: int, spare: int, low: Tensor) -> Tensor:
+def _log_below(r: int, spare: int, low: Tensor, dtype: torch.dtype) -> Tensor:
     """``log P(max < v)`` per candidate row of ``low`` (``_lowest_allowed``) of blocks of ``r`` relevant and
     ``spare`` non-relevant documents: the arrangements are the monotone paths ``u_1 <= … <= u_r`` in
     ``[0, spare]`` (``u_j``: non-relevant documents before the ``j``-th relevant one), ``C(t, r)`` of them;
     those with every ``u_j >= λ_j`` are counted by prefix sums, from the first step with a bound (the paths
     before it in closed form), on the columns some row still allows, rescaled every few steps."""
-    fdt, dev = torch.float64 if low.device.type != "mps" else torch.float32, low.device
+    fdt, dev = dtype, low.device
     first = int((low > 0).any(0).to(torch.int64).argmax())
     u = torch.arange(spare + 1, dtype=fdt, device=dev)
-    log_paths = log_binomial(u + first, torch.tensor(float(first), dtype=fdt, device=dev))
+    log_paths = log_binomial(u + first, first, u)
     top = log_paths.amax()
     paths = torch.exp(log_paths - top).expand(low.shape[0], -1)
     log_scale = torch.full((low.shape[0],), float(top), dtype=fdt, device=dev)
@@ -215,8 +213,7 @@ def _log_below(r: int, spare: int, low: Tensor) -> Tensor:
         if (i - first) % every == every - 1 or i == r - 1:
             scale = paths.amax(1, keepdim=True).clamp_min(torch.finfo(fdt).tiny)
             paths, log_scale = paths / scale, log_scale + torch.log(scale.squeeze(1))
-    t = torch.tensor(float(r + spare), dtype=fdt, device=dev)
-    return torch.log(paths.sum(1)) + log_scale - log_binomial(t, torch.tensor(float(r), dtype=fdt, device=dev))
+    return torch.log(paths.sum(1)) + log_scale - log_binomial(r + spare, r, u)
 
 
 def _distinct(block: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
@@ -243,14 +240,16 @@ def _candidates(b: Blocks, j0: Tensor, floor: Tensor, random: Tensor) -> _Candid
         which, value = _distinct(keep.nonzero(as_tuple=True)[0], value[keep])
         if which.numel() == 0:
             continue
-        check_work(int(torch.bincount(which).amax()) * r * (spare + 1), r + spare, r, "interpolated precision")
+        check_work(
+            int(torch.bincount(which).amax()) * r * (spare + 1), r + spare, r, "interpolated precision"
+        )
         value, order = torch.sort(value, stable=True)  # neighbours in a batch share their bounds
         which = which[order]
         below = torch.empty_like(value)
         for part in batches(value.numel(), spare + 1):
             w = i[which[part]]
             low = _lowest_allowed(spare, b.a[w], b.c[w], j0[w], value[part], r)
-            below[part] = _log_below(r, spare, low)
+            below[part] = _log_below(r, spare, low, fdt)
         parts.append((i[which], value, below))
     if not parts:
         empty = torch.zeros(0, dtype=b.a.dtype, device=b.a.device)
