@@ -6,8 +6,15 @@ evaluator's construction is timed, as a user pays it). Per-query values must agr
 scores). The bare bound: one row-wise sort of the ``(queries, documents)`` scores, the least any rank
 measure does.
 
+The ``ties=average`` rows time the exact expectation over tie orders of interpolated precision and infAP
+on scores with ``--levels`` distinct values per query (tie blocks of ``docs / levels`` documents on
+average), against pytrec_eval scoring one order of the same run (trec_eval breaks ties by docno: no peer
+computes the expectation) and the same bound; ``equal`` checks that the values lie between our
+pessimistic and optimistic ones.
+
     python benchmarks/bench_trec_twins.py                   # 20,000 queries x 100 documents
     python benchmarks/bench_trec_twins.py --queries 1000    # a quick check
+    python benchmarks/bench_trec_twins.py --queries 200 --repeat 1 --levels 5   # a smoke run
 
 pytrec_eval is a benchmark-only peer (``pip install pytrec-eval-terrier``).
 """
@@ -55,6 +62,52 @@ def make_data(queries: int, docs: int, seed: int = 0) -> tuple[torch.Tensor, tor
     return preds, target, torch.arange(queries).repeat_interleave(docs)
 
 
+def tied(preds: torch.Tensor, levels: int) -> torch.Tensor:
+    """The scores cut to ``levels`` distinct values (ties), their order kept."""
+    rank = torch.argsort(torch.argsort(preds)).double()
+    return torch.floor(rank / preds.numel() * levels) / levels
+
+
+def average_rows(args: argparse.Namespace, bound: float) -> None:
+    """``ties="average"`` of interpolated precision and infAP on tied scores (module docstring)."""
+    import pytrec_eval
+
+    preds, target, indexes = make_data(args.queries, args.docs, seed=1)
+    preds = tied(preds, args.levels * args.queries)  # ``levels`` values per query on average
+    run, qrels = trec_dicts(preds, target, args.queries, args.docs)
+    rows = (
+        (
+            "iprec_at_recall_0.50",
+            "iprec_at_recall",
+            F.retrieval_interpolated_precision,
+            {"recall_level": 0.5},
+        ),
+        ("infAP", "infAP", F.retrieval_infap, {}),
+    )
+    for name, measure, fn, kwargs in rows:
+        relevance = target if name == "infAP" else target.clamp_min(0)
+
+        def ours_call(
+            ties: str = "average", fn: Any = fn, relevance: torch.Tensor = relevance, kwargs: Any = kwargs
+        ) -> torch.Tensor:
+            out: torch.Tensor = fn(preds, relevance, indexes=indexes, aggregation="none", ties=ties, **kwargs)
+            return out
+
+        ours, t_ours = timed(ours_call, "cpu", args.repeat, warmup=True)
+        low, high = ours_call("pessimistic"), ours_call("optimistic")
+        between = bool(((low <= ours + 1e-12) & (ours <= high + 1e-12)).all()) and bool((low < high).any())
+
+        def peer(measure: str = measure) -> Any:
+            return pytrec_eval.RelevanceEvaluator(qrels, {measure}).evaluate(run)
+
+        _, t_peer = timed(peer, "cpu", args.repeat)
+        size = f"{args.queries} x {args.docs}, {args.levels} score levels"
+        emit(
+            f"{name} twin, ties=average, {size}", t_ours, peer="pytrec_eval (one order)", peer_value=t_peer,
+            bound="row sort", bound_value=bound, equal=between,
+        )  # fmt: skip
+
+
 def trec_dicts(preds: torch.Tensor, target: torch.Tensor, queries: int, docs: int) -> tuple[dict, dict]:
     run: dict[str, dict[str, float]] = {}
     qrels: dict[str, dict[str, int]] = {}
@@ -72,6 +125,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=20_000)
     parser.add_argument("--docs", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--levels", type=int, default=10, help="distinct scores per query (ties=average)")
     args = parser.parse_args()
     import pytrec_eval
 
@@ -103,6 +157,7 @@ def main() -> None:
             f"{name} twin, {size}", t_ours, peer="pytrec_eval", peer_value=t_peer,
             bound="row sort", bound_value=bound, equal=equal,
         )  # fmt: skip
+    average_rows(args, bound)
 
 
 if __name__ == "__main__":

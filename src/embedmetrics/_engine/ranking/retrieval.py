@@ -324,9 +324,11 @@ METRICS: dict[str, RetrievalDeclaration] = {
             details=(
                 "Recall ``recall_level`` is reached at the ``⌊recall_level·R + 0.9⌋``-th relevant document\n"
                 "(trec_eval 9's rounding); 0 if fewer are ranked. Tied scores are ordered with relevant\n"
-                "documents last (``ties='pessimistic'``, the default) or first (``'optimistic'``); there is\n"
-                "no ``'average'`` policy: the expected maximum over tie orders has no closed form. Equals\n"
-                "pytrec_eval's ``iprec_at_recall_x`` where no scores tie."
+                "documents last (``ties='pessimistic'``, the default) or first (``'optimistic'``);\n"
+                "``'average'`` is the exact expected maximum over the orders of tied documents, a sum over\n"
+                "each tie block's arrangements (a host sync; a block too large for it raises\n"
+                "``TieBlockTooLargeError``, see docs/ties.md). Equals pytrec_eval's ``iprec_at_recall_x``\n"
+                "where no scores tie."
             ),
             cutoff=False,
             functional_example=(
@@ -335,7 +337,9 @@ METRICS: dict[str, RetrievalDeclaration] = {
                 "tensor(0.5000)\n"
                 ">>> tied, relevant_second = tensor([0.5, 0.5]), tensor([0, 1])\n"
                 '>>> retrieval_interpolated_precision(tied, relevant_second, ties="optimistic")\n'
-                "tensor(1.)"
+                "tensor(1.)\n"
+                '>>> retrieval_interpolated_precision(tied, relevant_second, ties="average")  # (1 + 1/2)/2\n'
+                "tensor(0.7500)"
             ),
             module_args="recall_level=1.0",
             module_value="tensor(0.8333)",
@@ -350,8 +354,9 @@ METRICS: dict[str, RetrievalDeclaration] = {
                 "The target is trec_eval's judgement of each ranked document: 1 relevant, 0 judged\n"
                 "non-relevant, -1 not in the qrels, -2 in the pool but not judged (a negative grade in the\n"
                 "qrels). Tied scores are ordered with relevant documents last (``ties='pessimistic'``, the\n"
-                "default) or first (``'optimistic'``); there is no ``'average'`` policy (no closed form).\n"
-                "Equals pytrec_eval's ``infAP`` where no scores tie."
+                "default) or first (``'optimistic'``); ``'average'`` is the exact expected value over the\n"
+                "orders of tied documents (a sum over each tie block's arrangements, a host sync; see\n"
+                "docs/ties.md). Equals pytrec_eval's ``infAP`` where no scores tie."
             ),
             cutoff=False,
             unjudged=True,
@@ -361,7 +366,10 @@ METRICS: dict[str, RetrievalDeclaration] = {
                 ">>> retrieval_infap(preds, tensor([1, 0, 1, 0]))  # every document judged: AP\n"
                 "tensor(0.8333)\n"
                 ">>> retrieval_infap(preds, tensor([1, -2, 1, 0]))  # the second is in the pool, not judged\n"
-                "tensor(1.0000)"
+                "tensor(1.0000)\n"
+                ">>> tied = tensor([0.5, 0.5])  # relevant first: 1; second, under the unjudged one: 3/4\n"
+                '>>> retrieval_infap(tied, tensor([1, -2]), ties="average")\n'
+                "tensor(0.8750)"
             ),
             module_value="tensor(0.7917)",
         ),

@@ -2,8 +2,8 @@
 grouped-ranking engine's ``RankedRows``, for the retrieval family's faces: with ``ties="average"`` each is
 the exact expected value under a uniformly random order of tied documents (docs/ties.md), and with
 ``"pessimistic"`` / ``"optimistic"`` its value when relevant documents come last / first among ties.
-``interpolated_precision`` and ``infap`` have no closed-form expectation: their faces offer only the
-two orders.
+``interpolated_precision`` (a maximum) and ``infap`` (products of counts) are not linear in a tie block's
+counts: their expectations are sums over each block's arrangements (``trec_twin_ties``).
 
 How unjudged documents are written: bpref skips them, so they are *ignored* ones (``ignore_index``: not
 ranked, counted nowhere); infAP tells apart a document the qrels do not list (gain -1: it takes a rank)
