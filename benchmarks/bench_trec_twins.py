@@ -63,9 +63,8 @@ def make_data(queries: int, docs: int, seed: int = 0) -> tuple[torch.Tensor, tor
 
 
 def tied(preds: torch.Tensor, levels: int) -> torch.Tensor:
-    """The scores cut to ``levels`` distinct values (ties), their order kept."""
-    rank = torch.argsort(torch.argsort(preds)).double()
-    return torch.floor(rank / preds.numel() * levels) / levels
+    """The scores (uniform in ``(0, 1]``) cut to ``levels`` values: ties in every query."""
+    return torch.ceil(preds * levels) / levels
 
 
 def average_rows(args: argparse.Namespace, bound: float) -> None:
@@ -73,7 +72,7 @@ def average_rows(args: argparse.Namespace, bound: float) -> None:
     import pytrec_eval
 
     preds, target, indexes = make_data(args.queries, args.docs, seed=1)
-    preds = tied(preds, args.levels * args.queries)  # ``levels`` values per query on average
+    preds = tied(preds, args.levels)
     run, qrels = trec_dicts(preds, target, args.queries, args.docs)
     rows = (
         (

@@ -202,3 +202,10 @@ def test_the_documented_examples_by_hand() -> None:
     assert float(retrieval_infap(tied, torch.tensor([1, -2]), ties="average")) == pytest.approx(
         (1 + 3 / 4) / 2
     )
+
+
+def test_every_block_of_up_to_300_documents_is_within_the_bound() -> None:
+    """docs/ties.md promises it: at most ``r·(t − r + 1)`` candidates, each counted in ``r·(t − r + 1)``
+    steps."""
+    assert all(r * r * (301 - r) ** 2 <= MAX_BLOCK_WORK for r in range(1, 301))
+    assert any(r * r * (305 - r) ** 2 > MAX_BLOCK_WORK for r in range(1, 305))

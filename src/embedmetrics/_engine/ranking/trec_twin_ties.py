@@ -57,15 +57,22 @@ def tie_blocks(st: RankedRows) -> Blocks:
 
 
 def shapes(*sizes: Tensor) -> list[tuple[tuple[int, ...], Tensor]]:
-    """The distinct rows of the integer columns ``sizes`` and the indices of the blocks of each."""
-    stacked = torch.stack([s.to(torch.int64) for s in sizes], 1)
-    if stacked.shape[0] == 0:
+    """The distinct rows of the integer columns ``sizes`` and the indices of the blocks of each (one
+    sort of the rows written as one integer)."""
+    columns = [s.to(torch.int64) for s in sizes]
+    if columns[0].numel() == 0:
         return []
-    distinct, inverse = torch.unique(stacked, dim=0, return_inverse=True)
-    order = torch.argsort(inverse, stable=True)
-    counts = torch.bincount(inverse, minlength=distinct.shape[0]).tolist()
-    groups = torch.split(order, counts)
-    return [(tuple(int(v) for v in shape), group) for shape, group in zip(distinct.tolist(), groups)]
+    base = max(int(c.max()) for c in columns) + 1
+    if base ** len(columns) >= 2**62:  # too wide for one integer: compare the rows themselves
+        _, key = torch.unique(torch.stack(columns, 1), dim=0, return_inverse=True)
+    else:
+        key = torch.zeros_like(columns[0])
+        for c in columns:
+            key = key * base + c
+    key, order = torch.sort(key, stable=True)
+    _, counts = torch.unique_consecutive(key, return_counts=True)
+    groups = torch.split(order, counts.tolist())
+    return [(tuple(int(c[g[0]]) for c in columns), g) for g in groups]
 
 
 def check_work(work: int, t: int, r: int, measure: str) -> None:
