@@ -59,6 +59,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from embedmetrics._config import set_compile as set_compile
     from embedmetrics._engine.core.checks import IncompatibleStateError as IncompatibleStateError
+    from embedmetrics._engine.ranking.trec_twin_ties import TieBlockTooLargeError as TieBlockTooLargeError
     from embedmetrics._engine.settings.arguments import ArgumentKindError as ArgumentKindError
     from embedmetrics.comparison import ConfidenceInterval as ConfidenceInterval
     from embedmetrics.dense import DenseRetrieval as DenseRetrieval

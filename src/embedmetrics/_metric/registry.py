@@ -227,6 +227,7 @@ HELPERS: dict[str, str] = {
     "ArgumentKindError": "embedmetrics._engine.settings.arguments",
     "IncompatibleStateError": "embedmetrics._engine.core.checks",
     "set_compile": "embedmetrics._config",
+    "TieBlockTooLargeError": "embedmetrics._engine.ranking.trec_twin_ties",
 }
 
 _BY_NAME = {spec.name: spec for spec in REGISTRY if spec.name is not None}

@@ -184,6 +184,7 @@ def test_a_tie_block_too_large_for_the_exact_sum_is_refused() -> None:
     ):
         retrieval_interpolated_precision(preds, target, ties="average")
     assert issubclass(TieBlockTooLargeError, ValueError)
+    assert em.TieBlockTooLargeError is TieBlockTooLargeError
     # infAP's sum is linear in the documents above: the same block is computed, between the two orders
     values = [float(retrieval_infap(preds, target, ties=t)) for t in TIES]
     assert values[0] < values[1] < values[2]
