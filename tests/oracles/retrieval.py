@@ -96,8 +96,25 @@ def block_arrangements(scores: Sequence[float], labels: Sequence[int]) -> list[l
     blocks: dict[float, list[int]] = {}
     for score, label in zip(scores, labels):
         blocks.setdefault(score, []).append(label)
-    per_block = [sorted(set(itertools.permutations(blocks[s]))) for s in sorted(blocks, reverse=True)]
+    per_block = [_distinct_orders(blocks[s]) for s in sorted(blocks, reverse=True)]
     return [[label for block in combo for label in block] for combo in itertools.product(*per_block)]
+
+
+def _distinct_orders(labels: Sequence[int]) -> list[tuple[int, ...]]:
+    """The distinct orders of a multiset of labels, in lexicographic order: the places of the smallest
+    label chosen first (``itertools.combinations``), then the rest's orders in the places left."""
+    if not labels:
+        return [()]
+    smallest = min(labels)
+    rest = sorted(label for label in labels if label != smallest)
+    out = []
+    for places in itertools.combinations(range(len(labels)), len(labels) - len(rest)):
+        for tail in _distinct_orders(rest):
+            filled, others = [], iter(tail)
+            for i in range(len(labels)):
+                filled.append(smallest if i in places else next(others))
+            out.append(tuple(filled))
+    return sorted(out)
 
 
 def plain_iprec(ranked: Sequence[int], level: float, num_rel: int) -> float:

@@ -210,3 +210,21 @@ def test_every_block_of_up_to_300_documents_is_within_the_bound() -> None:
     steps."""
     assert all(r * r * (301 - r) ** 2 <= MAX_BLOCK_WORK for r in range(1, 301))
     assert any(r * r * (305 - r) ** 2 > MAX_BLOCK_WORK for r in range(1, 305))
+
+
+@pytest.mark.parametrize(("size", "relevant", "above"), [(200, 1, [1, 0, 0]), (130, 2, [0, 1])])
+def test_large_blocks_with_few_relevant_documents(size: int, relevant: int, above: list[int]) -> None:
+    """Blocks where the count of arrangements runs by segments (``O(r³)`` a candidate value): still the
+    mean over every arrangement, behind a few untied documents."""
+    labels = above + [1] * relevant + [0] * (size - relevant)
+    scores = [float(len(above) - i + 1) for i in range(len(above))] + [0.0] * size
+    arrangements = block_arrangements(scores, labels)
+    num_rel = sum(labels)
+    preds, target = torch.tensor(scores, dtype=torch.float64), torch.tensor(labels)
+    assert 8 * (relevant + 1) ** 3 < relevant * (size - relevant + 1)  # counted by segments
+    for level in (0.0, 1.0):
+        expected = sum(plain_iprec(a, level, num_rel) for a in arrangements) / len(arrangements)
+        ours = retrieval_interpolated_precision(preds, target, level, ties="average")
+        assert float(ours) == pytest.approx(expected, abs=1e-12)
+    expected = sum(plain_infap(a, num_rel) for a in arrangements) / len(arrangements)
+    assert float(retrieval_infap(preds, target, ties="average")) == pytest.approx(expected, abs=1e-12)
