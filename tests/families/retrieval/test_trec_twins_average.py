@@ -188,7 +188,12 @@ def test_a_tie_block_too_large_for_the_exact_sum_is_refused() -> None:
     # infAP's sum is linear in the documents above: the same block is computed, between the two orders
     values = [float(retrieval_infap(preds, target, ties=t)) for t in TIES]
     assert values[0] < values[1] < values[2]
-    # and a block of a few hundred documents is computed for interpolated precision too
+    # a large block with few relevant documents is computed (by segments), as docs/ties.md says
+    few_relevant = torch.zeros(10_000, dtype=torch.long)
+    few_relevant[::2000] = 1
+    values = [float(retrieval_interpolated_precision(preds, few_relevant, ties=t)) for t in TIES]
+    assert values[0] < values[1] < values[2]
+    # and a block of a few hundred documents
     few = retrieval_interpolated_precision(preds[:300], target[:300], ties="average")
     assert float(retrieval_interpolated_precision(preds[:300], target[:300])) < float(few) < 1.0
 
