@@ -19,7 +19,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.ranking.measures import RankedRows
+from embedmetrics._engine.ranking.measures import RankedRows, _running_sum  # the engine's running counts
 
 #: The most elementary steps the exact sum over the arrangements of one tie block may take (docs/ties.md).
 MAX_BLOCK_WORK = 2**29
@@ -97,13 +97,6 @@ def batches(count: int, width: int) -> list[slice]:
     return [slice(i, min(i + step, count)) for i in range(0, count, step)]
 
 
-def _running(mask: Tensor, dtype: torch.dtype) -> Tensor:
-    """``(G, L + 1)`` counts of ``mask`` before each column."""
-    out = torch.zeros(mask.shape[0], mask.shape[1] + 1, dtype=dtype, device=mask.device)
-    torch.cumsum(mask, 1, dtype=dtype, out=out[:, 1:])
-    return out
-
-
 def _per_block(st: RankedRows, blocks: Blocks, value: Tensor, reduce: str) -> Tensor:
     """``(G,)``: ``value`` of each block summed (``"sum"``) or maximised (``"amax"``, 0 where none) over
     the blocks of each row, through a dense ``(G, L)`` matrix (deterministic on every device)."""
@@ -154,7 +147,7 @@ def infap_average(st: RankedRows, eps: float) -> Tensor:
     b = tie_blocks(st)
     g = st.gain[:, :L]
     ranked = torch.arange(L, device=g.device) < st.n.unsqueeze(1)
-    nonrel, pool = _running((g == 0) & ranked, fdt), _running((g == -2) & ranked, fdt)
+    nonrel, pool = _running_sum((g == 0) & ranked, fdt), _running_sum((g == -2) & ranked, fdt)
     start, end = b.a.to(torch.int64), (b.a + b.t).to(torch.int64)
     cn, cu = nonrel[b.row, start], pool[b.row, start]
     y0, z0 = nonrel[b.row, end] - cn, pool[b.row, end] - cu
