@@ -35,25 +35,29 @@ def pair_dots(
     b_rows: Tensor,
     a_index: Tensor,
     b_index: Tensor,
-    b_factor: Optional[Callable[[Tensor], Tensor]] = None,
+    b_factor: Optional[Callable[[Tensor, Tensor], None]] = None,
 ) -> Tensor:
     """``a_rows[a_index[i]] · b_rows[b_index[i]]`` for every ``i`` (float64 out), computed in the rows'
-    dtype by chunks of one fixed shape ``(CHUNK_ROWS, d)``, zero-padded. ``b_factor``: the right factor
-    rows of raw ``b_rows`` (a function of each row alone), made chunk by chunk: memory ``O(CHUNK_ROWS d)``."""
+    dtype by chunks of one fixed shape ``(CHUNK_ROWS, d)``, zero-padded. ``b_factor(raw, out)``: writes
+    the right factor rows of raw ``b_rows`` (a function of each row alone) into ``out`` (the chunk's
+    ``(CHUNK_ROWS, d)`` buffer, zero rows past the raw ones), chunk by chunk: memory ``O(CHUNK_ROWS d)``.
+    Every buffer is made once and reused (a fresh chunk would first-touch its pages each time)."""
     n = a_index.numel()
     out = torch.empty(n, dtype=torch.float64, device=a_rows.device)
     a = torch.zeros(CHUNK_ROWS, a_rows.shape[1], dtype=a_rows.dtype, device=a_rows.device)
     b = torch.zeros_like(a)
+    raw = b if b_factor is None else b_rows.new_empty(CHUNK_ROWS, b_rows.shape[1])
     sums = torch.empty(CHUNK_ROWS, dtype=a_rows.dtype, device=a_rows.device)
     for lo in range(0, n, CHUNK_ROWS):
         m = min(n, lo + CHUNK_ROWS) - lo
         torch.index_select(a_rows, 0, a_index[lo : lo + m], out=a[:m])
-        if b_factor is None:
-            torch.index_select(b_rows, 0, b_index[lo : lo + m], out=b[:m])
-        else:
-            b[:m] = b_factor(b_rows[b_index[lo : lo + m]])
+        torch.index_select(b_rows, 0, b_index[lo : lo + m], out=raw[:m])
         if m < CHUNK_ROWS:
-            a[m:], b[m:] = 0, 0
+            a[m:] = 0
+            if b_factor is None:
+                b[m:] = 0
+        if b_factor is not None:
+            b_factor(raw[:m], b)
         torch.sum(a.mul_(b), dim=1, out=sums)  # always (CHUNK_ROWS, d): one summation order
         out[lo : lo + m] = sums[:m]
     return out
@@ -201,6 +205,24 @@ def _rescored_smallest(
     out_vals = torch.where(ok[:, None], top, vals.double())
     out_idx = torch.where(ok[:, None], cols.gather(1, pick), idx)
     return out_vals, out_idx
+
+
+def mixed_runs(keys: Tensor, margins: Tensor, classes: Tensor) -> Tensor:
+    """Of each row's ascending keys, those in a run of neighbours (each within the row's margin of the
+    next) whose ``classes`` are not all equal. Reordering or tying the members of a run of one class
+    leaves every statistic of the class sequence unchanged, and its keys cannot cross or tie another
+    run's canonical keys (the runs are more than the margin apart): such a run needs no rescoring."""
+    n_rows, width = keys.shape
+    close = (keys[:, 1:] - keys[:, :-1]) <= margins[:, None]  # inf - inf is NaN: never close
+    starts = torch.ones_like(keys, dtype=torch.bool)
+    starts[:, 1:] = ~close
+    run = (starts.cumsum(dim=1) - 1) + width * torch.arange(n_rows, device=keys.device)[:, None]
+    run, c = run.view(-1), classes.reshape(-1).to(torch.float64)
+    low = torch.full((n_rows * width,), torch.inf, dtype=torch.float64, device=keys.device)
+    high = torch.full_like(low, -torch.inf)
+    low.scatter_reduce_(0, run, c, "amin")
+    high.scatter_reduce_(0, run, c, "amax")
+    return (low != high)[run].view(n_rows, width)
 
 
 def needing_canonical(keys: Tensor, margins: Tensor) -> Tensor:
