@@ -106,7 +106,7 @@ def _plain_floor(dtype: torch.dtype) -> float:
     """The smallest norm divided as it is: ``tiny**(1/4)`` (``tiny`` the smallest normal number), so the
     row's squares sum to at least ``tiny**(1/2)``, and the squares lost to underflow (each below
     ``tiny``) are far below its last bit."""
-    return 2.0 ** (math.log2(torch.finfo(dtype).tiny) / 4)
+    return float(2.0 ** (math.log2(torch.finfo(dtype).tiny) / 4))
 
 
 def _scaled_normalize(z: Tensor, eps: float, out: Tensor | None) -> Tensor:
