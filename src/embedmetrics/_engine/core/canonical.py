@@ -26,6 +26,9 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+#: The class of each (block row, key column) pair: what a list's reader tells its entries apart by.
+PairClasses = Callable[[Tensor, Tensor], Tensor]
+
 #: Pairs per reduction call: every call has this exact shape, so its summation order never changes.
 CHUNK_ROWS = 1024
 
@@ -131,6 +134,7 @@ def canonical_smallest(
     rescore: Rescorer,
     columns: Optional[Tensor] = None,
     values: bool = True,
+    classes: Optional[PairClasses] = None,
 ) -> tuple[Tensor, Tensor]:
     """The ``kk = vals.shape[1]`` smallest canonical keys of each row of ``s`` and their columns, ascending.
 
@@ -143,6 +147,8 @@ def canonical_smallest(
     ``columns``: the key column of each entry of ``s`` where ``s`` holds candidates rather than whole
     rows. Rows holding NaN keep their product keys (their values are NaN anyway); ``+inf`` entries
     (masked columns, padding) stay ``+inf``.
+    ``classes`` (with ``values`` off): a run of near candidates of one class keeps its product keys
+    unless it reaches the ``kk − 1``-th key (``mixed_runs``): a reader of classes alone sees no difference.
     """
     nb, kk = vals.shape
     finite = torch.isfinite(vals)
@@ -162,11 +168,16 @@ def canonical_smallest(
     picked = torch.zeros(nb * width, dtype=torch.int64, device=s.device).index_copy_(0, slot, cols)
     keys, order = keys.view(nb, width).sort(dim=1)
     picked = picked.view(nb, width).gather(1, order)
-    return _rescored_smallest(keys, picked, kk, rescore, values, ok, (vals, idx))
+    return _rescored_smallest(keys, picked, kk, rescore, values, ok, (vals, idx), classes)
 
 
 def canonical_candidates(
-    cand: Tensor, cand_col: Tensor, kk: int, rescore: Rescorer, values: bool = True
+    cand: Tensor,
+    cand_col: Tensor,
+    kk: int,
+    rescore: Rescorer,
+    values: bool = True,
+    classes: Optional[PairClasses] = None,
 ) -> tuple[Tensor, Tensor]:
     """``canonical_smallest`` where ``cand`` (``(rows, width)``, ``width >= kk``, ``+inf`` padding) holds
     every product key of a row that can be among its ``kk`` smallest canonical keys, and ``cand_col``
@@ -181,7 +192,7 @@ def canonical_candidates(
     keep = keys <= limit[:, None]
     width = max(int(keep.sum(dim=1).max()), kk)
     keys64 = torch.where(keep, keys.double(), torch.inf)[:, :width]
-    return _rescored_smallest(keys64, cols[:, :width], kk, rescore, values, ok, (vals, idx))
+    return _rescored_smallest(keys64, cols[:, :width], kk, rescore, values, ok, (vals, idx), classes)
 
 
 def _rescored_smallest(
@@ -192,11 +203,18 @@ def _rescored_smallest(
     values: bool,
     ok: Tensor,
     product: tuple[Tensor, Tensor],
+    classes: Optional[PairClasses] = None,
 ) -> tuple[Tensor, Tensor]:
     """The ``kk`` smallest of each row's candidates, ``keys`` (float64, ascending, ``+inf`` padding) at
-    key columns ``cols``, once the candidates that need it are rescored in place (all with ``values``);
-    rows not ``ok`` keep their product keys and columns (``product``)."""
-    redo = needing_canonical(keys, rescore.margins) if not values else torch.isfinite(keys)
+    key columns ``cols``, once the candidates that need it are rescored in place (all with ``values``;
+    with ``classes``, not the runs of one class short of the boundary); rows not ``ok`` keep their
+    product keys and columns (``product``)."""
+    if values:
+        redo = torch.isfinite(keys)
+    else:
+        redo = needing_canonical(keys, rescore.margins)
+        if classes is not None:
+            redo &= _mixed_or_boundary(keys, cols, kk, rescore.margins, classes)
     at = redo.nonzero()
     if at.numel() > 0:
         keys[at[:, 0], at[:, 1]] = rescore.keys(at[:, 0], cols[at[:, 0], at[:, 1]])
@@ -205,6 +223,17 @@ def _rescored_smallest(
     out_vals = torch.where(ok[:, None], top, vals.double())
     out_idx = torch.where(ok[:, None], cols.gather(1, pick), idx)
     return out_vals, out_idx
+
+
+def _mixed_or_boundary(keys: Tensor, cols: Tensor, kk: int, margins: Tensor, classes: PairClasses) -> Tensor:
+    """Candidates in a run of more than one class, or that can tie with the ``kk − 1``-th or ``kk``-th
+    key (a reader's last place and the one past it)."""
+    rows = torch.arange(keys.shape[0], device=keys.device)[:, None].expand_as(cols)
+    finite = torch.isfinite(keys)
+    kind = torch.full_like(keys, -1.0)
+    kind[finite] = classes(rows[finite], cols[finite]).double()
+    boundary = keys >= (keys[:, max(kk - 2, 0)] - margins)[:, None]
+    return mixed_runs(keys, margins, kind) | boundary
 
 
 def mixed_runs(keys: Tensor, margins: Tensor, classes: Tensor) -> Tensor:
