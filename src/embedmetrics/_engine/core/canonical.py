@@ -26,7 +26,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-#: The class of each (block row, key column) pair: what a list's reader tells its entries apart by.
+#: ``classes(rows, cols)``: ``(n, w)`` class of the pairs (block row ``rows[i]``, key column
+#: ``cols[i, j]``): what a list's reader tells its entries apart by.
 PairClasses = Callable[[Tensor, Tensor], Tensor]
 
 #: Pairs per reduction call: every call has this exact shape, so its summation order never changes.
@@ -228,10 +229,8 @@ def _rescored_smallest(
 def _mixed_or_boundary(keys: Tensor, cols: Tensor, kk: int, margins: Tensor, classes: PairClasses) -> Tensor:
     """Candidates in a run of more than one class, or that can tie with the ``kk − 1``-th or ``kk``-th
     key (a reader's last place and the one past it)."""
-    rows = torch.arange(keys.shape[0], device=keys.device)[:, None].expand_as(cols)
-    finite = torch.isfinite(keys)
-    kind = torch.full_like(keys, -1.0)
-    kind[finite] = classes(rows[finite], cols[finite]).double()
+    rows = torch.arange(keys.shape[0], device=keys.device)
+    kind = torch.where(torch.isfinite(keys), classes(rows, cols).double(), -1.0)  # padding: column 0
     boundary = keys >= (keys[:, max(kk - 2, 0)] - margins)[:, None]
     return mixed_runs(keys, margins, kind) | boundary
 

@@ -520,7 +520,7 @@ def _pair_classes(
     cols: Tensor,
 ) -> Tensor:
     """Relevance of the (block row, reference) pairs: all that the kNN statistics read of a neighbour."""
-    return compare_labels(cmp_fn, query_labels[rows], reference_labels[cols][:, None])[:, 0]
+    return compare_labels(cmp_fn, query_labels[rows], reference_labels[cols])
 
 
 def _position_terms(

@@ -84,9 +84,10 @@ def l2_normalize(z: Tensor, eps: float, out: Tensor | None = None) -> Tensor:
     """Divide each row by ``max(norm, eps)`` (the seeds' convention for ``eps``), into ``out`` when given.
 
     On the CPU, a row whose norm is finite and at least ``_plain_floor`` (squares that underflow cannot
-    move it) is divided as it is: ``z / max(norm, eps)``. Any other row (huge or tiny finite values, NaN) is first
-    scaled by a power of two (exact) to its largest magnitude, so its norm neither overflows nor
-    underflows (``_scaled_normalize``). The choice is the row's own: a row's quotient never depends on
+    move it) is divided as it is: ``z / max(norm, eps)``. Any other row (huge or tiny finite values,
+    NaN), and every row elsewhere, is first scaled by a power of two (exact) to its largest magnitude, so
+    its norm neither overflows nor underflows (``_scaled_normalize``). The choice is the row's own: a
+    row's quotient never depends on
     the other rows. Temporaries: one value per row (and one copy of ``z`` where it needs a gradient)."""
     if z.numel() == 0:
         return z.clone() if out is None else out.copy_(z)
