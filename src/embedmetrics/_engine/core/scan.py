@@ -87,8 +87,8 @@ def l2_normalize(z: Tensor, eps: float, out: Tensor | None = None) -> Tensor:
     move it) is divided as it is: ``z / max(norm, eps)``. Any other row (huge or tiny finite values,
     NaN), and every row elsewhere, is first scaled by a power of two (exact) to its largest magnitude, so
     its norm neither overflows nor underflows (``_scaled_normalize``). The choice is the row's own: a
-    row's quotient never depends on
-    the other rows. Temporaries: one value per row (and one copy of ``z`` where it needs a gradient)."""
+    row's quotient never depends on the other rows. Temporaries: one value per row (and one copy of
+    ``z`` where it needs a gradient)."""
     if z.numel() == 0:
         return z.clone() if out is None else out.copy_(z)
     if z.requires_grad or z.device.type != "cpu":  # no host sync (nor data) off the CPU: all scaled
