@@ -56,3 +56,31 @@ def test_scores_that_would_overflow_are_refused(dtype: torch.dtype, similarity: 
             AccuracyCalculator(include=("precision_at_1",)).get_accuracy(corpus, torch.arange(40) % 4)
     ok = dense_retrieval(*_corpus(dtype, 1e3), torch.tensor([[0, 0, 1]]), k=1, similarity=similarity)
     assert float(ok["recall@1"]) == 1.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_l2_normalize_chooses_per_row_and_a_row_never_depends_on_its_batch(dtype: torch.dtype) -> None:
+    """Ordinary rows are divided as they are, huge / tiny / zero / NaN rows scaled first: each row's
+    quotient is its own, alone or beside any other rows, and ``out`` may be the input itself."""
+    from embedmetrics._engine.core.scan import _scaled_normalize
+
+    g = torch.Generator().manual_seed(4)
+    z = torch.randn(64, 24, generator=g, dtype=torch.float64).to(dtype)
+    z[5] *= HUGE[dtype]
+    z[9] *= 1e-30 if dtype == torch.float32 else 1e-200
+    z[11] = 0.0
+    z[13, 2] = torch.nan
+    z[17, :3] = torch.finfo(dtype).tiny / 8  # subnormal elements of an ordinary row
+    whole = l2_normalize(z, 1e-12)
+    for i in range(64):
+        one = l2_normalize(z[i : i + 1], 1e-12)
+        assert torch.equal(one.nan_to_num(7.0), whole[i : i + 1].nan_to_num(7.0)), i
+    scaled = _scaled_normalize(z, 1e-12, None)
+    ordinary = [i for i in range(64) if i not in (5, 9, 11, 13, 17)]
+    assert torch.equal(whole[ordinary], scaled[ordinary])
+    assert torch.equal(whole[[5, 9, 11]], scaled[[5, 9, 11]])  # the odd rows take the scaled route
+    assert float(whole[5].double().norm()) == pytest.approx(1.0, abs=1e-6)  # huge: no overflow
+    assert torch.equal(whole[9], z[9] / torch.tensor(1e-12, dtype=dtype))  # below eps: over eps
+    in_place = z.clone()
+    l2_normalize(in_place, 1e-12, out=in_place)
+    assert torch.equal(in_place.nan_to_num(7.0), whole.nan_to_num(7.0))

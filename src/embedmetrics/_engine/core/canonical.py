@@ -26,6 +26,10 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+#: ``classes(rows, cols)``: ``(n, w)`` class of the pairs (block row ``rows[i]``, key column
+#: ``cols[i, j]``): what a list's reader tells its entries apart by.
+PairClasses = Callable[[Tensor, Tensor], Tensor]
+
 #: Pairs per reduction call: every call has this exact shape, so its summation order never changes.
 CHUNK_ROWS = 1024
 
@@ -35,25 +39,29 @@ def pair_dots(
     b_rows: Tensor,
     a_index: Tensor,
     b_index: Tensor,
-    b_factor: Optional[Callable[[Tensor], Tensor]] = None,
+    b_factor: Optional[Callable[[Tensor, Tensor], None]] = None,
 ) -> Tensor:
     """``a_rows[a_index[i]] · b_rows[b_index[i]]`` for every ``i`` (float64 out), computed in the rows'
-    dtype by chunks of one fixed shape ``(CHUNK_ROWS, d)``, zero-padded. ``b_factor``: the right factor
-    rows of raw ``b_rows`` (a function of each row alone), made chunk by chunk: memory ``O(CHUNK_ROWS d)``."""
+    dtype by chunks of one fixed shape ``(CHUNK_ROWS, d)``, zero-padded. ``b_factor(raw, out)``: writes
+    the right factor rows of raw ``b_rows`` (a function of each row alone) into ``out`` (the chunk's
+    ``(CHUNK_ROWS, d)`` buffer, zero rows past the raw ones), chunk by chunk: memory ``O(CHUNK_ROWS d)``.
+    Every buffer is made once and reused (a fresh chunk would first-touch its pages each time)."""
     n = a_index.numel()
     out = torch.empty(n, dtype=torch.float64, device=a_rows.device)
     a = torch.zeros(CHUNK_ROWS, a_rows.shape[1], dtype=a_rows.dtype, device=a_rows.device)
     b = torch.zeros_like(a)
+    raw = b if b_factor is None else b_rows.new_empty(CHUNK_ROWS, b_rows.shape[1])
     sums = torch.empty(CHUNK_ROWS, dtype=a_rows.dtype, device=a_rows.device)
     for lo in range(0, n, CHUNK_ROWS):
         m = min(n, lo + CHUNK_ROWS) - lo
         torch.index_select(a_rows, 0, a_index[lo : lo + m], out=a[:m])
-        if b_factor is None:
-            torch.index_select(b_rows, 0, b_index[lo : lo + m], out=b[:m])
-        else:
-            b[:m] = b_factor(b_rows[b_index[lo : lo + m]])
+        torch.index_select(b_rows, 0, b_index[lo : lo + m], out=raw[:m])
         if m < CHUNK_ROWS:
-            a[m:], b[m:] = 0, 0
+            a[m:] = 0
+            if b_factor is None:
+                b[m:] = 0
+        if b_factor is not None:
+            b_factor(raw[:m], b)
         torch.sum(a.mul_(b), dim=1, out=sums)  # always (CHUNK_ROWS, d): one summation order
         out[lo : lo + m] = sums[:m]
     return out
@@ -127,6 +135,7 @@ def canonical_smallest(
     rescore: Rescorer,
     columns: Optional[Tensor] = None,
     values: bool = True,
+    classes: Optional[PairClasses] = None,
 ) -> tuple[Tensor, Tensor]:
     """The ``kk = vals.shape[1]`` smallest canonical keys of each row of ``s`` and their columns, ascending.
 
@@ -139,6 +148,8 @@ def canonical_smallest(
     ``columns``: the key column of each entry of ``s`` where ``s`` holds candidates rather than whole
     rows. Rows holding NaN keep their product keys (their values are NaN anyway); ``+inf`` entries
     (masked columns, padding) stay ``+inf``.
+    ``classes`` (with ``values`` off): a run of near candidates of one class keeps its product keys
+    unless it reaches the ``kk − 1``-th key (``mixed_runs``): a reader of classes alone sees no difference.
     """
     nb, kk = vals.shape
     finite = torch.isfinite(vals)
@@ -158,11 +169,16 @@ def canonical_smallest(
     picked = torch.zeros(nb * width, dtype=torch.int64, device=s.device).index_copy_(0, slot, cols)
     keys, order = keys.view(nb, width).sort(dim=1)
     picked = picked.view(nb, width).gather(1, order)
-    return _rescored_smallest(keys, picked, kk, rescore, values, ok, (vals, idx))
+    return _rescored_smallest(keys, picked, kk, rescore, values, ok, (vals, idx), classes)
 
 
 def canonical_candidates(
-    cand: Tensor, cand_col: Tensor, kk: int, rescore: Rescorer, values: bool = True
+    cand: Tensor,
+    cand_col: Tensor,
+    kk: int,
+    rescore: Rescorer,
+    values: bool = True,
+    classes: Optional[PairClasses] = None,
 ) -> tuple[Tensor, Tensor]:
     """``canonical_smallest`` where ``cand`` (``(rows, width)``, ``width >= kk``, ``+inf`` padding) holds
     every product key of a row that can be among its ``kk`` smallest canonical keys, and ``cand_col``
@@ -177,7 +193,7 @@ def canonical_candidates(
     keep = keys <= limit[:, None]
     width = max(int(keep.sum(dim=1).max()), kk)
     keys64 = torch.where(keep, keys.double(), torch.inf)[:, :width]
-    return _rescored_smallest(keys64, cols[:, :width], kk, rescore, values, ok, (vals, idx))
+    return _rescored_smallest(keys64, cols[:, :width], kk, rescore, values, ok, (vals, idx), classes)
 
 
 def _rescored_smallest(
@@ -188,11 +204,18 @@ def _rescored_smallest(
     values: bool,
     ok: Tensor,
     product: tuple[Tensor, Tensor],
+    classes: Optional[PairClasses] = None,
 ) -> tuple[Tensor, Tensor]:
     """The ``kk`` smallest of each row's candidates, ``keys`` (float64, ascending, ``+inf`` padding) at
-    key columns ``cols``, once the candidates that need it are rescored in place (all with ``values``);
-    rows not ``ok`` keep their product keys and columns (``product``)."""
-    redo = needing_canonical(keys, rescore.margins) if not values else torch.isfinite(keys)
+    key columns ``cols``, once the candidates that need it are rescored in place (all with ``values``;
+    with ``classes``, not the runs of one class short of the boundary); rows not ``ok`` keep their
+    product keys and columns (``product``)."""
+    if values:
+        redo = torch.isfinite(keys)
+    else:
+        redo = needing_canonical(keys, rescore.margins)
+        if classes is not None:
+            redo &= _mixed_or_boundary(keys, cols, kk, rescore.margins, classes)
     at = redo.nonzero()
     if at.numel() > 0:
         keys[at[:, 0], at[:, 1]] = rescore.keys(at[:, 0], cols[at[:, 0], at[:, 1]])
@@ -201,6 +224,33 @@ def _rescored_smallest(
     out_vals = torch.where(ok[:, None], top, vals.double())
     out_idx = torch.where(ok[:, None], cols.gather(1, pick), idx)
     return out_vals, out_idx
+
+
+def _mixed_or_boundary(keys: Tensor, cols: Tensor, kk: int, margins: Tensor, classes: PairClasses) -> Tensor:
+    """Candidates in a run of more than one class, or that can tie with the ``kk − 1``-th or ``kk``-th
+    key (a reader's last place and the one past it)."""
+    rows = torch.arange(keys.shape[0], device=keys.device)
+    kind = torch.where(torch.isfinite(keys), classes(rows, cols).double(), -1.0)  # padding: column 0
+    boundary = keys >= (keys[:, max(kk - 2, 0)] - margins)[:, None]
+    return mixed_runs(keys, margins, kind) | boundary
+
+
+def mixed_runs(keys: Tensor, margins: Tensor, classes: Tensor) -> Tensor:
+    """Of each row's ascending keys, those in a run of neighbours (each within the row's margin of the
+    next) whose ``classes`` are not all equal. Reordering or tying the members of a run of one class
+    leaves every statistic of the class sequence unchanged, and its keys cannot cross or tie another
+    run's canonical keys (the runs are more than the margin apart): such a run needs no rescoring."""
+    n_rows, width = keys.shape
+    close = (keys[:, 1:] - keys[:, :-1]) <= margins[:, None]  # inf - inf is NaN: never close
+    starts = torch.ones_like(keys, dtype=torch.bool)
+    starts[:, 1:] = ~close
+    run = (starts.cumsum(dim=1) - 1) + width * torch.arange(n_rows, device=keys.device)[:, None]
+    run, c = run.view(-1), classes.reshape(-1).to(torch.float64)
+    low = torch.full((n_rows * width,), torch.inf, dtype=torch.float64, device=keys.device)
+    high = torch.full_like(low, -torch.inf)
+    low.scatter_reduce_(0, run, c, "amin")
+    high.scatter_reduce_(0, run, c, "amax")
+    return (low != high)[run].view(n_rows, width)
 
 
 def needing_canonical(keys: Tensor, margins: Tensor) -> Tensor:

@@ -29,6 +29,7 @@ from torch import Tensor
 
 from embedmetrics._engine.core import tie_stats
 from embedmetrics._engine.core.canonical import (
+    PairClasses,
     Rescorer,
     canonical_candidates,
     canonical_smallest,
@@ -215,13 +216,15 @@ class KeyBlocks:
         """Canonical keys of the queries ``start:stop`` (``embedmetrics._engine.core.canonical``)."""
         return Rescorer(self.q[start:stop], self.ref_t.T, self.inverse, self.margins[start:stop])
 
-    def nearest(self, start: int, stop: int, values: bool = True) -> tuple[Tensor, Tensor, Tensor, Rescorer]:
+    def nearest(
+        self, start: int, stop: int, values: bool = True, classes: Optional[PairClasses] = None
+    ) -> tuple[Tensor, Tensor, Tensor, Rescorer]:
         """The block's product keys (valid until the next call), its ``kk`` smallest canonical keys
         (float64, ascending) and their columns, and the block's ``Rescorer`` (whole rows:
         ``Rescorer.rows``): what a query gets never depends on the other queries of its block."""
         s = self.block(start, stop)
         rescore = self.rescorer(start, stop)
-        vals, idx = smallest_keys(s, self.kk, self.groups, rescore=rescore, values=values)
+        vals, idx = smallest_keys(s, self.kk, self.groups, rescore=rescore, values=values, classes=classes)
         return s, vals, idx, rescore
 
     def block(self, start: int, stop: int) -> Tensor:
@@ -292,9 +295,10 @@ def knn_scan(
     for start, stop in ranges:
         nb = stop - start
         # rank statistics read only the order and the tie blocks: canonical values only where asked for
-        s, vals, idx, rescore = keys.nearest(start, stop, values=return_neighbors)
-        v_k = vals[:, k - 1]
         qlab = query_labels[start:stop]
+        classes = None if return_neighbors else partial(_pair_classes, cmp_fn, qlab, reference_labels)
+        s, vals, idx, rescore = keys.nearest(start, stop, values=return_neighbors, classes=classes)
+        v_k = vals[:, k - 1]
         rel = compare_labels(cmp_fn, qlab, reference_labels[idx[:, :k]])
         spill = vals[:, k] == v_k if kk > k else torch.zeros(nb, dtype=torch.bool, device=dev)
 
@@ -426,6 +430,7 @@ def smallest_keys(
     bound: Optional[Tensor] = None,
     rescore: Optional[Rescorer] = None,
     values: bool = True,
+    classes: Optional[PairClasses] = None,
 ) -> tuple[Tensor, Tensor]:
     """The ``kk`` smallest keys of each row of ``s`` and their columns, ascending.
 
@@ -450,7 +455,9 @@ def smallest_keys(
     """
     if groups is None:
         vals, idx = s.topk(kk, dim=1, largest=False, sorted=True)
-        return (vals, idx) if rescore is None else canonical_smallest(vals, idx, s, rescore, values=values)
+        if rescore is None:
+            return vals, idx
+        return canonical_smallest(vals, idx, s, rescore, values=values, classes=classes)
     n_groups, n_coarse = groups
     nb, n_cols = s.shape
     size = n_cols // n_groups
@@ -487,16 +494,33 @@ def smallest_keys(
         idx = cand_col.view(nb, width).gather(1, pick)
     else:
         vals, idx = canonical_candidates(
-            cand_key.view(nb, width), cand_col.view(nb, width), kk, rescore, values
+            cand_key.view(nb, width), cand_col.view(nb, width), kk, rescore, values, classes
         )
     if plain_rows.numel() > 0:
         plain_vals, plain_idx = s[plain_rows].topk(kk, dim=1, largest=False, sorted=True)
         if rescore is not None:
+            of_plain = None if classes is None else _rows_of(classes, plain_rows)
             plain_vals, plain_idx = canonical_smallest(
-                plain_vals, plain_idx, s[plain_rows], rescore.take(plain_rows), values=values
+                plain_vals, plain_idx, s[plain_rows], rescore.take(plain_rows), None, values, of_plain
             )
         vals[plain_rows], idx[plain_rows] = plain_vals, plain_idx
     return vals, idx
+
+
+def _rows_of(classes: PairClasses, rows: Tensor) -> PairClasses:
+    """``classes`` of a subset ``rows`` of the block, indexed from 0."""
+    return lambda r, c: classes(rows[r], c)
+
+
+def _pair_classes(
+    cmp_fn: Optional[LabelComparison],
+    query_labels: Tensor,
+    reference_labels: Tensor,
+    rows: Tensor,
+    cols: Tensor,
+) -> Tensor:
+    """Relevance of the (block row, reference) pairs: all that the kNN statistics read of a neighbour."""
+    return compare_labels(cmp_fn, query_labels[rows], reference_labels[cols])
 
 
 def _position_terms(

@@ -83,12 +83,35 @@ def block_rows_for(row_bytes: int, budget: int) -> int:
 def l2_normalize(z: Tensor, eps: float, out: Tensor | None = None) -> Tensor:
     """Divide each row by ``max(norm, eps)`` (the seeds' convention for ``eps``), into ``out`` when given.
 
-    The norm is taken of the row scaled by a power of two (exact) to its largest magnitude, so rows of
-    huge or tiny finite values neither overflow nor underflow; the quotient is the same bits as
-    ``z / max(norm, eps)`` wherever that does not overflow. Temporaries: one value per row (and one
-    copy of ``z`` where it needs a gradient)."""
+    On the CPU, a row whose norm is finite and at least ``_plain_floor`` (squares that underflow cannot
+    move it) is divided as it is: ``z / max(norm, eps)``. Any other row (huge or tiny finite values,
+    NaN), and every row elsewhere, is first scaled by a power of two (exact) to its largest magnitude, so
+    its norm neither overflows nor underflows (``_scaled_normalize``). The choice is the row's own: a
+    row's quotient never depends on the other rows. Temporaries: one value per row (and one copy of
+    ``z`` where it needs a gradient)."""
     if z.numel() == 0:
         return z.clone() if out is None else out.copy_(z)
+    if z.requires_grad or z.device.type != "cpu":  # no host sync (nor data) off the CPU: all scaled
+        return _scaled_normalize(z, eps, out)
+    norms = z.norm(dim=1, keepdim=True)
+    odd = (~torch.isfinite(norms) | (norms < _plain_floor(z.dtype))).view(-1).nonzero().view(-1)
+    odd_rows = z[odd]  # a copy, before ``out`` (which may be ``z``) is written
+    plain = torch.zeros_like(norms, dtype=torch.int32)
+    result = _divide_rows(z, norms, plain, eps, out)
+    if odd.numel() > 0:
+        result[odd] = _scaled_normalize(odd_rows, eps, None)
+    return result
+
+
+def _plain_floor(dtype: torch.dtype) -> float:
+    """The smallest norm divided as it is: ``tiny**(1/4)`` (``tiny`` the smallest normal number), so the
+    row's squares sum to at least ``tiny**(1/2)``, and the squares lost to underflow (each below
+    ``tiny``) are far below its last bit."""
+    return float(2.0 ** (math.log2(torch.finfo(dtype).tiny) / 4))
+
+
+def _scaled_normalize(z: Tensor, eps: float, out: Tensor | None) -> Tensor:
+    """``l2_normalize`` with every row scaled by a power of two to its largest magnitude first."""
     limit = int(math.log2(torch.finfo(z.dtype).max)) - 1  # 2**-limit .. 2**limit: normal powers of two
     # two reductions: ``torch.aminmax`` along rows is an order of magnitude slower on CPU (torch 2.13)
     high, low = z.detach().amax(dim=1, keepdim=True), z.detach().amin(dim=1, keepdim=True)

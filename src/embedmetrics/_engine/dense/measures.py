@@ -264,7 +264,7 @@ def dense_values(
     lists = scan_corpus(
         queries, query_ids, corpus, corpus_ids, judgements, depth=opts.depth,
         similarity=opts.similarity, exclude_self=opts.exclude_self, block_bytes=opts.block_bytes,
-        distributed=distributed,
+        distributed=distributed, order_all=opts.return_run,
     )  # fmt: skip
     lists = (gather_lists(lists) if distributed else lists).canonical()
     valid = torch.isfinite(lists.keys)

@@ -1,0 +1,77 @@
+"""The kNN statistics rescore only the near neighbours whose relevance differs (``mixed_runs``).
+
+Under a "kernel" whose rounding depends on a row's place in the block (well within the canonical
+keys' margin), every query's statistics stay the same bits: equal to the route that rescores every
+listed neighbour (``return_neighbors=True``), alone or in any batch."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from embedmetrics._engine.core.knn import STAT_NAMES, knn_scan, relevant_counts
+
+
+@contextlib.contextmanager
+def _place_dependent_products(step: float) -> Iterator[None]:
+    """The kNN blocks' products shifted by ``step`` times a function of each entry's place."""
+    import embedmetrics._engine.core.knn as knn_module
+
+    real_mm = torch.mm
+
+    def skewed_mm(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
+        result = real_mm(a, b, out=out) if out is not None else real_mm(a, b)
+        place = torch.arange(result.shape[0], dtype=result.dtype)[:, None]
+        column = torch.arange(result.shape[1], dtype=result.dtype)[None]
+        return result.add_(((place * 7 + column * 3) % 5 - 2) * step)
+
+    knn_module.torch.mm = skewed_mm  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        knn_module.torch.mm = real_mm  # type: ignore[attr-defined]
+
+
+def _data(seed: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Integer rows, permuted (exact ties), some nudged (near ties); four classes."""
+    g = torch.Generator().manual_seed(seed)
+    base = torch.randint(-2, 3, (5, 10), generator=g).to(dtype)
+    x = torch.stack([base[i % 5][torch.randperm(10, generator=g)] for i in range(90)])
+    x[::4] += 1e-4 * torch.randn(23, 10, generator=g, dtype=dtype)
+    return x, torch.randint(0, 4, (90,), generator=g)
+
+
+def _stats(
+    x: torch.Tensor, y: torch.Tensor, rows: torch.Tensor, distance: str, ties: str, full: bool
+) -> dict[str, torch.Tensor]:
+    self_index = rows.clone()
+    counts, _, _ = relevant_counts(y[rows], y, self_index, None)
+    k = 30  # the same for every batch (the largest class holds fewer)
+    out = knn_scan(
+        x[rows], x, y[rows], y, k=k, counts=counts, self_index=self_index, distance=distance, ties=ties,
+        return_neighbors=full, stats=STAT_NAMES,
+    )  # fmt: skip
+    return out.stats
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("distance", ["euclidean", "cosine", "dot"])
+@pytest.mark.parametrize("ties", ["average", "pessimistic", "optimistic"])
+def test_statistics_equal_the_fully_rescored_route_in_any_batch(
+    dtype: torch.dtype, distance: str, ties: str
+) -> None:
+    x, y = _data(1, dtype)
+    every = torch.arange(90)
+    want = _stats(x, y, every, distance, ties, full=True)
+    with _place_dependent_products(3e-7 if dtype == torch.float32 else 1e-15):
+        batch = _stats(x, y, every, distance, ties, full=False)
+        backwards = _stats(x, y, every.flip(0), distance, ties, full=False)
+        alone = {i: _stats(x, y, torch.tensor([i]), distance, ties, full=False) for i in (0, 41, 89)}
+    for name, values in want.items():
+        assert torch.equal(batch[name], values), name
+        assert torch.equal(backwards[name], values.flip(0)), name
+        for i, one in alone.items():
+            assert torch.equal(one[name], values[i : i + 1]), (name, i)
