@@ -61,17 +61,23 @@ def emit(
 def product_bound(
     a: torch.Tensor, b: torch.Tensor, device: str, repeat: int = 2, *, half: bool = False
 ) -> float:
-    """Seconds of the bare product ``a @ b.T`` in row blocks of about 12 MiB written into one reused buffer
-    (no page faults on fresh memory): the floor of any exact scan over all pairs. ``half``: half of it,
-    the floor of a symmetric product (``a`` = ``b``)."""
-    rows = max(1, (12 * 2**20) // (4 * b.shape[0]))
-    buffer = torch.empty(rows, b.shape[0], dtype=a.dtype, device=a.device)
-    b_t = b.T
+    """Seconds of the bare product ``a @ b.T`` in blocks of about 12 MiB written into one reused buffer
+    (no page faults on fresh memory): the floor of any exact scan over all pairs. The blocks take rows
+    of the longer side (a few rows of ``a`` against a much longer ``b`` would stream all of ``b`` once per
+    block). ``half``: half of it, the floor of a symmetric product (``a`` = ``b``)."""
+    by_b = b.shape[0] > a.shape[0]
+    short, long = (a, b) if by_b else (b, a)
+    rows = max(1, (12 * 2**20) // (4 * short.shape[0]))
+    flat = torch.empty(rows * short.shape[0], dtype=a.dtype, device=a.device)
 
     def product() -> None:
-        for lo in range(0, a.shape[0], rows):
-            block = a[lo : lo + rows]
-            torch.mm(block, b_t, out=buffer[: block.shape[0]])
+        for lo in range(0, long.shape[0], rows):
+            block = long[lo : lo + rows]
+            n = block.shape[0]
+            if by_b:
+                torch.mm(a, block.T, out=flat[: n * a.shape[0]].view(a.shape[0], n))
+            else:
+                torch.mm(block, b.T, out=flat[: n * b.shape[0]].view(n, b.shape[0]))
 
     _, seconds = timed(product, device, repeat, warmup=True)
     return seconds / 2 if half else seconds

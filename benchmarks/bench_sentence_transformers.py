@@ -16,7 +16,8 @@ evaluator call, its peak memory the peak resident size during the call (``VmHWM`
 - ``bare``: the bare product of the normalised queries and corpus (``_timing.product_bound``): the bound.
 - ``ours x2``: ours in two gloo processes (a plain script calling the evaluator on both ranks; each
   scans half the corpus); the slower rank's call time against one process's (both with ``--threads``
-  threads per process: give each process its own cores for the halving to show).
+  threads per process: give each process its own cores for the halving to show). The ranks start the
+  clock together (a barrier first), so no rank's time holds another's start-up.
 
 The values of both evaluators are checked to agree to 1e-6. Usage::
 
@@ -112,6 +113,8 @@ def worker(args: argparse.Namespace) -> None:
     small(model, corpus_embeddings=c[:50])  # imports and first calls outside the measurement
     evaluator = _evaluator(args.worker, texts, corpus, relevant)
     base = reset_peak()  # MiB
+    if args.world > 1:  # every rank starts the clock together: no rank times another's start-up
+        torch.distributed.barrier()
     start, cpu = time.perf_counter(), time.process_time()
     values = evaluator(model, corpus_embeddings=c)
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
