@@ -7,15 +7,15 @@ alone, first, last, on several ranks, and equal to the values of the fully resco
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import torch
 
 import embedmetrics as em
+import embedmetrics._engine.dense.scan as scan_module
 from _dist import run_distributed
+from _skewed_kernels import place_dependent_products
 from embedmetrics._engine.core.canonical import mixed_runs
 from embedmetrics.functional import dense_retrieval
 
@@ -46,27 +46,6 @@ def test_mixed_runs_equals_a_plain_oracle(seed: int) -> None:
         assert got[row].tolist() == want, row
 
 
-@contextlib.contextmanager
-def _place_dependent_products(step: float) -> Iterator[None]:
-    """The dense scan's products shifted by ``step`` times a function of each row's place in the batch:
-    a kernel whose rounding depends on the batch mates (in this process only)."""
-    import embedmetrics._engine.dense.scan as scan_module
-
-    real_mm = torch.mm
-
-    def skewed_mm(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
-        result = real_mm(a, b, out=out) if out is not None else real_mm(a, b)
-        place = torch.arange(result.shape[0], dtype=result.dtype)[:, None]
-        column = torch.arange(result.shape[1], dtype=result.dtype)[None]
-        return result.add_(((place * 7 + column * 3) % 5 - 2) * step)
-
-    scan_module.torch.mm = skewed_mm  # type: ignore[attr-defined]
-    try:
-        yield
-    finally:
-        scan_module.torch.mm = real_mm  # type: ignore[attr-defined]
-
-
 def _tied_data(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Integer rows, permuted and repeated (ties and near ties everywhere), graded qrels 0..2 with a
     negative grade, documents of one gain next to each other and of mixed gains."""
@@ -91,7 +70,7 @@ def test_values_never_depend_on_the_batch_nor_on_the_run_being_returned(
     queries, corpus, qrels = _tied_data(seed)
     opts = {**_OPTIONS, "similarity": similarity, "ties": ties}
     full = dense_retrieval(queries, corpus, qrels, return_run=True, **opts)
-    with _place_dependent_products(2e-7):
+    with place_dependent_products(scan_module, 2e-7):
         batch = dense_retrieval(queries, corpus, qrels, **opts)
         reversed_ids = torch.arange(15, -1, -1)
         flipped = dense_retrieval(queries.flip(0), corpus, qrels, query_ids=reversed_ids, **opts)
@@ -112,7 +91,7 @@ def _skewed_rank_worker(rank: int, world: int, seed: int) -> dict[str, Any]:
     """The tied corpus split over the ranks, on a kernel that rounds differently on every rank and
     every place in the batch; the queries on the last rank."""
     queries, corpus, qrels = _tied_data(seed)
-    with _place_dependent_products(2e-7 * (rank + 1)):
+    with place_dependent_products(scan_module, 2e-7 * (rank + 1)):
         metric = em.DenseRetrieval(qrels, **_OPTIONS)
         if rank == world - 1:
             metric.update(queries, torch.arange(16), role="query")
@@ -138,7 +117,7 @@ def test_the_returned_run_is_rescored_whole() -> None:
     whatever the batch."""
     queries, corpus, qrels = _tied_data(0)
     want = dense_retrieval(queries, corpus, qrels, return_run=True, **_OPTIONS)["run"]
-    with _place_dependent_products(2e-7):
+    with place_dependent_products(scan_module, 2e-7):
         for i in range(0, 16, 5):
             one, ids = queries[i : i + 1], torch.tensor([i])
             got = dense_retrieval(one, corpus, qrels, query_ids=ids, return_run=True, **_OPTIONS)["run"]

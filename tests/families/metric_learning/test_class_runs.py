@@ -6,33 +6,12 @@ listed neighbour (``return_neighbors=True``), alone or in any batch."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 import pytest
 import torch
 
+import embedmetrics._engine.core.knn as knn_module
+from _skewed_kernels import place_dependent_products
 from embedmetrics._engine.core.knn import STAT_NAMES, knn_scan, relevant_counts
-
-
-@contextlib.contextmanager
-def _place_dependent_products(step: float) -> Iterator[None]:
-    """The kNN blocks' products shifted by ``step`` times a function of each entry's place."""
-    import embedmetrics._engine.core.knn as knn_module
-
-    real_mm = torch.mm
-
-    def skewed_mm(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
-        result = real_mm(a, b, out=out) if out is not None else real_mm(a, b)
-        place = torch.arange(result.shape[0], dtype=result.dtype)[:, None]
-        column = torch.arange(result.shape[1], dtype=result.dtype)[None]
-        return result.add_(((place * 7 + column * 3) % 5 - 2) * step)
-
-    knn_module.torch.mm = skewed_mm  # type: ignore[attr-defined]
-    try:
-        yield
-    finally:
-        knn_module.torch.mm = real_mm  # type: ignore[attr-defined]
 
 
 def _data(seed: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -66,7 +45,7 @@ def test_statistics_equal_the_fully_rescored_route_in_any_batch(
     x, y = _data(1, dtype)
     every = torch.arange(90)
     want = _stats(x, y, every, distance, ties, full=True)
-    with _place_dependent_products(3e-7 if dtype == torch.float32 else 1e-15):
+    with place_dependent_products(knn_module, 3e-7 if dtype == torch.float32 else 1e-15):
         batch = _stats(x, y, every, distance, ties, full=False)
         backwards = _stats(x, y, every.flip(0), distance, ties, full=False)
         alone = {i: _stats(x, y, torch.tensor([i]), distance, ties, full=False) for i in (0, 41, 89)}
