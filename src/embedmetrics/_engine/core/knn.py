@@ -497,14 +497,24 @@ def smallest_keys(
             cand_key.view(nb, width), cand_col.view(nb, width), kk, rescore, values, classes
         )
     if plain_rows.numel() > 0:
-        plain_vals, plain_idx = s[plain_rows].topk(kk, dim=1, largest=False, sorted=True)
-        if rescore is not None:
-            of_plain = None if classes is None else _rows_of(classes, plain_rows)
-            plain_vals, plain_idx = canonical_smallest(
-                plain_vals, plain_idx, s[plain_rows], rescore.take(plain_rows), None, values, of_plain
-            )
-        vals[plain_rows], idx[plain_rows] = plain_vals, plain_idx
+        vals[plain_rows], idx[plain_rows] = _plain_smallest(s, plain_rows, kk, rescore, values, classes)
     return vals, idx
+
+
+def _plain_smallest(
+    s: Tensor,
+    rows: Tensor,
+    kk: int,
+    rescore: Optional[Rescorer],
+    values: bool,
+    classes: Optional[PairClasses],
+) -> tuple[Tensor, Tensor]:
+    """``smallest_keys`` of the block rows ``rows`` by a plain ``topk`` of their whole rows."""
+    vals, idx = s[rows].topk(kk, dim=1, largest=False, sorted=True)
+    if rescore is None:
+        return vals, idx
+    of_rows = None if classes is None else _rows_of(classes, rows)
+    return canonical_smallest(vals, idx, s[rows], rescore.take(rows), None, values, of_rows)
 
 
 def _rows_of(classes: PairClasses, rows: Tensor) -> PairClasses:
