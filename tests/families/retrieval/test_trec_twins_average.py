@@ -233,3 +233,15 @@ def test_large_blocks_with_few_relevant_documents(size: int, relevant: int, abov
         assert float(ours) == pytest.approx(expected, abs=1e-12)
     expected = sum(plain_infap(a, num_rel) for a in arrangements) / len(arrangements)
     assert float(retrieval_infap(preds, target, ties="average")) == pytest.approx(expected, abs=1e-12)
+
+
+def test_infap_names_the_targets_it_accepts() -> None:
+    """A target outside trec_eval's judgements is refused with the four values infAP reads."""
+
+    message = r"`target` must be 1 \(relevant\), 0 \(judged non-relevant\), -1 \(not in the qrels\) or -2"
+    with pytest.raises(ValueError, match=message + r".*got the value 2"):
+        retrieval_infap(torch.tensor([0.5, 0.2]), torch.tensor([2, -2]))
+    metric = em.RetrievalInfAP()
+    with pytest.raises(ValueError, match=message):
+        metric.update(torch.tensor([0.5, 0.2]), torch.tensor([1, 3]), indexes=torch.tensor([0, 0]))
+    assert float(retrieval_infap(torch.tensor([0.5, 0.2]), torch.tensor([1, -2]))) == 1.0

@@ -230,9 +230,11 @@ def check_retrieval_inputs(
     _check_query_layout(preds, indexes)
     _check_judged(preds, indexes, retrieved, num_relevant)
     if validate_args:
+        allowed = "binary (bool or 0/1)"
         if unjudged and target.dtype != torch.bool:
             target = torch.where((target == -1) | (target == -2), torch.zeros((), dtype=target.dtype), target)
-        _check_retrieval_values(name, binary, preds, target, ignore_index, num_relevant)
+            allowed = "1 (relevant), 0 (judged non-relevant), -1 (not in the qrels) or -2 (not judged)"
+        _check_retrieval_values(name, binary, preds, target, ignore_index, num_relevant, allowed)
 
 
 def _check_scores_and_relevance(preds: Any, target: Any) -> None:
@@ -323,9 +325,16 @@ def _check_judged(preds: Tensor, indexes: Any, retrieved: Any, num_relevant: Any
 
 
 def _check_retrieval_values(
-    name: str, binary: bool, preds: Tensor, target: Tensor, ignore_index: int | None, num_relevant: Any
+    name: str,
+    binary: bool,
+    preds: Tensor,
+    target: Tensor,
+    ignore_index: int | None,
+    num_relevant: Any,
+    allowed: str = "binary (bool or 0/1)",
 ) -> None:
-    """Value checks (a host sync): no NaN score, a binary or graded (``>= 0``) target, counts ``>= 0``."""
+    """Value checks (a host sync): no NaN score, a binary (``allowed`` says which values) or graded
+    (``>= 0``) target, counts ``>= 0``."""
     if bool(torch.isnan(preds).any()):
         raise ValueError("Argument `preds` must not contain NaN, got a tensor with NaN values.")
     if ignore_index is None:
@@ -342,7 +351,7 @@ def _check_retrieval_values(
         if bad_value:
             bad = (counted != 0) & (counted != 1)
             raise ValueError(
-                f"Argument `target` must be binary (bool or 0/1) for `{name}`, "
+                f"Argument `target` must be {allowed} for `{name}`, "
                 f"got the value {counted[bad].reshape(-1)[0].item()!r}."
             )
     else:

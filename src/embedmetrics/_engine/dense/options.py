@@ -66,7 +66,9 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
             optional(check_positive_int), cli=True,
         ),
         Option(
-            "similarity", "str", "cosine", "``cosine``, ``dot`` or ``euclidean`` (minus the distance)",
+            "similarity", "str", "cosine", "``cosine`` (rows divided by ``max(norm, 1e-12)``, as "
+            "``torch.nn.functional.normalize`` and sentence-transformers do), ``dot`` or ``euclidean`` "
+            "(minus the distance)",
             choice(*SIMILARITIES), choices=SIMILARITIES, cli=True,
         ),
         Option(
