@@ -185,8 +185,12 @@ def report(best: dict[tuple[str, int], list[dict[str, Any]]], args: argparse.Nam
     ) == list(theirs["values"])
     same_ranks = all(r["values"] == ours["values"] for r in two)
     size = f"{args.queries:,} queries x {args.docs:,} x {args.dim}"
-    print(f"{size}, cosine, corpus embeddings given, {args.threads} threads per process")
-    print(f"ours     {ours['seconds']:8.3f} s (cpu {ours['cpu_s']:.3f} s)  peak +{ours['peak_gb']:.3f} GB")
+    threads = f"{args.threads} thread{'s' if args.threads != 1 else ''} per process"
+    print(f"{size}, cosine, corpus embeddings given, {threads}")
+    print(
+        f"ours     {ours['seconds']:8.3f} s (cpu {ours['cpu_s']:.3f} s)  peak +{ours['peak_gb']:.3f} GB  "
+        f"({ours['seconds'] / bare['seconds']:.2f}x the bare product)"
+    )
     print(
         f"theirs   {theirs['seconds']:8.3f} s  peak +{theirs['peak_gb']:.3f} GB  "
         f"({theirs['seconds'] / ours['seconds']:.2f}x ours)"
