@@ -182,18 +182,31 @@ def canonical_candidates(
 ) -> tuple[Tensor, Tensor]:
     """``canonical_smallest`` where ``cand`` (``(rows, width)``, ``width >= kk``, ``+inf`` padding) holds
     every product key of a row that can be among its ``kk`` smallest canonical keys, and ``cand_col``
-    their key columns: one sort of the candidates instead of a ``topk`` and a second gathering. The
-    candidates within the margin of a row's ``kk``-th product key are a prefix of the sorted row."""
-    keys, order = cand.sort(dim=1)
-    cols = cand_col.gather(1, order)
-    vals, idx = keys[:, :kk], cols[:, :kk]
+    their key columns: the ``kk`` smallest by one ``topk``, then the few others within the margin of
+    the ``kk``-th (each at least the ``kk``-th: the row stays ascending) by a second, narrow one."""
+    vals, pick = cand.topk(kk, dim=1, largest=False, sorted=True)
+    idx = cand_col.gather(1, pick)
     last = torch.where(torch.isfinite(vals), vals, -torch.inf).amax(dim=1)
     ok = ~vals.isnan().any(dim=1) & torch.isfinite(last)
     limit = torch.where(ok, rescore.widened(last), -torch.inf)
+    keys, cols = _with_near_rest(cand, cand_col, pick, vals, idx, limit)
     keep = keys <= limit[:, None]
     width = max(int(keep.sum(dim=1).max()), kk)
     keys64 = torch.where(keep, keys.double(), torch.inf)[:, :width]
     return _rescored_smallest(keys64, cols[:, :width], kk, rescore, values, ok, (vals, idx), classes)
+
+
+def _with_near_rest(
+    cand: Tensor, cand_col: Tensor, pick: Tensor, vals: Tensor, idx: Tensor, limit: Tensor
+) -> tuple[Tensor, Tensor]:
+    """The ``kk`` smallest candidates (``vals`` at columns ``pick`` of ``cand``, key columns ``idx``)
+    followed, ascending, by the rest of the candidates ``<= limit``."""
+    rest = torch.ones_like(cand, dtype=torch.bool).scatter_(1, pick, False) & (cand <= limit[:, None])
+    extra = int(rest.sum(dim=1).max()) if rest.numel() > 0 else 0
+    if extra == 0:
+        return vals, idx
+    more, at = torch.where(rest, cand, torch.inf).topk(extra, dim=1, largest=False, sorted=True)
+    return torch.cat([vals, more], dim=1), torch.cat([idx, cand_col.gather(1, at)], dim=1)
 
 
 def _rescored_smallest(
@@ -219,7 +232,7 @@ def _rescored_smallest(
     at = redo.nonzero()
     if at.numel() > 0:
         keys[at[:, 0], at[:, 1]] = rescore.keys(at[:, 0], cols[at[:, 0], at[:, 1]])
-    top, pick = keys.topk(kk, dim=1, largest=False, sorted=True)
+    top, pick = _smallest_of_nearly_sorted(keys, kk)
     vals, idx = product
     out_vals = torch.where(ok[:, None], top, vals.double())
     out_idx = torch.where(ok[:, None], cols.gather(1, pick), idx)
@@ -251,6 +264,17 @@ def mixed_runs(keys: Tensor, margins: Tensor, classes: Tensor) -> Tensor:
     low.scatter_reduce_(0, run, c, "amin")
     high.scatter_reduce_(0, run, c, "amax")
     return (low != high)[run].view(n_rows, width)
+
+
+def _smallest_of_nearly_sorted(keys: Tensor, kk: int) -> tuple[Tensor, Tensor]:
+    """``keys.topk(kk, largest=False, sorted=True)`` for rows that were ascending before a few entries
+    were rescored: a row still ascending gives its first ``kk`` as they are (the common case)."""
+    moved = (keys[:, 1:] < keys[:, :-1]).any(dim=1).nonzero().flatten()
+    top = keys[:, :kk].clone()
+    pick = torch.arange(kk, device=keys.device).expand(keys.shape[0], kk).clone()
+    if moved.numel() > 0:
+        top[moved], pick[moved] = keys[moved].topk(kk, dim=1, largest=False, sorted=True)
+    return top, pick
 
 
 def needing_canonical(keys: Tensor, margins: Tensor) -> Tensor:
