@@ -182,31 +182,18 @@ def canonical_candidates(
 ) -> tuple[Tensor, Tensor]:
     """``canonical_smallest`` where ``cand`` (``(rows, width)``, ``width >= kk``, ``+inf`` padding) holds
     every product key of a row that can be among its ``kk`` smallest canonical keys, and ``cand_col``
-    their key columns: the ``kk`` smallest by one ``topk``, then the few others within the margin of
-    the ``kk``-th (each at least the ``kk``-th: the row stays ascending) by a second, narrow one."""
-    vals, pick = cand.topk(kk, dim=1, largest=False, sorted=True)
-    idx = cand_col.gather(1, pick)
+    their key columns: one sort of the candidates instead of a ``topk`` and a second gathering. The
+    candidates within the margin of a row's ``kk``-th product key are a prefix of the sorted row."""
+    keys, order = cand.sort(dim=1)
+    cols = cand_col.gather(1, order)
+    vals, idx = keys[:, :kk], cols[:, :kk]
     last = torch.where(torch.isfinite(vals), vals, -torch.inf).amax(dim=1)
     ok = ~vals.isnan().any(dim=1) & torch.isfinite(last)
     limit = torch.where(ok, rescore.widened(last), -torch.inf)
-    keys, cols = _with_near_rest(cand, cand_col, pick, vals, idx, limit)
     keep = keys <= limit[:, None]
     width = max(int(keep.sum(dim=1).max()), kk)
     keys64 = torch.where(keep, keys.double(), torch.inf)[:, :width]
     return _rescored_smallest(keys64, cols[:, :width], kk, rescore, values, ok, (vals, idx), classes)
-
-
-def _with_near_rest(
-    cand: Tensor, cand_col: Tensor, pick: Tensor, vals: Tensor, idx: Tensor, limit: Tensor
-) -> tuple[Tensor, Tensor]:
-    """The ``kk`` smallest candidates (``vals`` at columns ``pick`` of ``cand``, key columns ``idx``)
-    followed, ascending, by the rest of the candidates ``<= limit``."""
-    rest = torch.ones_like(cand, dtype=torch.bool).scatter_(1, pick, False) & (cand <= limit[:, None])
-    extra = int(rest.sum(dim=1).max()) if rest.numel() > 0 else 0
-    if extra == 0:
-        return vals, idx
-    more, at = torch.where(rest, cand, torch.inf).topk(extra, dim=1, largest=False, sorted=True)
-    return torch.cat([vals, more], dim=1), torch.cat([idx, cand_col.gather(1, at)], dim=1)
 
 
 def _rescored_smallest(
