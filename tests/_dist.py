@@ -171,3 +171,8 @@ if __name__ == "__main__":
     ns = parser.parse_args()
     f, n, r, w, ct, d = ns.worker
     _worker(f, n, int(r), int(w), float(ct), d)
+    # the result is on disk and the group torn down: skip the interpreter's teardown, where a library's
+    # native threads (a tokenizer's pool, a loader's progress thread) can abort the process at exit
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
