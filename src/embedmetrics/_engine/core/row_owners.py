@@ -25,18 +25,20 @@ from embedmetrics._engine.core.distinct import row_hash
 _CHECK_SEED = 0xC0FFEE
 
 
+def gather_same(t: Tensor) -> list[Tensor]:
+    """``t`` (the same shape on every process) from every process, in rank order; a collective."""
+    bucket = [torch.empty_like(t) for _ in range(dist.get_world_size())]
+    dist.all_gather(bucket, t.contiguous())
+    return bucket
+
+
 def gather_rows(t: Tensor) -> list[Tensor]:
     """``t`` (any number of rows) from every process, in rank order; a collective."""
-    world = dist.get_world_size()
-    size = torch.tensor([t.shape[0]], dtype=torch.int64, device=t.device)
-    sizes = [torch.zeros_like(size) for _ in range(world)]
-    dist.all_gather(sizes, size)
+    sizes = gather_same(torch.tensor([t.shape[0]], dtype=torch.int64, device=t.device))
     counts = [int(s) for s in sizes]
     padded = t.new_zeros((max(1, *counts), *t.shape[1:]))
     padded[: t.shape[0]] = t
-    bucket = [torch.empty_like(padded) for _ in range(world)]
-    dist.all_gather(bucket, padded)
-    return [b[:n] for b, n in zip(bucket, counts)]
+    return [b[:n] for b, n in zip(gather_same(padded), counts)]
 
 
 def route_identical_rows(corpus: Tensor, corpus_ids: Tensor) -> tuple[Tensor, Tensor]:

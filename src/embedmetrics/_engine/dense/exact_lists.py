@@ -22,6 +22,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from embedmetrics._engine.core.canonical import margins_of, mixed_runs, needing_canonical, pair_dots
+from embedmetrics._engine.core.row_owners import gather_same
 from embedmetrics._engine.core.scan import compute_dtype
 from embedmetrics._engine.dense.qrels import Judgements
 from embedmetrics._engine.dense.scan import (
@@ -156,7 +157,7 @@ def merged_fast(
     keys = torch.full((q.shape[0], width), torch.inf, dtype=q.dtype, device=q.device)
     if fast is not None:
         keys[:, : fast.keys.shape[1]] = fast.keys[:, :width]
-    bucket = _gathered(keys)
+    bucket = gather_same(keys)
     norm = docs.largest_norm if docs.corpus.shape[0] > 0 else 0.0
     top = torch.tensor([norm], dtype=torch.float64, device=q.device)
     dist.all_reduce(top, op=dist.ReduceOp.MAX)
@@ -172,15 +173,8 @@ def merged_fast(
         mine = torch.full_like(keys, -1.0, dtype=torch.float64)
         if fast is not None:
             mine[:, : gains.shape[1]] = gains[:, :width]
-        mixed = mixed_runs(union, margins, torch.cat(_gathered(mine), dim=1).gather(1, order))
+        mixed = mixed_runs(union, margins, torch.cat(gather_same(mine), dim=1).gather(1, order))
     return MergedFast(kth, margins, limit, union, every_ok, mixed)
-
-
-def _gathered(t: Tensor) -> list[Tensor]:
-    """``t`` of every process (a collective)."""
-    bucket = [torch.empty_like(t) for _ in range(dist.get_world_size())]
-    dist.all_gather(bucket, t)
-    return bucket
 
 
 def exact_lists(

@@ -40,6 +40,7 @@ from embedmetrics._engine.core.block_progress import block_done
 from embedmetrics._engine.core.canonical import Rescorer, key_margins
 from embedmetrics._engine.core.distinct import distinct_rows
 from embedmetrics._engine.core.knn import GROUP_SIZE, column_groups, smallest_keys
+from embedmetrics._engine.core.row_owners import gather_same
 from embedmetrics._engine.core.scan import block_budget, l2_normalize
 from embedmetrics._engine.dense.qrels import find_sorted
 
@@ -399,12 +400,7 @@ def boundary_block(keys: Sequence[Tensor], tails: Sequence[Tensor], v: Tensor) -
 
 def gather_lists(local: TopLists) -> TopLists:
     """All processes' lists merged (every process returns the same); a collective."""
-    world = dist.get_world_size()
-    gathered = []
-    for t in (local.keys, local.ids, local.tail):
-        bucket = [torch.empty_like(t) for _ in range(world)]
-        dist.all_gather(bucket, t.contiguous())
-        gathered.append(bucket)
+    gathered = [gather_same(t) for t in (local.keys, local.ids, local.tail)]
     judged = local.judged_keys.clone()
     dist.all_reduce(judged, op=dist.ReduceOp.MIN)
     return merge_lists([TopLists(k, i, t, judged) for k, i, t in zip(*gathered)])

@@ -41,7 +41,7 @@ from torch import Tensor
 from embedmetrics._engine.core.checks import finite_values
 from embedmetrics._engine.core.exact_sum import order_free_sum
 from embedmetrics._engine.core.knn import KeyBlocks
-from embedmetrics._engine.core.row_owners import gather_rows, route_identical_rows
+from embedmetrics._engine.core.row_owners import gather_rows, gather_same, route_identical_rows
 from embedmetrics._engine.core.scan import block_ranges, compute_dtype
 from embedmetrics._engine.dense.scan import boundary_block, by_key_then_id, side_by_side
 
@@ -197,11 +197,7 @@ def gather_votes(local: VoteLists, rows: tuple[int, int], n_classes: int) -> Vot
     """Every process's lists of queries ``rows`` merged (a collective; ``local`` holds all queries)."""
     world = dist.get_world_size()
     r0, r1 = rows
-    stacked = []
-    for t in (local.keys, local.classes, local.tail):
-        bucket = [torch.empty_like(t) for _ in range(world)]
-        dist.all_gather(bucket, t.contiguous())
-        stacked.append(torch.cat([b[r0:r1] for b in bucket]))
+    stacked = [torch.cat([b[r0:r1] for b in gather_same(t)]) for t in (local.keys, local.classes, local.tail)]
     extras = []
     for part, e in enumerate(gather_rows(local.extra)):
         e = e[(e[:, 0] >= r0) & (e[:, 0] < r1)]
