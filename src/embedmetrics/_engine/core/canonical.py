@@ -185,15 +185,18 @@ def canonical_candidates(
     their key columns: one sort of the candidates instead of a ``topk`` and a second gathering. The
     candidates within the margin of a row's ``kk``-th product key are a prefix of the sorted row."""
     keys, order = cand.sort(dim=1)
-    cols = cand_col.gather(1, order)
-    vals, idx = keys[:, :kk], cols[:, :kk]
+    vals = keys[:, :kk]
     last = torch.where(torch.isfinite(vals), vals, -torch.inf).amax(dim=1)
     ok = ~vals.isnan().any(dim=1) & torch.isfinite(last)
     limit = torch.where(ok, rescore.widened(last), -torch.inf)
-    keep = keys <= limit[:, None]
-    width = max(int(keep.sum(dim=1).max()), kk)
-    keys64 = torch.where(keep, keys.double(), torch.inf)[:, :width]
-    return _rescored_smallest(keys64, cols[:, :width], kk, rescore, values, ok, (vals, idx), classes)
+    # the rows are ascending: each row's candidates within the margin are its first ``count``
+    count = torch.searchsorted(keys, limit[:, None].to(keys.dtype), right=True)
+    width = max(int(count.max()), kk)
+    keys = keys[:, :width]
+    cols = cand_col.gather(1, order[:, :width])
+    keys64 = torch.where(keys <= limit[:, None], keys.double(), torch.inf)
+    product = (vals, cols[:, :kk])
+    return _rescored_smallest(keys64, cols, kk, rescore, values, ok, product, classes)
 
 
 def _rescored_smallest(
@@ -210,29 +213,53 @@ def _rescored_smallest(
     key columns ``cols``, once the candidates that need it are rescored in place (all with ``values``;
     with ``classes``, not the runs of one class short of the boundary); rows not ``ok`` keep their
     product keys and columns (``product``)."""
+    width = keys.shape[1]
+    keys, cols = keys.contiguous(), cols.contiguous()
     if values:
-        redo = torch.isfinite(keys)
+        at = torch.isfinite(keys).view(-1).nonzero().view(-1)
     else:
-        redo = needing_canonical(keys, rescore.margins)
-        if classes is not None:
-            redo &= _mixed_or_boundary(keys, cols, kk, rescore.margins, classes)
-    at = redo.nonzero()
+        at = _near_entries(keys, cols, kk, rescore.margins, classes)
     if at.numel() > 0:
-        keys[at[:, 0], at[:, 1]] = rescore.keys(at[:, 0], cols[at[:, 0], at[:, 1]])
-    top, pick = _smallest_of_nearly_sorted(keys, kk)
+        rows = torch.div(at, width, rounding_mode="floor")
+        keys.view(-1).index_copy_(0, at, rescore.keys(rows, cols.view(-1).index_select(0, at)))
+    top, top_cols = _smallest_of_nearly_sorted(keys, cols, kk)
+    if bool(ok.all()):
+        return top, top_cols
     vals, idx = product
-    out_vals = torch.where(ok[:, None], top, vals.double())
-    out_idx = torch.where(ok[:, None], cols.gather(1, pick), idx)
-    return out_vals, out_idx
+    return torch.where(ok[:, None], top, vals.double()), torch.where(ok[:, None], top_cols, idx)
 
 
-def _mixed_or_boundary(keys: Tensor, cols: Tensor, kk: int, margins: Tensor, classes: PairClasses) -> Tensor:
-    """Candidates in a run of more than one class, or that can tie with the ``kk − 1``-th or ``kk``-th
-    key (a reader's last place and the one past it)."""
-    rows = torch.arange(keys.shape[0], device=keys.device)
-    kind = torch.where(torch.isfinite(keys), classes(rows, cols).double(), -1.0)  # padding: column 0
-    boundary = keys >= (keys[:, max(kk - 2, 0)] - margins)[:, None]
-    return mixed_runs(keys, margins, kind) | boundary
+def _near_entries(
+    keys: Tensor, cols: Tensor, kk: int, margins: Tensor, classes: Optional[PairClasses]
+) -> Tensor:
+    """Flat places (``row * width + place``) of the ascending ``keys`` within the row's margin of a
+    neighbour (``needing_canonical``); with ``classes``, only those in a run of near keys of more than
+    one class (``mixed_runs``) or that can tie with the ``kk − 1``-th or ``kk``-th key (a reader's last
+    place and the one past it). Worked out on the near pairs alone: they are few of a row's places."""
+    n_rows, width = keys.shape
+    if width < 2:
+        return torch.zeros(0, dtype=torch.int64, device=keys.device)
+    close = (keys[:, 1:] - keys[:, :-1]) <= margins[:, None]  # inf - inf is NaN: never close
+    pairs = close.view(-1).nonzero().view(-1)
+    left = pairs + torch.div(pairs, width - 1, rounding_mode="floor")  # the pair's first flat place
+    right = left + 1
+    redo = torch.zeros(n_rows * width, dtype=torch.bool, device=keys.device)
+    if classes is None or left.numel() == 0:
+        redo[left] = True
+        redo[right] = True
+        return redo.nonzero().view(-1)
+    row = torch.div(left, width, rounding_mode="floor")
+    flat_cols, flat_keys = cols.view(-1), keys.view(-1)
+    kinds = classes(row, torch.stack([flat_cols[left], flat_cols[right]], dim=1))
+    starts = torch.ones_like(left, dtype=torch.bool)  # a run: consecutive near pairs of one row
+    starts[1:] = left[1:] != right[:-1]
+    run = starts.cumsum(0) - 1
+    mixed = torch.zeros(int(run[-1]) + 1, dtype=torch.int64, device=keys.device)
+    mixed = mixed.index_add_(0, run, (kinds[:, 0] != kinds[:, 1]).to(torch.int64))[run] > 0
+    edge = (keys[:, max(kk - 2, 0)] - margins)[row]
+    redo[left[mixed | (flat_keys[left] >= edge)]] = True
+    redo[right[mixed | (flat_keys[right] >= edge)]] = True
+    return redo.nonzero().view(-1)
 
 
 def mixed_runs(keys: Tensor, margins: Tensor, classes: Tensor) -> Tensor:
@@ -253,15 +280,16 @@ def mixed_runs(keys: Tensor, margins: Tensor, classes: Tensor) -> Tensor:
     return (low != high)[run].view(n_rows, width)
 
 
-def _smallest_of_nearly_sorted(keys: Tensor, kk: int) -> tuple[Tensor, Tensor]:
-    """``keys.topk(kk, largest=False, sorted=True)`` for rows that were ascending before a few entries
-    were rescored: a row still ascending gives its first ``kk`` as they are (the common case)."""
+def _smallest_of_nearly_sorted(keys: Tensor, cols: Tensor, kk: int) -> tuple[Tensor, Tensor]:
+    """The ``kk`` smallest ``keys`` of each row, ascending, and their ``cols``, for rows that were
+    ascending before a few entries were rescored: a row still ascending gives its first ``kk`` as they
+    are (the common case), the others a ``topk``."""
     moved = (keys[:, 1:] < keys[:, :-1]).any(dim=1).nonzero().flatten()
-    top = keys[:, :kk].clone()
-    pick = torch.arange(kk, device=keys.device).expand(keys.shape[0], kk).clone()
+    top, top_cols = keys[:, :kk].clone(), cols[:, :kk].clone()
     if moved.numel() > 0:
-        top[moved], pick[moved] = keys[moved].topk(kk, dim=1, largest=False, sorted=True)
-    return top, pick
+        top[moved], pick = keys[moved].topk(kk, dim=1, largest=False, sorted=True)
+        top_cols[moved] = cols[moved].gather(1, pick)
+    return top, top_cols
 
 
 def needing_canonical(keys: Tensor, margins: Tensor) -> Tensor:

@@ -51,10 +51,13 @@ LabelComparison = Callable[[Tensor, Tensor], Tensor]
 #: the block stays in the core's cache between the product and the selection's passes over it (and
 #: that no block is fresh memory: 256 MiB blocks cost 1.3x more, measured on 20k x 20k).
 KNN_BLOCK_BYTES = 12 * 2**20
-#: Fewest query rows of a default block: a thinner product runs below the matrix product's speed, and
-#: every block pays a fixed cost of small passes (canonical keys). A 50,000 x 512 bank, 2,000 queries
-#: on a 2-core Xeon: 1.35 s with 62-row blocks (12 MiB), 1.04 s with 32 MiB blocks (167 rows).
-KNN_MIN_ROWS = 128
+#: Fewest query rows of a default block (unless that passes ``KNN_MAX_BLOCK_BYTES``): the matrix product
+#: runs below its speed on thin blocks (each block packs the whole reference side again), and every
+#: block pays a fixed cost of small passes (canonical keys). On a 2-core Xeon, 50,000 x 512 references
+#: and 5,000 queries: 1.66 s with 128-row blocks, 1.51 s with 512; 20,000 x 128, k = 244: 3.9 s and 3.4 s.
+KNN_MIN_ROWS = 512
+#: Most bytes of a default block that ``KNN_MIN_ROWS`` may ask for (very long reference sides).
+KNN_MAX_BLOCK_BYTES = 256 * 2**20
 
 #: Per-query statistics the scan produces (float64, one value per query).
 STAT_NAMES = ("precision_at_1", "r_precision", "map_at_r", "average_precision", "reciprocal_rank")
@@ -204,8 +207,8 @@ class KeyBlocks:
         """This shard's query blocks (``extra_row_bytes``: the caller's own memory per query row)."""
         row_bytes = self.n_cols * self.q.element_size() + extra_row_bytes
         budget = block_budget(block_bytes, self.device, KNN_BLOCK_BYTES)
-        if block_bytes is None:  # the default: at least KNN_MIN_ROWS rows
-            budget = max(budget, KNN_MIN_ROWS * row_bytes)
+        if block_bytes is None:  # the default: at least KNN_MIN_ROWS rows, within KNN_MAX_BLOCK_BYTES
+            budget = max(budget, min(KNN_MIN_ROWS * row_bytes, KNN_MAX_BLOCK_BYTES))
         rows, ranges = plan_blocks(self.q.shape[0], row_bytes, budget, shard)
         self.buffer = torch.empty(
             min(rows, self.q.shape[0]), self.n_cols, dtype=self.dtype, device=self.device
