@@ -54,3 +54,23 @@ def test_statistics_equal_the_fully_rescored_route_in_any_batch(
         assert torch.equal(backwards[name], values.flip(0)), name
         for i, one in alone.items():
             assert torch.equal(one[name], values[i : i + 1]), (name, i)
+
+
+@pytest.mark.parametrize("direction", ["up", "down", "both"])
+def test_nearly_sorted_rows_give_their_smallest_keys_in_order(direction: str) -> None:
+    """After rescoring, a row is checked only next to its changed places: an entry moved up past its
+    next neighbour or down past its previous one is found, and the row ranked again (the oracle: a
+    ``topk`` of the whole row)."""
+    from embedmetrics._engine.core.canonical import _smallest_of_nearly_sorted
+
+    g = torch.Generator().manual_seed({"up": 0, "down": 1, "both": 2}[direction])
+    keys = torch.randn(40, 12, generator=g, dtype=torch.float64).sort(dim=1).values
+    cols = torch.randperm(40 * 12, generator=g).view(40, 12)
+    changed = torch.randperm(40 * 12, generator=g)[:60].sort().values
+    shift = torch.rand(60, generator=g, dtype=torch.float64) * 3
+    sign = {"up": 1.0, "down": -1.0, "both": torch.where(torch.rand(60, generator=g) < 0.5, 1.0, -1.0)}
+    keys.view(-1)[changed] += sign[direction] * shift
+    top, top_cols = _smallest_of_nearly_sorted(keys, cols, 7, changed)
+    want, pick = keys.topk(7, dim=1, largest=False, sorted=True)
+    assert torch.equal(top, want)
+    assert torch.equal(top_cols, cols.gather(1, pick))

@@ -222,7 +222,7 @@ def _rescored_smallest(
     if at.numel() > 0:
         rows = torch.div(at, width, rounding_mode="floor")
         keys.view(-1).index_copy_(0, at, rescore.keys(rows, cols.view(-1).index_select(0, at)))
-    top, top_cols = _smallest_of_nearly_sorted(keys, cols, kk)
+    top, top_cols = _smallest_of_nearly_sorted(keys, cols, kk, at)
     if bool(ok.all()):
         return top, top_cols
     vals, idx = product
@@ -280,12 +280,20 @@ def mixed_runs(keys: Tensor, margins: Tensor, classes: Tensor) -> Tensor:
     return (low != high)[run].view(n_rows, width)
 
 
-def _smallest_of_nearly_sorted(keys: Tensor, cols: Tensor, kk: int) -> tuple[Tensor, Tensor]:
+def _smallest_of_nearly_sorted(keys: Tensor, cols: Tensor, kk: int, changed: Tensor) -> tuple[Tensor, Tensor]:
     """The ``kk`` smallest ``keys`` of each row, ascending, and their ``cols``, for rows that were
-    ascending before a few entries were rescored: a row still ascending gives its first ``kk`` as they
-    are (the common case), the others a ``topk``."""
-    moved = (keys[:, 1:] < keys[:, :-1]).any(dim=1).nonzero().flatten()
+    ascending before the entries at the flat places ``changed`` were rescored: a row still ascending
+    gives its first ``kk`` as they are (the common case), the others a ``topk``. Only the places next
+    to a changed one can be out of order."""
+    width = keys.shape[1]
     top, top_cols = keys[:, :kk].clone(), cols[:, :kk].clone()
+    if changed.numel() == 0:
+        return top, top_cols
+    flat, place = keys.view(-1), changed % width
+    key = flat[changed]
+    before = (place > 0) & (flat[(changed - 1).clamp_min(0)] > key)
+    after = (place < width - 1) & (key > flat[(changed + 1).clamp_max(flat.numel() - 1)])
+    moved = torch.unique(torch.div(changed[before | after], width, rounding_mode="floor"))
     if moved.numel() > 0:
         top[moved], pick = keys[moved].topk(kk, dim=1, largest=False, sorted=True)
         top_cols[moved] = cols[moved].gather(1, pick)
