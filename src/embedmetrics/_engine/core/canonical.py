@@ -257,8 +257,9 @@ def _near_entries(
     mixed = torch.zeros(int(run[-1]) + 1, dtype=torch.int64, device=keys.device)
     mixed = mixed.index_add_(0, run, (kinds[:, 0] != kinds[:, 1]).to(torch.int64))[run] > 0
     edge = (keys[:, max(kk - 2, 0)] - margins)[row]
-    redo[left[mixed | (flat_keys[left] >= edge)]] = True
-    redo[right[mixed | (flat_keys[right] >= edge)]] = True
+    # a place shared by two pairs is in one run: both pairs write it the same value
+    redo[left] = mixed | (flat_keys[left] >= edge)
+    redo[right] = mixed | (flat_keys[right] >= edge)
     return redo.nonzero().view(-1)
 
 
