@@ -102,8 +102,9 @@ class AccuracyCalculator:
         kmeans_func: ``kmeans_func(query, num_clusters) -> cluster labels`` instead of the built-in k-means.
         kmeans_seed: seed of the k-means initialisation.
         block_bytes: memory budget of one block of the kNN scan (the candidate filter adds typically
-            half a block of temporaries); ``None``: 256 MiB on the CPU (few large blocks keep the fixed
-            per-block overhead low), on CUDA a quarter of the free memory, at most 4 GiB.
+            half a block of temporaries); ``None``: on the CPU 12 MiB, or 512 query rows where that is
+            more (a thin block runs the matrix product below its speed), up to 256 MiB; on CUDA a quarter
+            of the free memory, at most 4 GiB.
         validate_args: reject NaN and infinite embeddings in ``get_accuracy`` (``ValueError``; reads the
             data). With ``False`` they are not checked and the values are meaningless.
 
