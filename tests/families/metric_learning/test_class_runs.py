@@ -74,3 +74,30 @@ def test_nearly_sorted_rows_give_their_smallest_keys_in_order(direction: str) ->
     want, pick = keys.topk(7, dim=1, largest=False, sorted=True)
     assert torch.equal(top, want)
     assert torch.equal(top_cols, cols.gather(1, pick))
+
+
+@pytest.mark.parametrize("with_classes", [True, False])
+def test_near_entries_equal_the_whole_row_rule(with_classes: bool) -> None:
+    """The places to rescore, found from the near pairs alone, are those of the rule written on whole
+    rows: within the margin of a neighbour (``needing_canonical``), and with classes also in a run of
+    more than one class (``mixed_runs``) or able to tie with the ``kk - 1``-th key."""
+    from embedmetrics._engine.core.canonical import _near_entries, mixed_runs, needing_canonical
+
+    g = torch.Generator().manual_seed(3)
+    keys = torch.randint(0, 40, (30, 25), generator=g).double().sort(dim=1).values / 8
+    keys[::7, -4:] = torch.inf  # padding
+    cols = torch.randperm(30 * 25, generator=g).view(30, 25)
+    kinds = torch.randint(0, 3, (30 * 25,), generator=g)
+    margins = torch.rand(30, generator=g, dtype=torch.float64) * 0.3
+    kk = 12
+
+    def classes(rows: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        return kinds[c] + 3 * (rows[:, None] % 2)  # depends on the row too
+
+    want = needing_canonical(keys, margins)
+    if with_classes:
+        row_kinds = torch.where(torch.isfinite(keys), classes(torch.arange(30), cols).double(), -1.0)
+        boundary = keys >= (keys[:, kk - 2] - margins)[:, None]
+        want &= mixed_runs(keys, margins, row_kinds) | boundary
+    got = _near_entries(keys, cols, kk, margins, classes if with_classes else None)
+    assert torch.equal(got, want.view(-1).nonzero().view(-1))

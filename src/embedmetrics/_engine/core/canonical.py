@@ -239,28 +239,40 @@ def _near_entries(
     n_rows, width = keys.shape
     if width < 2:
         return torch.zeros(0, dtype=torch.int64, device=keys.device)
-    close = (keys[:, 1:] - keys[:, :-1]) <= margins[:, None]  # inf - inf is NaN: never close
-    pairs = close.view(-1).nonzero().view(-1)
+    pairs = _close_to_next(keys, margins).view(-1).nonzero().view(-1)
     left = pairs + torch.div(pairs, width - 1, rounding_mode="floor")  # the pair's first flat place
     right = left + 1
     redo = torch.zeros(n_rows * width, dtype=torch.bool, device=keys.device)
-    if classes is None or left.numel() == 0:
-        redo[left] = True
-        redo[right] = True
+    if left.numel() == 0:
         return redo.nonzero().view(-1)
     row = torch.div(left, width, rounding_mode="floor")
-    flat_cols, flat_keys = cols.view(-1), keys.view(-1)
-    kinds = classes(row, torch.stack([flat_cols[left], flat_cols[right]], dim=1))
-    starts = torch.ones_like(left, dtype=torch.bool)  # a run: consecutive near pairs of one row
-    starts[1:] = left[1:] != right[:-1]
-    run = starts.cumsum(0) - 1
-    mixed = torch.zeros(int(run[-1]) + 1, dtype=torch.int64, device=keys.device)
-    mixed = mixed.index_add_(0, run, (kinds[:, 0] != kinds[:, 1]).to(torch.int64))[run] > 0
+    flat_keys = keys.view(-1)
+    mixed = (
+        torch.ones_like(left, dtype=torch.bool) if classes is None else _mixed_pairs(row, left, cols, classes)
+    )
     edge = (keys[:, max(kk - 2, 0)] - margins)[row]
     # a place shared by two pairs is in one run: both pairs write it the same value
     redo[left] = mixed | (flat_keys[left] >= edge)
     redo[right] = mixed | (flat_keys[right] >= edge)
     return redo.nonzero().view(-1)
+
+
+def _mixed_pairs(row: Tensor, left: Tensor, cols: Tensor, classes: PairClasses) -> Tensor:
+    """Of the near pairs (flat places ``left`` and ``left + 1`` of block row ``row``, ascending), those in
+    a run (consecutive near pairs of one row) whose members are not all of one class."""
+    flat_cols = cols.view(-1)
+    kinds = classes(row, torch.stack([flat_cols[left], flat_cols[left + 1]], dim=1))
+    starts = torch.ones_like(left, dtype=torch.bool)
+    starts[1:] = left[1:] != left[:-1] + 1
+    run = starts.cumsum(0) - 1
+    mixed = torch.zeros(int(run[-1]) + 1, dtype=torch.int64, device=left.device)
+    return mixed.index_add_(0, run, (kinds[:, 0] != kinds[:, 1]).to(torch.int64))[run] > 0
+
+
+def _close_to_next(keys: Tensor, margins: Tensor) -> Tensor:
+    """``(rows, width - 1)``: each of a row's ascending keys within the row's margin of the next (two
+    such keys' canonical keys may cross or tie). ``inf - inf`` is NaN: padding is never close."""
+    return (keys[:, 1:] - keys[:, :-1]) <= margins[:, None]
 
 
 def mixed_runs(keys: Tensor, margins: Tensor, classes: Tensor) -> Tensor:
@@ -269,7 +281,7 @@ def mixed_runs(keys: Tensor, margins: Tensor, classes: Tensor) -> Tensor:
     leaves every statistic of the class sequence unchanged, and its keys cannot cross or tie another
     run's canonical keys (the runs are more than the margin apart): such a run needs no rescoring."""
     n_rows, width = keys.shape
-    close = (keys[:, 1:] - keys[:, :-1]) <= margins[:, None]  # inf - inf is NaN: never close
+    close = _close_to_next(keys, margins)
     starts = torch.ones_like(keys, dtype=torch.bool)
     starts[:, 1:] = ~close
     run = (starts.cumsum(dim=1) - 1) + width * torch.arange(n_rows, device=keys.device)[:, None]
@@ -303,7 +315,7 @@ def _smallest_of_nearly_sorted(keys: Tensor, cols: Tensor, kk: int, changed: Ten
 
 def needing_canonical(keys: Tensor, margins: Tensor) -> Tensor:
     """Of each row's ascending product keys, those within the row's margin of a neighbour."""
-    close = (keys[:, 1:] - keys[:, :-1]) <= margins[:, None]  # inf - inf is NaN: never close
+    close = _close_to_next(keys, margins)
     need = torch.zeros_like(keys, dtype=torch.bool)
     need[:, 1:] |= close
     need[:, :-1] |= close
