@@ -8,13 +8,15 @@ ties appear or vanish with them, and with them every tie-aware value.
 
 The scans keep the product as a fast *filter* and rank by canonical keys. The canonical key of a pair
 is the sum of the products of its two factor rows (each factor row a function of its own input row
-alone), in their dtype, by one reduction of a fixed shape (``CHUNK_ROWS`` pairs, zero-padded): every
-pair is computed by the same instructions in the same order wherever it sits. A product key and the
-canonical key each differ from the exact value by at most ``γ_(d+1) Σ|a_k b_k|`` in any summation
-order (``u`` the unit roundoff, ``γ_n = n u / (1 - n u)``), so from each other by at most ``margin``:
-``(d + 2) eps`` times a bound on ``Σ|a_k b_k|`` (``margins_of``). Every entry that can be among a
-row's ``kk`` smallest canonical keys (or tie with the ``kk``-th) thus has a product key within
-``2 margin`` of the row's ``kk``-th smallest product key: only those entries are rescored.
+alone), in their dtype, by elementwise operations alone (``pair_dots``: the products, then one fixed
+pairwise tree of additions): every step is one IEEE rounding, so the key is a function of the two rows
+alone, wherever and with whatever the pair is computed. A product key differs from the exact value by at
+most ``γ_d Σ|a_k b_k|`` in any summation order (``u`` the unit roundoff, ``γ_n = n u / (1 - n u)``,
+``d`` the factor rows' length), the canonical key by at most ``γ_t Σ|a_k b_k|`` (``t`` the roundings
+on a product's way through the tree, ``tree_roundings``), so from each other by at most half the
+``margin``: ``(d + t + 2) eps`` times a bound on ``Σ|a_k b_k|`` (``margins_of``). Every entry that can
+be among a row's ``kk`` smallest canonical keys (or tie with the ``kk``-th) thus has a product key
+within the margin of the row's ``kk``-th smallest product key: only those entries are rescored.
 """
 
 from __future__ import annotations
@@ -30,8 +32,12 @@ from torch import Tensor
 #: ``cols[i, j]``): what a list's reader tells its entries apart by.
 PairClasses = Callable[[Tensor, Tensor], Tensor]
 
-#: Pairs per reduction call: every call has this exact shape, so its summation order never changes.
-CHUNK_ROWS = 1024
+#: Candidates past a row's ``kk``-th that ``canonical_candidates`` ranks by a ``topk``: a row whose
+#: margin reaches further (rare) has all its candidates sorted.
+HEAD_SLACK = 8
+
+#: Bytes of one operand's rows per chunk of ``pair_dots`` (the buffers are made once per call).
+PAIR_CHUNK_BYTES = 4 * 2**20
 
 
 def pair_dots(
@@ -42,29 +48,47 @@ def pair_dots(
     b_factor: Optional[Callable[[Tensor, Tensor], None]] = None,
 ) -> Tensor:
     """``a_rows[a_index[i]] · b_rows[b_index[i]]`` for every ``i`` (float64 out), computed in the rows'
-    dtype by chunks of one fixed shape ``(CHUNK_ROWS, d)``, zero-padded. ``b_factor(raw, out)``: writes
-    the right factor rows of raw ``b_rows`` (a function of each row alone) into ``out`` (the chunk's
-    ``(CHUNK_ROWS, d)`` buffer, zero rows past the raw ones), chunk by chunk: memory ``O(CHUNK_ROWS d)``.
-    Every buffer is made once and reused (a fresh chunk would first-touch its pages each time)."""
-    n = a_index.numel()
+    dtype by elementwise operations alone: the products, then their sum by ``tree_sum``. Each step is one
+    IEEE rounding of its operands, so a pair's key is a function of its two rows alone, whatever the
+    other pairs, the chunks, the threads or the CPU's vector width. ``b_factor(raw, out)``: writes the
+    right factor rows of raw ``b_rows`` (a function of each row alone) into ``out`` chunk by chunk, so
+    memory stays ``O(PAIR_CHUNK_BYTES)``; the buffers are made once (a fresh chunk would first-touch
+    its pages each time)."""
+    n, d = a_index.numel(), a_rows.shape[1]
     out = torch.empty(n, dtype=torch.float64, device=a_rows.device)
-    a = torch.zeros(CHUNK_ROWS, a_rows.shape[1], dtype=a_rows.dtype, device=a_rows.device)
-    b = torch.zeros_like(a)
-    raw = b if b_factor is None else b_rows.new_empty(CHUNK_ROWS, b_rows.shape[1])
-    sums = torch.empty(CHUNK_ROWS, dtype=a_rows.dtype, device=a_rows.device)
-    for lo in range(0, n, CHUNK_ROWS):
-        m = min(n, lo + CHUNK_ROWS) - lo
+    step = max(1, min(n, PAIR_CHUNK_BYTES // max(1, d * a_rows.element_size())))
+    a = a_rows.new_empty(step, d)
+    b = torch.empty_like(a)
+    raw = b if b_factor is None else b_rows.new_empty(step, b_rows.shape[1])
+    for lo in range(0, n, step):
+        m = min(n, lo + step) - lo
         torch.index_select(a_rows, 0, a_index[lo : lo + m], out=a[:m])
         torch.index_select(b_rows, 0, b_index[lo : lo + m], out=raw[:m])
-        if m < CHUNK_ROWS:
-            a[m:] = 0
-            if b_factor is None:
-                b[m:] = 0
         if b_factor is not None:
-            b_factor(raw[:m], b)
-        torch.sum(a.mul_(b), dim=1, out=sums)  # always (CHUNK_ROWS, d): one summation order
-        out[lo : lo + m] = sums[:m]
+            b_factor(raw[:m], b[:m])
+        out[lo : lo + m] = tree_sum(a[:m].mul_(b[:m]))
     return out
+
+
+def tree_sum(x: Tensor) -> Tensor:
+    """Row sums of ``x`` (``(n, w)``, ``w >= 1``; overwritten) by one fixed pairwise tree: the columns past
+    the largest power of two ``p <= w`` are added onto the first ones, then the second half of the
+    first ``p`` onto the first, until one column is left. Each entry meets at most ``tree_roundings(w)
+    − 1`` additions on its way to the sum."""
+    p = 1 << (x.shape[1].bit_length() - 1)
+    if x.shape[1] > p:
+        x[:, : x.shape[1] - p].add_(x[:, p:])
+    while p > 1:
+        p //= 2
+        x[:, :p].add_(x[:, p : 2 * p])
+    return x[:, 0]
+
+
+def tree_roundings(w: int) -> int:
+    """Roundings on the way of one product of a ``w``-long row to its ``pair_dots`` key: its own, the
+    fold of the columns past the largest power of two (where there are any), one per halving."""
+    p = 1 << (w.bit_length() - 1)
+    return 1 + int(w > p) + (p.bit_length() - 1)
 
 
 def key_margins(a: Tensor, b: Tensor, euclidean: bool = False) -> Tensor:
@@ -76,12 +100,16 @@ def key_margins(a: Tensor, b: Tensor, euclidean: bool = False) -> Tensor:
 
 
 def margins_of(a: Tensor, top: float, euclidean: bool = False) -> Tensor:
-    """Per row of ``a``, ``2 (d + 2) eps`` times a bound on ``Σ_k |a_ik b_jk|`` for right factor rows of
-    norm at most ``top``, float64 (the norms in the rows' dtype, their own rounding covered by a 1% slack).
-    The bound is ``||a_i|| top``; for the Euclidean layout (``a = [-2q, 1]``, ``b = [r, ||r||²]``, ``top``
-    the largest ``||r||``) the tighter ``2 ||q|| top + top²``: Cauchy–Schwarz on the appended column
-    would square ``top``."""
-    scale = 2.02 * (a.shape[1] + 2) * torch.finfo(a.dtype).eps
+    """Per row of ``a`` (``d`` columns), ``(d + t + 2) eps`` times a bound on ``Σ_k |a_ik b_jk|`` for right
+    factor rows of norm at most ``top``, float64, ``t = tree_roundings(d)``: a product key is within
+    ``γ_d`` of that sum of the exact value (any order), a canonical key within ``γ_t``, so two keys of one
+    pair within ``(d + t) eps / 2`` of each other, and twice that is the margin (the norms in the rows'
+    dtype: their own rounding and the ``γ``'s denominators covered by a 2% slack). The bound is
+    ``||a_i|| top``; for the Euclidean layout (``a = [-2q, 1]``, ``b = [r, ||r||²]``, ``top`` the largest
+    ``||r||``) the tighter ``2 ||q|| top + top²``: Cauchy–Schwarz on the appended column would square
+    ``top``."""
+    d = a.shape[1]
+    scale = 1.02 * (d + tree_roundings(d) + 2) * torch.finfo(a.dtype).eps
     if euclidean:
         bound = a[:, :-1].norm(dim=1).double() * top + 1.01 * top * top
     else:
@@ -152,9 +180,7 @@ def canonical_smallest(
     unless it reaches the ``kk − 1``-th key (``mixed_runs``): a reader of classes alone sees no difference.
     """
     nb, kk = vals.shape
-    finite = torch.isfinite(vals)
-    last = torch.where(finite, vals, -torch.inf).amax(dim=1)
-    ok = ~vals.isnan().any(dim=1) & torch.isfinite(last)
+    last, ok = _last_listed(vals)
     limit = torch.where(ok, rescore.widened(last), -torch.inf)
     near = (s <= limit[:, None]).nonzero()
     if near.numel() == 0:
@@ -182,21 +208,42 @@ def canonical_candidates(
 ) -> tuple[Tensor, Tensor]:
     """``canonical_smallest`` where ``cand`` (``(rows, width)``, ``width >= kk``, ``+inf`` padding) holds
     every product key of a row that can be among its ``kk`` smallest canonical keys, and ``cand_col``
-    their key columns: one sort of the candidates instead of a ``topk`` and a second gathering. The
-    candidates within the margin of a row's ``kk``-th product key are a prefix of the sorted row."""
-    keys, order = cand.sort(dim=1)
-    vals = keys[:, :kk]
-    last = torch.where(torch.isfinite(vals), vals, -torch.inf).amax(dim=1)
-    ok = ~vals.isnan().any(dim=1) & torch.isfinite(last)
-    limit = torch.where(ok, rescore.widened(last), -torch.inf)
-    # the rows are ascending: each row's candidates within the margin are its first ``count``
-    count = torch.searchsorted(keys, limit[:, None].to(keys.dtype), right=True)
+    their key columns: one ranking of the candidates instead of a ``topk`` and a second gathering."""
+    keys, order, count, ok = _margin_prefix(cand, kk, rescore)
     width = max(int(count.max()), kk)
-    keys = keys[:, :width]
     cols = cand_col.gather(1, order[:, :width])
-    keys64 = torch.where(keys <= limit[:, None], keys.double(), torch.inf)
-    product = (vals, cols[:, :kk])
-    return _rescored_smallest(keys64, cols, kk, rescore, values, ok, product, classes)
+    within = keys[:, :width].masked_fill(torch.arange(width, device=cand.device) >= count, torch.inf)
+    return _rescored_smallest(within, cols, kk, rescore, values, ok, (keys[:, :kk], cols[:, :kk]), classes)
+
+
+def _margin_prefix(cand: Tensor, kk: int, rescore: Rescorer) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Each row's candidates ascending (``keys``, their places in ``cand``: ``order``) at least as far
+    as the margin of its ``kk``-th key reaches: its first ``count`` (``(rows, 1)``; 0 for rows not
+    ``ok``, ``_last_listed``). A ``topk`` of ``kk + HEAD_SLACK`` keys, or where a row's margin reaches
+    its last, a sort of every candidate."""
+    head = min(cand.shape[1], kk + HEAD_SLACK)
+    keys, order = cand.topk(head, dim=1, largest=False, sorted=True)
+    last, ok = _last_listed(keys[:, :kk])
+    limit = torch.where(ok, rescore.widened(last), -torch.inf)[:, None]
+    count = torch.searchsorted(keys, limit, right=True)
+    if head < cand.shape[1] and bool((count == head).any()):
+        keys, order = cand.sort(dim=1)
+        count = torch.searchsorted(keys, limit, right=True)
+    return keys, order, count, ok
+
+
+def _last_listed(vals: Tensor) -> tuple[Tensor, Tensor]:
+    """Per row of ascending ``vals`` (``+inf`` past a row's wanted keys, NaN last), its last finite key
+    and whether the row is ``ok``: it holds a finite key and no NaN. A row whose last key is finite is
+    (the common case: a pass over the rows' last keys only)."""
+    last = vals[:, -1].clone()
+    ok = torch.isfinite(last)
+    odd = (~ok).nonzero().view(-1)
+    if odd.numel() > 0:
+        some = vals[odd]
+        last[odd] = torch.where(torch.isfinite(some), some, -torch.inf).amax(dim=1)
+        ok[odd] = ~some.isnan().any(dim=1) & torch.isfinite(last[odd])
+    return last, ok
 
 
 def _rescored_smallest(
@@ -209,10 +256,11 @@ def _rescored_smallest(
     product: tuple[Tensor, Tensor],
     classes: Optional[PairClasses] = None,
 ) -> tuple[Tensor, Tensor]:
-    """The ``kk`` smallest of each row's candidates, ``keys`` (float64, ascending, ``+inf`` padding) at
-    key columns ``cols``, once the candidates that need it are rescored in place (all with ``values``;
-    with ``classes``, not the runs of one class short of the boundary); rows not ``ok`` keep their
-    product keys and columns (``product``)."""
+    """The ``kk`` smallest of each row's candidates (float64), ``keys`` (ascending, ``+inf`` padding; the
+    product's dtype or float64, a scratch of the caller's) at key columns ``cols``, once the candidates
+    that need it are rescored in place (all with ``values``; with ``classes``, not the runs of one class
+    short of the boundary): a canonical key is exact in the product's dtype. Rows not ``ok`` keep
+    their product keys and columns (``product``)."""
     width = keys.shape[1]
     keys, cols = keys.contiguous(), cols.contiguous()
     if values:
@@ -221,8 +269,10 @@ def _rescored_smallest(
         at = _near_entries(keys, cols, kk, rescore.margins, classes)
     if at.numel() > 0:
         rows = torch.div(at, width, rounding_mode="floor")
-        keys.view(-1).index_copy_(0, at, rescore.keys(rows, cols.view(-1).index_select(0, at)))
+        canonical = rescore.keys(rows, cols.view(-1).index_select(0, at)).to(keys.dtype)
+        keys.view(-1).index_copy_(0, at, canonical)
     top, top_cols = _smallest_of_nearly_sorted(keys, cols, kk, at)
+    top = top.double()
     if bool(ok.all()):
         return top, top_cols
     vals, idx = product
@@ -236,43 +286,55 @@ def _near_entries(
     neighbour (``needing_canonical``); with ``classes``, only those in a run of near keys of more than
     one class (``mixed_runs``) or that can tie with the ``kk − 1``-th or ``kk``-th key (a reader's last
     place and the one past it). Worked out on the near pairs alone: they are few of a row's places."""
-    n_rows, width = keys.shape
-    if width < 2:
-        return torch.zeros(0, dtype=torch.int64, device=keys.device)
-    pairs = _close_to_next(keys, margins).view(-1).nonzero().view(-1)
-    left = pairs + torch.div(pairs, width - 1, rounding_mode="floor")  # the pair's first flat place
-    right = left + 1
-    redo = torch.zeros(n_rows * width, dtype=torch.bool, device=keys.device)
+    width = keys.shape[1]
+    left = _gaps_close(keys, margins).view(-1).nonzero().view(-1)  # each near pair's first flat place
     if left.numel() == 0:
-        return redo.nonzero().view(-1)
-    row = torch.div(left, width, rounding_mode="floor")
-    flat_keys = keys.view(-1)
-    mixed = (
-        torch.ones_like(left, dtype=torch.bool) if classes is None else _mixed_pairs(row, left, cols, classes)
-    )
-    edge = (keys[:, max(kk - 2, 0)] - margins)[row]
-    # a place shared by two pairs is in one run: both pairs write it the same value
-    redo[left] = mixed | (flat_keys[left] >= edge)
-    redo[right] = mixed | (flat_keys[right] >= edge)
-    return redo.nonzero().view(-1)
+        return left
+    places = torch.stack([left, left + 1], dim=1)  # ascending; a place of two pairs twice in a row
+    if classes is None:
+        redo = torch.ones_like(places, dtype=torch.bool)
+    else:
+        row = torch.div(left, width, rounding_mode="floor")
+        edge = (keys[:, max(kk - 2, 0)] - margins).index_select(0, row)
+        redo = keys.view(-1).index_select(0, places.view(-1)).view(-1, 2) >= edge[:, None]
+        redo |= _mixed_pairs(row, places, cols, classes)[:, None]
+    places, redo = places.view(-1), redo.view(-1)
+    # a place shared by two pairs is in one run: both pairs give it the same verdict, kept once
+    redo[1:] &= places[1:] != places[:-1]
+    return places.masked_select(redo)
 
 
-def _mixed_pairs(row: Tensor, left: Tensor, cols: Tensor, classes: PairClasses) -> Tensor:
-    """Of the near pairs (flat places ``left`` and ``left + 1`` of block row ``row``, ascending), those in
-    a run (consecutive near pairs of one row) whose members are not all of one class."""
-    flat_cols = cols.view(-1)
-    kinds = classes(row, torch.stack([flat_cols[left], flat_cols[left + 1]], dim=1))
+def _mixed_pairs(row: Tensor, places: Tensor, cols: Tensor, classes: PairClasses) -> Tensor:
+    """Of the near pairs (flat places ``places[i]``, ``(n, 2)``, of block row ``row[i]``, ascending),
+    those in a run (consecutive near pairs of one row) whose members are not all of one class."""
+    kinds = classes(row, cols.view(-1).index_select(0, places.view(-1)).view(-1, 2))
+    left = places[:, 0]
     starts = torch.ones_like(left, dtype=torch.bool)
     starts[1:] = left[1:] != left[:-1] + 1
     run = starts.cumsum(0) - 1
     mixed = torch.zeros(int(run[-1]) + 1, dtype=torch.int64, device=left.device)
-    return mixed.index_add_(0, run, (kinds[:, 0] != kinds[:, 1]).to(torch.int64))[run] > 0
+    mixed.index_add_(0, run, (kinds[:, 0] != kinds[:, 1]).to(torch.int64))
+    return mixed.index_select(0, run) > 0
+
+
+def _gaps_close(keys: Tensor, margins: Tensor) -> Tensor:
+    """``(rows, width)``: each of a row's ascending keys within the row's margin of the next (two such
+    keys' canonical keys may cross or tie); the last of a row never. ``inf - inf`` is NaN: padding is
+    never close. One pass over the keys as one flat run (the row ends masked after), in their dtype:
+    the margins rounded up to it, a gap within a margin rounds to within it."""
+    n_rows, width = keys.shape
+    flat = keys.contiguous().view(-1)
+    gap = torch.empty_like(flat)
+    torch.sub(flat[1:], flat[:-1], out=gap[:-1])
+    gap = gap.view(n_rows, width)
+    gap[:, -1] = torch.inf
+    up = margins.to(keys.dtype)
+    return gap <= torch.nextafter(up, torch.full_like(up, torch.inf))[:, None]
 
 
 def _close_to_next(keys: Tensor, margins: Tensor) -> Tensor:
-    """``(rows, width - 1)``: each of a row's ascending keys within the row's margin of the next (two
-    such keys' canonical keys may cross or tie). ``inf - inf`` is NaN: padding is never close."""
-    return (keys[:, 1:] - keys[:, :-1]) <= margins[:, None]
+    """``(rows, width - 1)``: ``_gaps_close`` without the rows' last keys."""
+    return _gaps_close(keys, margins)[:, :-1]
 
 
 def mixed_runs(keys: Tensor, margins: Tensor, classes: Tensor) -> Tensor:
@@ -296,16 +358,17 @@ def mixed_runs(keys: Tensor, margins: Tensor, classes: Tensor) -> Tensor:
 def _smallest_of_nearly_sorted(keys: Tensor, cols: Tensor, kk: int, changed: Tensor) -> tuple[Tensor, Tensor]:
     """The ``kk`` smallest ``keys`` of each row, ascending, and their ``cols``, for rows that were
     ascending before the entries at the flat places ``changed`` were rescored: a row still ascending
-    gives its first ``kk`` as they are (the common case), the others a ``topk``. Only the places next
-    to a changed one can be out of order."""
+    gives its first ``kk`` as they are (the common case), the others a ``topk``, written over their
+    first ``kk`` places. Only the places next to a changed one can be out of order. Returns views of
+    ``keys`` and ``cols``: the caller's scratch."""
     width = keys.shape[1]
-    top, top_cols = keys[:, :kk].clone(), cols[:, :kk].clone()
+    top, top_cols = keys[:, :kk], cols[:, :kk]
     if changed.numel() == 0:
         return top, top_cols
     flat, place = keys.view(-1), changed % width
-    key = flat[changed]
-    before = (place > 0) & (flat[(changed - 1).clamp_min(0)] > key)
-    after = (place < width - 1) & (key > flat[(changed + 1).clamp_max(flat.numel() - 1)])
+    key = flat.index_select(0, changed)
+    before = (place > 0) & (flat.index_select(0, (changed - 1).clamp_min(0)) > key)
+    after = (place < width - 1) & (key > flat.index_select(0, (changed + 1).clamp_max(flat.numel() - 1)))
     moved = torch.unique(torch.div(changed[before | after], width, rounding_mode="floor"))
     if moved.numel() > 0:
         top[moved], pick = keys[moved].topk(kk, dim=1, largest=False, sorted=True)

@@ -69,6 +69,12 @@ def default_label_comparison(x: Tensor, y: Tensor) -> Tensor:
     return eq.all(dim=-1) if eq.ndim > 2 else eq
 
 
+def rows_at(table: Tensor, index: Tensor) -> Tensor:
+    """``table[index]`` for an int64 ``index`` of any shape, by one ``index_select`` (advanced indexing
+    costs several times more on the CPU)."""
+    return table.index_select(0, index.reshape(-1)).view(*index.shape, *table.shape[1:])
+
+
 def compare_labels(fn: Optional[LabelComparison], query_labels: Tensor, ref_labels: Tensor) -> Tensor:
     """``(rows, cols)`` relevance: ``query_labels`` (rows, ...) against ``ref_labels`` (rows|1, cols, ...)."""
     q = query_labels[:, None]
@@ -302,7 +308,7 @@ def knn_scan(
         classes = None if return_neighbors else partial(_pair_classes, cmp_fn, qlab, reference_labels)
         s, vals, idx, rescore = keys.nearest(start, stop, values=return_neighbors, classes=classes)
         v_k = vals[:, k - 1]
-        rel = compare_labels(cmp_fn, qlab, reference_labels[idx[:, :k]])
+        rel = compare_labels(cmp_fn, qlab, rows_at(reference_labels, idx[:, :k]))
         spill = vals[:, k] == v_k if kk > k else torch.zeros(nb, dtype=torch.bool, device=dev)
 
         relevant_in_row = partial(_relevant_in_rows, cmp_fn, qlab, reference_labels)
@@ -480,17 +486,19 @@ def smallest_keys(
     # the keys of every candidate group (its ``size`` columns ``group + n_groups · j``), one per row
     group = flat - row * n_groups
     keys = s.view(nb, size, n_groups).permute(0, 2, 1)[row, group]
-    hit = (keys <= tau[row, None]).view(-1).nonzero().view(-1)
+    hit = (keys <= tau.index_select(0, row)[:, None]).view(-1).nonzero().view(-1)
     at = hit // size
-    hit_row = row[at]
-    hit_col = group[at] + n_groups * (hit - at * size)
+    hit_row = row.index_select(0, at)
+    hit_col = group.index_select(0, at) + n_groups * (hit - at * size)
     count = torch.bincount(hit_row, minlength=nb)
     most = int(count.max())
     if bound is not None and plain_rows.numel() == 0:
         kk = min(kk, max(most, 1))
     width = max(most, kk)
-    slot = hit_row * width + torch.arange(hit.numel(), device=s.device) - (count.cumsum(0) - count)[hit_row]
-    cand_key = s.new_full((nb * width,), float("inf")).index_copy_(0, slot, keys.view(-1)[hit])
+    first = (count.cumsum(0) - count).index_select(0, hit_row)
+    slot = hit_row * width + torch.arange(hit.numel(), device=s.device) - first
+    hit_key = keys.view(-1).index_select(0, hit)
+    cand_key = s.new_full((nb * width,), float("inf")).index_copy_(0, slot, hit_key)
     cand_col = torch.zeros(nb * width, dtype=torch.int64, device=s.device).index_copy_(0, slot, hit_col)
     if rescore is None:
         vals, pick = cand_key.view(nb, width).topk(kk, dim=1, largest=False, sorted=True)
@@ -533,7 +541,7 @@ def _pair_classes(
     cols: Tensor,
 ) -> Tensor:
     """Relevance of the (block row, reference) pairs: all that the kNN statistics read of a neighbour."""
-    return compare_labels(cmp_fn, query_labels[rows], reference_labels[cols])
+    return compare_labels(cmp_fn, query_labels.index_select(0, rows), rows_at(reference_labels, cols))
 
 
 def _position_terms(

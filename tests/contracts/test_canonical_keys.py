@@ -1,0 +1,100 @@
+"""Canonical keys (``_engine/core/canonical.py``): the sum of a pair's products by one fixed pairwise tree
+of elementwise operations, so a pair's key is a function of its two rows alone.
+
+The contract suite also runs under ``ATEN_CPU_CAPABILITY=avx2`` / ``default`` in ``make test``: the keys
+equal the same NumPy oracle, bit for bit, on every CPU kernel.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+
+from embedmetrics._engine.core import canonical
+from embedmetrics._engine.core.canonical import margins_of, pair_dots, tree_roundings
+
+WIDTHS = (1, 2, 3, 5, 8, 24, 129, 257, 300, 769)
+
+
+def _rows(seed: int, n: int, width: int, dtype: torch.dtype) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    scale = torch.exp(torch.randn(n, 1, generator=g, dtype=torch.float64) * 3)  # magnitudes of many sizes
+    return (torch.randn(n, width, generator=g, dtype=torch.float64) * scale).to(dtype)
+
+
+def _tree_oracle(products: np.ndarray) -> np.ndarray:
+    """Row sums in the products' dtype: the columns past the largest power of two folded onto the first
+    ones, then halves added until one column is left (NumPy's elementwise adds: one rounding each)."""
+    x = products.copy()
+    p = 1 << (x.shape[1].bit_length() - 1)
+    if x.shape[1] > p:
+        extra = x.shape[1] - p
+        x[:, :extra] = x[:, :extra] + x[:, p:]
+        x = x[:, :p]
+    while x.shape[1] > 1:
+        h = x.shape[1] // 2
+        x = x[:, :h] + x[:, h:]
+    return x[:, 0]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("width", list(WIDTHS))
+def test_keys_equal_the_pairwise_tree_bit_for_bit(width: int, dtype: torch.dtype) -> None:
+    a, b = _rows(0, 40, width, dtype), _rows(1, 70, width, dtype)
+    g = torch.Generator().manual_seed(2)
+    ai, bi = torch.randint(0, 40, (300,), generator=g), torch.randint(0, 70, (300,), generator=g)
+    products = (a[ai] * b[bi]).numpy()
+    want = torch.from_numpy(_tree_oracle(products)).double()
+    assert torch.equal(pair_dots(a, b, ai, bi), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
+def test_a_key_depends_on_its_pair_alone(dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same pairs in another order, among other pairs, or in chunks of one row give the same bits."""
+    a, b = _rows(3, 30, 129, dtype), _rows(4, 50, 129, dtype)
+    g = torch.Generator().manual_seed(5)
+    ai, bi = torch.randint(0, 30, (500,), generator=g), torch.randint(0, 50, (500,), generator=g)
+    keys = pair_dots(a, b, ai, bi)
+    perm = torch.randperm(500, generator=g)
+    assert torch.equal(pair_dots(a, b, ai[perm], bi[perm]), keys[perm])
+    assert torch.equal(pair_dots(a, b, ai[7:9], bi[7:9]), keys[7:9])
+    monkeypatch.setattr(canonical, "PAIR_CHUNK_BYTES", 1)
+    assert torch.equal(pair_dots(a, b, ai, bi), keys)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("width", [3, 129, 769])
+def test_a_key_is_within_its_proven_error_of_the_exact_sum(width: int, dtype: torch.dtype) -> None:
+    """``|key − Σ a_k b_k| <= γ_t Σ|a_k b_k|``, ``t = tree_roundings(width)``, against the exact sum."""
+    a, b = _rows(6, 8, width, dtype), _rows(7, 8, width, dtype)
+    idx = torch.arange(8)
+    keys = pair_dots(a, b, idx, idx)
+    u = Fraction(torch.finfo(dtype).eps) / 2
+    t = tree_roundings(width)
+    gamma = t * u / (1 - t * u)
+    for i in range(8):
+        terms = [Fraction(x) * Fraction(y) for x, y in zip(a[i].tolist(), b[i].tolist())]
+        exact, size = sum(terms), sum(abs(x) for x in terms)
+        assert abs(Fraction(float(keys[i])) - exact) <= gamma * size, (i, width)
+
+
+def test_the_roundings_of_the_tree() -> None:
+    """One for the product, one for the fold past the largest power of two, one per halving."""
+    assert [tree_roundings(w) for w in (1, 2, 3, 4, 5, 8, 129, 256, 257)] == [1, 2, 3, 3, 4, 4, 9, 9, 10]
+    for w in range(1, 2000):
+        assert tree_roundings(w) <= 2 + math.log2(w)
+
+
+def test_the_margin_covers_the_product_and_the_canonical_error() -> None:
+    """The margin is twice ``(γ_d + γ_t)`` times the bound on ``Σ|a_k b_k|`` (with a slack): for unit rows
+    of width ``d``, at least ``(d + t) eps``."""
+    for d in (3, 24, 129, 769):
+        a = torch.full((1, d), 1.0 / math.sqrt(d))
+        (margin,) = margins_of(a, 1.0).tolist()
+        eps = torch.finfo(torch.float32).eps
+        assert margin >= (d + tree_roundings(d)) * eps
+        assert margin <= 1.1 * (d + tree_roundings(d) + 2) * eps
