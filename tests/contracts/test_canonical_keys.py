@@ -98,3 +98,13 @@ def test_the_margin_covers_the_product_and_the_canonical_error() -> None:
         eps = torch.finfo(torch.float32).eps
         assert margin >= (d + tree_roundings(d)) * eps
         assert margin <= 1.1 * (d + tree_roundings(d) + 2) * eps
+
+
+def test_a_row_ends_close_to_nothing() -> None:
+    """The gap from a row's last key to the next row's first is masked: even an infinite margin (rows of
+    non-finite embeddings, when validation is off) never pairs two rows."""
+    from embedmetrics._engine.core.canonical import _gaps_close
+
+    keys = torch.tensor([[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]])
+    close = _gaps_close(keys, torch.tensor([torch.inf, 0.5], dtype=torch.float64))
+    assert close.tolist() == [[True, True, False], [False, False, False]]

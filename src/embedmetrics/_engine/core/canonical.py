@@ -319,15 +319,16 @@ def _mixed_pairs(row: Tensor, places: Tensor, cols: Tensor, classes: PairClasses
 
 def _gaps_close(keys: Tensor, margins: Tensor) -> Tensor:
     """``(rows, width)``: each of a row's ascending keys within the row's margin of the next (two such
-    keys' canonical keys may cross or tie); the last of a row never. ``inf - inf`` is NaN: padding is
-    never close. One pass over the keys as one flat run (the row ends masked after), in their dtype:
-    the margins rounded up to it, a gap within a margin rounds to within it."""
+    keys' canonical keys may cross or tie); the last of a row never (its gap is NaN, close to nothing,
+    even an infinite margin). ``inf - inf`` is NaN: padding is never close. One pass over the keys as one
+    flat run (the row ends masked after), in their dtype: the margins rounded up to it, a gap within a
+    margin rounds to within it."""
     n_rows, width = keys.shape
     flat = keys.contiguous().view(-1)
     gap = torch.empty_like(flat)
     torch.sub(flat[1:], flat[:-1], out=gap[:-1])
     gap = gap.view(n_rows, width)
-    gap[:, -1] = torch.inf
+    gap[:, -1] = torch.nan
     up = margins.to(keys.dtype)
     return gap <= torch.nextafter(up, torch.full_like(up, torch.inf))[:, None]
 
