@@ -156,16 +156,23 @@ def test_a_query_gets_the_same_value_whatever_its_batch(key: str, kind: str, dty
     assert not failures, f"{key} on {kind} rows ({dtype}): the value moved with the batch: {failures[:6]}"
 
 
-def test_the_reported_case_holds() -> None:
-    """Issue 36's case: a constant query against six permutations of one row, alone and as row 0 of 16."""
+TINY = {torch.float32: 7e-24, torch.float64: 1e-170}  # entries whose squares underflow the dtype
+SUBNORMAL = {torch.float32: 4e-23, torch.float64: 3e-162}  # entries whose products are subnormal
+
+
+@pytest.mark.parametrize("scale", ["plain", "tiny"])
+def test_the_reported_case_holds(scale: str) -> None:
+    """Issue 36's case: a constant query against six permutations of one row, alone and as row 0 of 16;
+    also with query rows so small that their squares underflow (their norms in their own dtype are 0)."""
     for seed, dtype, similarity in itertools.product(
         range(6), (torch.float32, torch.float64), ("cosine", "dot")
     ):
         g = _gen(seed)
         base = torch.randn(D, generator=g, dtype=torch.float64).to(dtype)
         corpus = torch.stack([base[torch.randperm(D, generator=g)] for _ in range(6)])
-        q = torch.full((1, D), 0.7, dtype=dtype)
-        batch = torch.cat([q, torch.randn(15, D, generator=g, dtype=torch.float64).to(dtype)])
+        size = 0.7 if scale == "plain" else TINY[dtype]
+        q = torch.full((1, D), size, dtype=dtype)
+        batch = torch.cat([q, (torch.randn(15, D, generator=g, dtype=torch.float64) * size / 0.7).to(dtype)])
         for ties in ("average", "pessimistic", "optimistic"):
             args = {"k": (1, 3), "aggregation": "none", "similarity": similarity, "ties": ties}
             alone = dense_retrieval(q, corpus, torch.tensor([[0, 0, 1]]), **args)
@@ -183,7 +190,7 @@ def test_the_margin_bounds_every_product_key(layout: str, dtype: torch.dtype) ->
     from embedmetrics._engine.core.canonical import key_margins, pair_dots
 
     g = _gen(11)
-    for scale, d in ((1.0, 7), (30.0, 128), (1e3, 300)):
+    for scale, d in ((1.0, 7), (30.0, 128), (1e3, 300), (TINY[dtype], 24), (SUBNORMAL[dtype], 24)):
         q = torch.randn(64, d, generator=g, dtype=torch.float64) * scale
         r = torch.randn(500, d, generator=g, dtype=torch.float64) * scale + scale
         if layout == "euclidean":

@@ -68,18 +68,56 @@ def test_a_key_depends_on_its_pair_alone(dtype: torch.dtype, monkeypatch: pytest
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
 @pytest.mark.parametrize("width", [3, 129, 769])
-def test_a_key_is_within_its_proven_error_of_the_exact_sum(width: int, dtype: torch.dtype) -> None:
-    """``|key − Σ a_k b_k| <= γ_t Σ|a_k b_k|``, ``t = tree_roundings(width)``, against the exact sum."""
-    a, b = _rows(6, 8, width, dtype), _rows(7, 8, width, dtype)
+@pytest.mark.parametrize("scale", [1.0, 1e-21])
+def test_a_key_is_within_its_proven_error(width: int, dtype: torch.dtype, scale: float) -> None:
+    """``|key − Σ a_k b_k| <= γ_t Σ|a_k b_k| + 2 width tiny``, ``t = tree_roundings(width)``, against the
+    exact sum; ``tiny`` the dtype's smallest normal number, for products that underflow (``scale``
+    1e-21: float32 products of about 1e-42 are subnormal)."""
+    a, b = _rows(6, 8, width, dtype) * scale, _rows(7, 8, width, dtype) * scale
     idx = torch.arange(8)
     keys = pair_dots(a, b, idx, idx)
-    u = Fraction(torch.finfo(dtype).eps) / 2
+    info = torch.finfo(dtype)
+    u = Fraction(info.eps) / 2
     t = tree_roundings(width)
     gamma = t * u / (1 - t * u)
     for i in range(8):
         terms = [Fraction(x) * Fraction(y) for x, y in zip(a[i].tolist(), b[i].tolist())]
         exact, size = sum(terms), sum(abs(x) for x in terms)
-        assert abs(Fraction(float(keys[i])) - exact) <= gamma * size, (i, width)
+        bound = gamma * size + 2 * width * Fraction(info.tiny)
+        assert abs(Fraction(float(keys[i])) - exact) <= bound, (i, width)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "scale"),
+    [(torch.float32, s) for s in (1e-30, 1e-23, 1.0, 1e30)]
+    + [(torch.float64, s) for s in (1e-170, 1.0, 1e170)],
+)
+def test_row_norms_neither_underflow_nor_overflow(dtype: torch.dtype, scale: float) -> None:
+    """``row_norms`` against the exact norm (``Fraction``), on rows whose squares leave the dtype's range."""
+    from embedmetrics._engine.core.canonical import row_norms
+
+    rows = (_rows(8, 5, 40, torch.float64) / 1e3 * scale).to(dtype)
+    assert bool(torch.isfinite(rows).all())
+    assert bool((rows != 0).any(dim=1).all())
+    for row, got in zip(rows.tolist(), row_norms(rows).tolist()):
+        top = max(abs(x) for x in row)
+        exact = math.sqrt(float(sum((Fraction(x) / Fraction(top)) ** 2 for x in row))) * top
+        assert abs(got - exact) <= 1e-13 * exact, (scale, got, exact)
+
+
+def test_tiny_rows_keep_a_margin() -> None:
+    """Rows whose squares underflow in their own dtype still get a positive margin that covers the keys'
+    error (their norms computed without underflow)."""
+    from embedmetrics._engine.core.canonical import key_margins
+
+    q = torch.full((3, 24), 7e-24)
+    r = _rows(9, 10, 24, torch.float32)
+    half = key_margins(q, r)[:, None] / 2
+    canonical = pair_dots(q, r, torch.arange(3).repeat_interleave(10), torch.arange(10).repeat(3)).view(3, 10)
+    for m in (1, 2, 3):
+        product = torch.cat([q[i : i + m] @ r.T for i in range(0, 3, m)]).double()
+        assert bool((half > 0).all())
+        assert bool(((product - canonical).abs() <= half).all())
 
 
 def test_the_roundings_of_the_tree() -> None:
@@ -108,3 +146,22 @@ def test_a_row_ends_close_to_nothing() -> None:
     keys = torch.tensor([[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]])
     close = _gaps_close(keys, torch.tensor([torch.inf, 0.5], dtype=torch.float64))
     assert close.tolist() == [[True, True, False], [False, False, False]]
+
+
+def test_the_margin_covers_a_kernel_that_flushes_subnormal_products() -> None:
+    """A kernel that flushes subnormal products and sums to zero (FTZ) differs from ``pair_dots``, which
+    keeps them, by up to the smallest normal number per product: far beyond the relative margin for rows
+    whose products are all subnormal; the margin's term for underflow covers it."""
+    from embedmetrics._engine.core.canonical import key_margins
+
+    q = torch.randn(16, 24, generator=torch.Generator().manual_seed(12)).mul(1e-20)
+    r = torch.randn(40, 24, generator=torch.Generator().manual_seed(13)).mul(1e-20)
+    half = key_margins(q, r)[:, None] / 2
+    rows, cols = torch.meshgrid(torch.arange(16), torch.arange(40), indexing="ij")
+    canonical = pair_dots(q, r, rows.reshape(-1), cols.reshape(-1)).view(16, 40)
+    tiny = torch.finfo(torch.float32).tiny
+    products = (q[:, None, :] * r[None, :, :]).double()  # float32 products, exact in float64
+    flushed = torch.where(products.abs() < tiny, 0.0, products).sum(dim=2)
+    assert bool((flushed == 0).all())
+    assert bool((canonical != 0).any())  # the two kernels differ here
+    assert bool(((flushed - canonical).abs() <= half).all())

@@ -32,8 +32,8 @@ from torch import Tensor
 #: ``cols[i, j]``): what a list's reader tells its entries apart by.
 PairClasses = Callable[[Tensor, Tensor], Tensor]
 
-#: Candidates past a row's ``kk``-th that ``canonical_candidates`` ranks by a ``topk``: a row whose
-#: margin reaches further (rare) has all its candidates sorted.
+#: Candidates past a row's ``kk``-th that ``canonical_candidates`` ranks by a ``topk``: in a block where a
+#: row's margin reaches further (rare), every row's candidates are sorted instead.
 HEAD_SLACK = 8
 
 #: Bytes of one operand's rows per chunk of ``pair_dots`` (the buffers are made once per call).
@@ -96,7 +96,18 @@ def key_margins(a: Tensor, b: Tensor, euclidean: bool = False) -> Tensor:
     any order) and its canonical key (``margins_of`` with the largest norm of the rows of ``b``)."""
     if b.shape[0] == 0:
         return torch.zeros(a.shape[0], dtype=torch.float64, device=a.device)
-    return margins_of(a, float((b[:, :-1] if euclidean else b).norm(dim=1).max()), euclidean)
+    return margins_of(a, float(row_norms(b[:, :-1] if euclidean else b).max()), euclidean)
+
+
+def row_norms(x: Tensor) -> Tensor:
+    """The Euclidean norm of each row of ``x`` (float64), free of underflow and overflow: each row is
+    divided by its largest magnitude first (rows of entries near ``1e-23`` in float32 square to nothing,
+    and their norm in the rows' dtype would be 0)."""
+    x = x.double()
+    top = x.abs().amax(dim=1) if x.shape[1] > 0 else x.new_zeros(x.shape[0])
+    scale = torch.where(top > 0, top, 1.0)
+    norms: Tensor = (x / scale[:, None]).norm(dim=1) * scale
+    return norms
 
 
 def margins_of(a: Tensor, top: float, euclidean: bool = False) -> Tensor:
@@ -107,14 +118,16 @@ def margins_of(a: Tensor, top: float, euclidean: bool = False) -> Tensor:
     dtype: their own rounding and the ``γ``'s denominators covered by a 2% slack). The bound is
     ``||a_i|| top``; for the Euclidean layout (``a = [-2q, 1]``, ``b = [r, ||r||²]``, ``top`` the largest
     ``||r||``) the tighter ``2 ||q|| top + top²``: Cauchy–Schwarz on the appended column would square
-    ``top``."""
+    ``top``. Plus ``8 d`` times the dtype's smallest normal number, for products and sums that
+    underflow (the ``γ`` bounds hold in the normal range; subnormal inputs are taken as they are, not
+    flushed to zero). The norms are ``row_norms``: computed without underflow or overflow."""
     d = a.shape[1]
-    scale = 1.02 * (d + tree_roundings(d) + 2) * torch.finfo(a.dtype).eps
-    if euclidean:
-        bound = a[:, :-1].norm(dim=1).double() * top + 1.01 * top * top
-    else:
-        bound = a.norm(dim=1).double() * top
-    margins: Tensor = bound * scale
+    info = torch.finfo(a.dtype)
+    scale = 1.02 * (d + tree_roundings(d) + 2) * info.eps
+    bound = row_norms(a[:, :-1]) * top + 1.01 * top * top if euclidean else row_norms(a) * top
+    # underflow: a product or a sum below the smallest normal number is off by at most that number
+    # (even flushed to zero), so each key by at most 2 d of them
+    margins: Tensor = bound * scale + 8 * d * info.tiny
     return margins
 
 

@@ -21,7 +21,13 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from embedmetrics._engine.core.canonical import margins_of, mixed_runs, needing_canonical, pair_dots
+from embedmetrics._engine.core.canonical import (
+    margins_of,
+    mixed_runs,
+    needing_canonical,
+    pair_dots,
+    row_norms,
+)
 from embedmetrics._engine.core.row_owners import gather_same
 from embedmetrics._engine.core.scan import compute_dtype
 from embedmetrics._engine.dense.qrels import Judgements
@@ -48,7 +54,7 @@ class DocFactors:
         # the largest norm of a document row (its factor: unit rows for cosine)
         empty = corpus.shape[0] == 0
         self.largest_norm = (
-            1.0 if similarity == "cosine" or empty else float(corpus.to(dtype).norm(dim=1).max())
+            1.0 if similarity == "cosine" or empty else float(row_norms(corpus.to(dtype)).max())
         )
         self.holds = IdColumns(corpus_ids)  # the corpus row of an id, -1 where the part has none
 
