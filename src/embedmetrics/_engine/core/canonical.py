@@ -36,8 +36,9 @@ PairClasses = Callable[[Tensor, Tensor], Tensor]
 #: row's margin reaches further (rare), every row's candidates are sorted instead.
 HEAD_SLACK = 8
 
-#: Bytes of one operand's rows per chunk of ``pair_dots`` (the buffers are made once per call).
-PAIR_CHUNK_BYTES = 4 * 2**20
+#: Bytes of one operand's rows per chunk of ``pair_dots`` (the buffers are made once per call): the two
+#: operands and the tree's passes stay in a core's L2 cache.
+PAIR_CHUNK_BYTES = 2**20
 
 
 def pair_dots(
@@ -100,13 +101,20 @@ def key_margins(a: Tensor, b: Tensor, euclidean: bool = False) -> Tensor:
 
 
 def row_norms(x: Tensor) -> Tensor:
-    """The Euclidean norm of each row of ``x`` (float64), free of underflow and overflow: each row is
-    divided by its largest magnitude first (rows of entries near ``1e-23`` in float32 square to nothing,
-    and their norm in the rows' dtype would be 0)."""
-    x = x.double()
-    top = x.abs().amax(dim=1) if x.shape[1] > 0 else x.new_zeros(x.shape[0])
-    scale = torch.where(top > 0, top, 1.0)
-    norms: Tensor = (x / scale[:, None]).norm(dim=1) * scale
+    """The Euclidean norm of each row of ``x`` (float64), free of underflow and overflow. Taken in the rows'
+    dtype where that is safe (the squares lost to underflow, at most ``d`` times the dtype's smallest
+    normal number, are below 1e-4 of the squared norm, and nothing overflowed); the other rows (entries
+    near ``1e-23`` in float32 square to nothing, and their norm in the dtype would be 0) are divided by
+    their largest magnitude first, in float64."""
+    norms = x.norm(dim=1).double()
+    info = torch.finfo(x.dtype)
+    unsafe = ~(norms.square() >= 1e4 * x.shape[1] * info.tiny) | ~torch.isfinite(norms)
+    rows = unsafe.nonzero().view(-1)
+    if rows.numel() > 0:
+        some = x[rows].double()
+        top = some.abs().amax(dim=1) if some.shape[1] > 0 else some.new_zeros(some.shape[0])
+        scale = torch.where(top > 0, top, 1.0)
+        norms[rows] = (some / scale[:, None]).norm(dim=1) * scale
     return norms
 
 
