@@ -123,7 +123,8 @@ def test_tiny_rows_keep_a_margin() -> None:
 
 def test_the_roundings_of_the_tree() -> None:
     """One for the product, one for the fold past the largest power of two, one per halving."""
-    assert [tree_roundings(w) for w in (1, 2, 3, 4, 5, 8, 129, 256, 257)] == [1, 2, 3, 3, 4, 4, 9, 9, 10]
+    widths = (0, 1, 2, 3, 4, 5, 8, 129, 256, 257)
+    assert [tree_roundings(w) for w in widths] == [0, 1, 2, 3, 3, 4, 4, 9, 9, 10]
     for w in range(1, 2000):
         assert tree_roundings(w) <= 2 + math.log2(w)
 
@@ -166,3 +167,33 @@ def test_the_margin_covers_a_kernel_that_flushes_subnormal_products() -> None:
     assert bool((flushed == 0).all())
     assert bool((canonical != 0).any())  # the two kernels differ here
     assert bool(((flushed - canonical).abs() <= half).all())
+
+
+def test_rows_of_an_infinity_have_an_infinite_norm() -> None:
+    """An infinite entry gives an infinite norm (and margin), not NaN; a NaN stays NaN (review: an
+    infinite document made every margin NaN and emptied every list with validation off)."""
+    from embedmetrics._engine.core.canonical import key_margins, row_norms
+
+    rows = torch.tensor([[1.0, torch.inf], [-torch.inf, 1e-30], [torch.nan, torch.inf], [3.0, 4.0]])
+    norms = row_norms(rows)
+    assert norms[:2].tolist() == [torch.inf, torch.inf]
+    assert bool(norms[2].isnan())
+    assert norms[3].item() == pytest.approx(5.0)
+    assert key_margins(torch.ones(2, 2), rows[[0, 3]]).tolist() == [torch.inf, torch.inf]
+
+
+@pytest.mark.parametrize("similarity", ["dot", "cosine", "euclidean"])
+def test_embeddings_of_no_feature_score_every_document_alike(similarity: str) -> None:
+    """Zero-width embeddings: every score is 0, as with one zero feature (review: the tree's roundings
+    of 0 columns raised)."""
+    from embedmetrics.functional import dense_retrieval
+
+    qrels = torch.tensor([[0, 0, 1], [1, 2, 1]])
+    kw = {"k": [1, 3], "similarity": similarity, "aggregation": "none"}
+    none = dense_retrieval(torch.zeros(2, 0), torch.zeros(3, 0), qrels, **kw)
+    one = dense_retrieval(torch.zeros(2, 1), torch.zeros(3, 1), qrels, **kw)
+    assert none.keys() == one.keys()
+    for key in none:
+        assert torch.equal(none[key], one[key]), key
+    keys = pair_dots(torch.zeros(2, 0), torch.zeros(3, 0), torch.tensor([0, 1]), torch.tensor([2, 0]))
+    assert keys.tolist() == [0, 0]

@@ -72,10 +72,12 @@ def pair_dots(
 
 
 def tree_sum(x: Tensor) -> Tensor:
-    """Row sums of ``x`` (``(n, w)``, ``w >= 1``; overwritten) by one fixed pairwise tree: the columns past
-    the largest power of two ``p <= w`` are added onto the first ones, then the second half of the
-    first ``p`` onto the first, until one column is left. Each entry meets at most ``tree_roundings(w)
-    − 1`` additions on its way to the sum."""
+    """Row sums of ``x`` (``(n, w)``; overwritten) by one fixed pairwise tree: the columns past the
+    largest power of two ``p <= w`` are added onto the first ones, then the second half of the first
+    ``p`` onto the first, until one column is left. Each entry meets at most ``tree_roundings(w) − 1``
+    additions on its way to the sum. Rows of no column sum to 0."""
+    if x.shape[1] == 0:
+        return x.new_zeros(x.shape[0])
     p = 1 << (x.shape[1].bit_length() - 1)
     if x.shape[1] > p:
         x[:, : x.shape[1] - p].add_(x[:, p:])
@@ -87,7 +89,10 @@ def tree_sum(x: Tensor) -> Tensor:
 
 def tree_roundings(w: int) -> int:
     """Roundings on the way of one product of a ``w``-long row to its ``pair_dots`` key: its own, the
-    fold of the columns past the largest power of two (where there are any), one per halving."""
+    fold of the columns past the largest power of two (where there are any), one per halving (0 for
+    rows of no column: their sum is an exact 0)."""
+    if w < 1:
+        return 0
     p = 1 << (w.bit_length() - 1)
     return 1 + int(w > p) + (p.bit_length() - 1)
 
@@ -106,14 +111,15 @@ def row_norms(x: Tensor) -> Tensor:
     normal number, are below 1e-4 of the squared norm, and nothing overflowed); the other rows (entries
     near ``1e-23`` in float32 square to nothing, and their norm in the dtype would be 0) are divided by
     their largest magnitude first, in float64."""
-    norms = x.norm(dim=1).double()
+    norms: Tensor = x.norm(dim=1).double()
     info = torch.finfo(x.dtype)
     unsafe = ~(norms.square() >= 1e4 * x.shape[1] * info.tiny) | ~torch.isfinite(norms)
     rows = unsafe.nonzero().view(-1)
     if rows.numel() > 0:
         some = x[rows].double()
         top = some.abs().amax(dim=1) if some.shape[1] > 0 else some.new_zeros(some.shape[0])
-        scale = torch.where(top > 0, top, 1.0)
+        # not scaled by an infinity: a row holding one (and no NaN) keeps an infinite norm, a NaN stays NaN
+        scale = torch.where((top > 0) & torch.isfinite(top), top, 1.0)
         norms[rows] = (some / scale[:, None]).norm(dim=1) * scale
     return norms
 
