@@ -95,7 +95,7 @@ def test_a_key_is_within_its_proven_error(width: int, dtype: torch.dtype, scale:
 def test_row_norms_neither_underflow_nor_overflow(dtype: torch.dtype, scale: float) -> None:
     """``row_norms`` against the exact norm (``Fraction``), on rows whose squares leave the dtype's range:
     within 1e-4 (the margin's slack is 2%), computed in the dtype where that is safe."""
-    from embedmetrics._engine.core.canonical import row_norms
+    from embedmetrics._engine.core.scan import row_norms
 
     rows = (_rows(8, 5, 40, torch.float64) / 1e3 * scale).to(dtype)
     assert bool(torch.isfinite(rows).all())
@@ -172,7 +172,8 @@ def test_the_margin_covers_a_kernel_that_flushes_subnormal_products() -> None:
 def test_rows_of_an_infinity_have_an_infinite_norm() -> None:
     """An infinite entry gives an infinite norm (and margin), not NaN; a NaN stays NaN (review: an
     infinite document made every margin NaN and emptied every list with validation off)."""
-    from embedmetrics._engine.core.canonical import key_margins, row_norms
+    from embedmetrics._engine.core.canonical import key_margins
+    from embedmetrics._engine.core.scan import row_norms
 
     rows = torch.tensor([[1.0, torch.inf], [-torch.inf, 1e-30], [torch.nan, torch.inf], [3.0, 4.0]])
     norms = row_norms(rows)

@@ -28,6 +28,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from embedmetrics._engine.core.scan import row_norms
+
 #: ``classes(rows, cols)``: ``(n, w)`` class of the pairs (block row ``rows[i]``, key column
 #: ``cols[i, j]``): what a list's reader tells its entries apart by.
 PairClasses = Callable[[Tensor, Tensor], Tensor]
@@ -105,25 +107,6 @@ def key_margins(a: Tensor, b: Tensor, euclidean: bool = False) -> Tensor:
     return margins_of(a, float(row_norms(b[:, :-1] if euclidean else b).max()), euclidean)
 
 
-def row_norms(x: Tensor) -> Tensor:
-    """The Euclidean norm of each row of ``x`` (float64), free of underflow and overflow. Taken in the rows'
-    dtype where that is safe (the squares lost to underflow, at most ``d`` times the dtype's smallest
-    normal number, are below 1e-4 of the squared norm, and nothing overflowed); the other rows (entries
-    near ``1e-23`` in float32 square to nothing, and their norm in the dtype would be 0) are divided by
-    their largest magnitude first, in float64."""
-    norms: Tensor = x.norm(dim=1).double()
-    info = torch.finfo(x.dtype)
-    unsafe = ~(norms.square() >= 1e4 * x.shape[1] * info.tiny) | ~torch.isfinite(norms)
-    rows = unsafe.nonzero().view(-1)
-    if rows.numel() > 0:
-        some = x[rows].double()
-        top = some.abs().amax(dim=1) if some.shape[1] > 0 else some.new_zeros(some.shape[0])
-        # not scaled by an infinity: a row holding one (and no NaN) keeps an infinite norm, a NaN stays NaN
-        scale = torch.where((top > 0) & torch.isfinite(top), top, 1.0)
-        norms[rows] = (some / scale[:, None]).norm(dim=1) * scale
-    return norms
-
-
 def margins_of(a: Tensor, top: float, euclidean: bool = False) -> Tensor:
     """Per row of ``a`` (``d`` columns), ``(d + t + 2) eps`` times a bound on ``Σ_k |a_ik b_jk|`` for right
     factor rows of norm at most ``top``, float64, ``t = tree_roundings(d)``: a product key is within
@@ -134,7 +117,7 @@ def margins_of(a: Tensor, top: float, euclidean: bool = False) -> Tensor:
     ``||r||``) the tighter ``2 ||q|| top + top²``: Cauchy–Schwarz on the appended column would square
     ``top``. Plus ``8 d`` times the dtype's smallest normal number, for products and sums that
     underflow (the ``γ`` bounds hold in the normal range; subnormal inputs are taken as they are, not
-    flushed to zero). The norms are ``row_norms``: computed without underflow or overflow."""
+    flushed to zero). The norms are ``scan.row_norms``: computed without underflow or overflow."""
     d = a.shape[1]
     info = torch.finfo(a.dtype)
     scale = 1.02 * (d + tree_roundings(d) + 2) * info.eps
@@ -262,7 +245,7 @@ def _margin_prefix(cand: Tensor, kk: int, rescore: Rescorer) -> tuple[Tensor, Te
 def _last_listed(vals: Tensor) -> tuple[Tensor, Tensor]:
     """Per row of ascending ``vals`` (``+inf`` past a row's wanted keys, NaN last), its last finite key
     and whether the row is ``ok``: it holds a finite key and no NaN. A row whose last key is finite is
-    (the common case: a pass over the rows' last keys only)."""
+    ``ok`` (NaN sorts last), so only the other rows are read whole: the common case reads one key a row."""
     last = vals[:, -1].clone()
     ok = torch.isfinite(last)
     odd = (~ok).nonzero().view(-1)

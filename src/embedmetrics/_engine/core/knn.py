@@ -43,6 +43,7 @@ from embedmetrics._engine.core.scan import (
     compute_dtype,
     l2_normalize,
     plan_blocks,
+    rows_at,
 )
 
 LabelComparison = Callable[[Tensor, Tensor], Tensor]
@@ -67,12 +68,6 @@ def default_label_comparison(x: Tensor, y: Tensor) -> Tensor:
     """Equality of labels; 2-D labels (one row per sample) are equal when all their columns are."""
     eq = x == y
     return eq.all(dim=-1) if eq.ndim > 2 else eq
-
-
-def rows_at(table: Tensor, index: Tensor) -> Tensor:
-    """``table[index]`` for an int64 ``index`` of any shape, by one ``index_select`` (advanced indexing
-    costs several times more on the CPU)."""
-    return table.index_select(0, index.reshape(-1)).view(*index.shape, *table.shape[1:])
 
 
 def compare_labels(fn: Optional[LabelComparison], query_labels: Tensor, ref_labels: Tensor) -> Tensor:

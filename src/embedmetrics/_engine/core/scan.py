@@ -110,14 +110,40 @@ def _plain_floor(dtype: torch.dtype) -> float:
     return float(2.0 ** (math.log2(torch.finfo(dtype).tiny) / 4))
 
 
-def _scaled_normalize(z: Tensor, eps: float, out: Tensor | None) -> Tensor:
-    """``l2_normalize`` with every row scaled by a power of two to its largest magnitude first."""
+def row_norms(z: Tensor) -> Tensor:
+    """The Euclidean norm of each row of ``z`` (float64), free of underflow and overflow: taken as it is
+    where ``l2_normalize`` divides a row as it is (a finite norm of at least ``_plain_floor``), else of
+    the row scaled by a power of two to its largest magnitude (``_power_of_two_scale``; a row holding an
+    infinity keeps an infinite norm, a NaN a NaN one)."""
+    norms: Tensor = z.norm(dim=1).double()
+    odd = (~torch.isfinite(norms) | (norms < _plain_floor(z.dtype))).nonzero().view(-1)
+    if odd.numel() > 0 and z.shape[1] > 0:  # rows of no column: a norm of 0
+        rows = z[odd]
+        scale, exponent = _power_of_two_scale(rows)
+        norms[odd] = torch.ldexp((rows * scale).norm(dim=1, keepdim=True).double(), exponent).view(-1)
+    return norms
+
+
+def rows_at(table: Tensor, index: Tensor) -> Tensor:
+    """``table[index]`` for an int64 ``index`` of any shape, by one ``index_select`` (advanced indexing
+    costs several times more on the CPU)."""
+    return table.index_select(0, index.reshape(-1)).view(*index.shape, *table.shape[1:])
+
+
+def _power_of_two_scale(z: Tensor) -> tuple[Tensor, Tensor]:
+    """Per row (``(rows, 1)``), the power of two ``2**-e`` that scales the row's largest magnitude into
+    ``[0.5, 1)`` (exact; ``e`` clamped to the normal powers of two), and ``e``."""
     limit = int(math.log2(torch.finfo(z.dtype).max)) - 1  # 2**-limit .. 2**limit: normal powers of two
     # two reductions: ``torch.aminmax`` along rows is an order of magnitude slower on CPU (torch 2.13)
     high, low = z.detach().amax(dim=1, keepdim=True), z.detach().amin(dim=1, keepdim=True)
     _, exponent = torch.frexp(torch.maximum(high, -low))
     exponent = exponent.clamp(-limit, limit)
-    scale = torch.ldexp(torch.ones_like(high), -exponent)  # torch's ldexp has no right gradient for
+    return torch.ldexp(torch.ones_like(high), -exponent), exponent
+
+
+def _scaled_normalize(z: Tensor, eps: float, out: Tensor | None) -> Tensor:
+    """``l2_normalize`` with every row scaled by a power of two to its largest magnitude first."""
+    scale, exponent = _power_of_two_scale(z)  # torch's ldexp has no right gradient for
     if z.requires_grad:  # integer exponents: a plain product by the power of two instead
         scaled = z * scale
         return _divide_rows(scaled, scaled.norm(dim=1, keepdim=True), exponent, eps, out)

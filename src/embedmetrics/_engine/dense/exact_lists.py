@@ -21,15 +21,9 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from embedmetrics._engine.core.canonical import (
-    margins_of,
-    mixed_runs,
-    needing_canonical,
-    pair_dots,
-    row_norms,
-)
+from embedmetrics._engine.core.canonical import margins_of, mixed_runs, needing_canonical, pair_dots
 from embedmetrics._engine.core.row_owners import gather_same
-from embedmetrics._engine.core.scan import compute_dtype
+from embedmetrics._engine.core.scan import compute_dtype, row_norms
 from embedmetrics._engine.dense.qrels import Judgements
 from embedmetrics._engine.dense.scan import (
     CorpusScan,

@@ -40,6 +40,7 @@ from torch import Tensor
 
 from embedmetrics._engine.core import tie_stats
 from embedmetrics._engine.core.checks import Aggregation
+from embedmetrics._engine.core.scan import rows_at
 
 #: Queries of a result: ranked normally / no relevant document / no judged document at all.
 STATUS_OK, STATUS_EMPTY, STATUS_ABSENT = 0, 1, 2
@@ -253,7 +254,7 @@ def _bucket_items(
     first, size = (starts, counts) if rows is None else (starts[rows], counts[rows])
     col = torch.arange(width, device=perm.device)
     valid = col < size.unsqueeze(1)
-    return _take(perm, torch.where(valid, first.unsqueeze(1) + col, 0)), ~valid
+    return rows_at(perm, torch.where(valid, first.unsqueeze(1) + col, 0)), ~valid
 
 
 def query_rows(indexes: Tensor) -> tuple[Tensor, Tensor | None] | None:
@@ -268,11 +269,6 @@ def query_rows(indexes: Tensor) -> tuple[Tensor, Tensor | None] | None:
     if len(buckets) != 1:
         return None
     return _bucket_items(perm, starts, counts, None, buckets[0][1])
-
-
-def _take(x: Tensor, index: Tensor) -> Tensor:
-    """``x[index]`` for flat ``x`` and an index of any shape (``index_select``: faster on CPU)."""
-    return x.index_select(0, index.reshape(-1)).view(index.shape)
 
 
 PerRow = Callable[[RankedRows], Tensor]
@@ -322,12 +318,12 @@ def evaluate(
         item, pad = _bucket_items(perm, starts, counts, rows, width)
         inactive_b, judged_b = pad, None if pad is None else ~pad
         if inactive is not None:
-            inactive_b = _take(inactive, item) if pad is None else pad | _take(inactive, item)
+            inactive_b = rows_at(inactive, item) if pad is None else pad | rows_at(inactive, item)
         if judged is not None:
-            judged_b = _take(judged, item) if pad is None else _take(judged, item) & ~pad
-        gain_b = _take(gain, item)
+            judged_b = rows_at(judged, item) if pad is None else rows_at(judged, item) & ~pad
+        gain_b = rows_at(gain, item)
         st = rank_rows(
-            _take(score, item),
+            rows_at(score, item),
             gain_b if pad is None else gain_b.masked_fill(pad, 0),
             columns=columns_needed(ks, width),
             inactive=inactive_b,
