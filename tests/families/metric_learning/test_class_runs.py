@@ -24,31 +24,50 @@ def _data(seed: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _stats(
-    x: torch.Tensor, y: torch.Tensor, rows: torch.Tensor, distance: str, ties: str, full: bool
+    x: torch.Tensor,
+    y: torch.Tensor,
+    rows: torch.Tensor,
+    distance: str,
+    ties: str,
+    full: bool,
+    stats: tuple[str, ...] = STAT_NAMES,
 ) -> dict[str, torch.Tensor]:
     self_index = rows.clone()
     counts, _, _ = relevant_counts(y[rows], y, self_index, None)
     k = 30  # the same for every batch (the largest class holds fewer)
     out = knn_scan(
         x[rows], x, y[rows], y, k=k, counts=counts, self_index=self_index, distance=distance, ties=ties,
-        return_neighbors=full, stats=STAT_NAMES,
+        return_neighbors=full, stats=stats,
     )  # fmt: skip
     return out.stats
+
+
+#: Subsets of the statistics that read different reaches of a list: every place (AP, RR), the first
+#: ``min(R, k)`` (R-precision, MAP@R; here ``R < k``), the first place only (precision@1).
+READS = {
+    "all": STAT_NAMES,
+    "upto_r": ("r_precision", "map_at_r"),
+    "first": ("precision_at_1",),
+    "first_and_r": ("precision_at_1", "r_precision"),
+}
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("distance", ["euclidean", "cosine", "dot"])
 @pytest.mark.parametrize("ties", ["average", "pessimistic", "optimistic"])
+@pytest.mark.parametrize("reads", list(READS))
 def test_statistics_equal_the_fully_rescored_route_in_any_batch(
-    dtype: torch.dtype, distance: str, ties: str
+    dtype: torch.dtype, distance: str, ties: str, reads: str
 ) -> None:
+    """Also where the statistics read only part of each list: the near neighbours past what they read
+    keep their product keys, and no value read changes."""
     x, y = _data(1, dtype)
-    every = torch.arange(90)
-    want = _stats(x, y, every, distance, ties, full=True)
+    every, stats = torch.arange(90), READS[reads]
+    want = _stats(x, y, every, distance, ties, full=True, stats=stats)
     with place_dependent_products(knn_module, 3e-7 if dtype == torch.float32 else 1e-15):
-        batch = _stats(x, y, every, distance, ties, full=False)
-        backwards = _stats(x, y, every.flip(0), distance, ties, full=False)
-        alone = {i: _stats(x, y, torch.tensor([i]), distance, ties, full=False) for i in (0, 41, 89)}
+        batch = _stats(x, y, every, distance, ties, full=False, stats=stats)
+        backwards = _stats(x, y, every.flip(0), distance, ties, full=False, stats=stats)
+        alone = {i: _stats(x, y, torch.tensor([i]), distance, ties, False, stats) for i in (0, 41, 89)}
     for name, values in want.items():
         assert torch.equal(batch[name], values), name
         assert torch.equal(backwards[name], values.flip(0)), name
@@ -77,12 +96,37 @@ def test_nearly_sorted_rows_give_their_smallest_keys_in_order(direction: str) ->
     assert torch.equal(top_cols, want_cols)
 
 
+def _whole_row_rule(
+    keys: torch.Tensor, margins: torch.Tensor, kinds: torch.Tensor, kk: int, reach: torch.Tensor | None
+) -> torch.Tensor:
+    """The places to rescore, by the rule written on whole rows, one row at a time: the members of every
+    run of near keys (each within the row's margin of the next); with classes (``kinds``), of the runs
+    that start within ``reach`` (``None``: every run), all members of a run of more than one class, and
+    of the others those that can tie with the ``kk - 1``-th key."""
+    want = torch.zeros_like(keys, dtype=torch.bool)
+    for i in range(keys.shape[0]):
+        row, m, j = keys[i].tolist(), float(margins[i]), 0
+        while j < len(row):
+            end = j
+            while end + 1 < len(row) and row[end + 1] - row[end] <= m:  # inf - inf is NaN: never close
+                end += 1
+            if end > j and (reach is None or j < int(reach[i])):
+                members = range(j, end + 1)
+                mixed = kinds is not None and len({int(kinds[i, p]) for p in members}) > 1
+                for p in members:
+                    want[i, p] = kinds is None or mixed or row[p] >= row[kk - 2] - m
+            j = end + 1
+    return want
+
+
+@pytest.mark.parametrize("reach", ["none", "every", "some"])
 @pytest.mark.parametrize("with_classes", [True, False])
-def test_near_entries_equal_the_whole_row_rule(with_classes: bool) -> None:
+def test_near_entries_equal_the_whole_row_rule(with_classes: bool, reach: str) -> None:
     """The places to rescore, found from the near pairs alone, are those of the rule written on whole
-    rows: within the margin of a neighbour (``needing_canonical``), and with classes also in a run of
-    more than one class (``mixed_runs``) or able to tie with the ``kk - 1``-th key."""
-    from embedmetrics._engine.core.canonical import _near_entries, mixed_runs, needing_canonical
+    rows (``_whole_row_rule``, and ``needing_canonical`` / ``mixed_runs``): within the margin of a
+    neighbour, and with a reader also in a run that starts within its reach and holds more than one
+    class or can tie with the ``kk - 1``-th key."""
+    from embedmetrics._engine.core.canonical import ListReader, _near_entries, mixed_runs, needing_canonical
 
     g = torch.Generator().manual_seed(3)
     keys = torch.randint(0, 40, (30, 25), generator=g).double().sort(dim=1).values / 8
@@ -91,14 +135,23 @@ def test_near_entries_equal_the_whole_row_rule(with_classes: bool) -> None:
     kinds = torch.randint(0, 3, (30 * 25,), generator=g)
     margins = torch.rand(30, generator=g, dtype=torch.float64) * 0.3
     kk = 12
+    some = torch.randint(0, kk + 1, (30,), generator=g)
+    limit = {"none": None, "every": torch.full((30,), 25), "some": some}
 
     def classes(rows: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
         return kinds[c] + 3 * (rows[:, None] % 2)  # depends on the row too
 
-    want = needing_canonical(keys, margins)
-    if with_classes:
-        row_kinds = torch.where(torch.isfinite(keys), classes(torch.arange(30), cols).double(), -1.0)
-        boundary = keys >= (keys[:, kk - 2] - margins)[:, None]
-        want &= mixed_runs(keys, margins, row_kinds) | boundary
-    got = _near_entries(keys, cols, kk, margins, classes if with_classes else None)
+    row_kinds = classes(torch.arange(30), cols) if with_classes else None
+    want = _whole_row_rule(keys, margins, row_kinds, kk, limit[reach] if with_classes else None)
+    got = _near_entries(keys, cols, kk, margins, ListReader(classes, limit[reach]) if with_classes else None)
     assert torch.equal(got, want.view(-1).nonzero().view(-1))
+    if reach != "some":  # the same rule by the whole-row passes
+        rule = needing_canonical(keys, margins)
+        if with_classes:
+            finite_kinds = torch.where(torch.isfinite(keys), classes(torch.arange(30), cols).double(), -1.0)
+            boundary = keys >= (keys[:, kk - 2] - margins)[:, None]
+            rule &= mixed_runs(keys, margins, finite_kinds) | boundary
+        assert torch.equal(rule, want)
+    if reach == "some" and with_classes:  # the reach cut something here, and kept something
+        full = _near_entries(keys, cols, kk, margins, ListReader(classes, None))
+        assert 0 < got.numel() < full.numel()

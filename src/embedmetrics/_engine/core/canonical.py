@@ -34,6 +34,22 @@ from embedmetrics._engine.core.scan import row_norms
 #: ``cols[i, j]``): what a list's reader tells its entries apart by.
 PairClasses = Callable[[Tensor, Tensor], Tensor]
 
+
+@dataclass
+class ListReader:
+    """What the reader of a block's ``kk``-long lists reads of them: the ``classes`` of the entries in
+    each row's first ``reach`` places (``(rows,)`` int64; ``None``: every place) and the tie blocks that
+    hold them; past the reach, nothing it reads may change a value it reports."""
+
+    classes: PairClasses
+    reach: Optional[Tensor] = None
+
+    def take(self, rows: Tensor) -> ListReader:
+        """The reader of the block rows ``rows`` only, indexed from 0."""
+        reach = None if self.reach is None else self.reach[rows]
+        return ListReader(lambda r, c: self.classes(rows[r], c), reach)
+
+
 #: Candidates past a row's ``kk``-th that ``canonical_candidates`` ranks by a ``topk``: in a block where a
 #: row's margin reaches further (rare), every row's candidates are sorted instead.
 HEAD_SLACK = 8
@@ -173,7 +189,7 @@ def canonical_smallest(
     rescore: Rescorer,
     columns: Optional[Tensor] = None,
     values: bool = True,
-    classes: Optional[PairClasses] = None,
+    reader: Optional[ListReader] = None,
 ) -> tuple[Tensor, Tensor]:
     """The ``kk = vals.shape[1]`` smallest canonical keys of each row of ``s`` and their columns, ascending.
 
@@ -186,8 +202,9 @@ def canonical_smallest(
     ``columns``: the key column of each entry of ``s`` where ``s`` holds candidates rather than whole
     rows. Rows holding NaN keep their product keys (their values are NaN anyway); ``+inf`` entries
     (masked columns, padding) stay ``+inf``.
-    ``classes`` (with ``values`` off): a run of near candidates of one class keeps its product keys
-    unless it reaches the ``kk − 1``-th key (``mixed_runs``): a reader of classes alone sees no difference.
+    ``reader`` (with ``values`` off): a run of near candidates of one class keeps its product keys
+    unless it reaches the ``kk − 1``-th key (``mixed_runs``), and a run that starts past the reader's
+    ``reach`` keeps them all: the reader sees no difference.
     """
     nb, kk = vals.shape
     last, ok = _last_listed(vals)
@@ -205,7 +222,7 @@ def canonical_smallest(
     picked = torch.zeros(nb * width, dtype=torch.int64, device=s.device).index_copy_(0, slot, cols)
     keys, order = keys.view(nb, width).sort(dim=1)
     picked = picked.view(nb, width).gather(1, order)
-    return _rescored_smallest(keys, picked, kk, rescore, values, ok, (vals, idx), classes)
+    return _rescored_smallest(keys, picked, kk, rescore, values, ok, (vals, idx), reader)
 
 
 def canonical_candidates(
@@ -214,7 +231,7 @@ def canonical_candidates(
     kk: int,
     rescore: Rescorer,
     values: bool = True,
-    classes: Optional[PairClasses] = None,
+    reader: Optional[ListReader] = None,
 ) -> tuple[Tensor, Tensor]:
     """``canonical_smallest`` where ``cand`` (``(rows, width)``, ``width >= kk``, ``+inf`` padding) holds
     every product key of a row that can be among its ``kk`` smallest canonical keys, and ``cand_col``
@@ -223,7 +240,7 @@ def canonical_candidates(
     width = max(int(count.max()), kk)
     cols = cand_col.gather(1, order[:, :width])
     within = keys[:, :width].masked_fill(torch.arange(width, device=cand.device) >= count, torch.inf)
-    return _rescored_smallest(within, cols, kk, rescore, values, ok, (keys[:, :kk], cols[:, :kk]), classes)
+    return _rescored_smallest(within, cols, kk, rescore, values, ok, (keys[:, :kk], cols[:, :kk]), reader)
 
 
 def _margin_prefix(cand: Tensor, kk: int, rescore: Rescorer) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -264,19 +281,19 @@ def _rescored_smallest(
     values: bool,
     ok: Tensor,
     product: tuple[Tensor, Tensor],
-    classes: Optional[PairClasses] = None,
+    reader: Optional[ListReader] = None,
 ) -> tuple[Tensor, Tensor]:
     """The ``kk`` smallest of each row's candidates (float64), ``keys`` (ascending, ``+inf`` padding; the
     product's dtype or float64, a scratch of the caller's) at key columns ``cols``, once the candidates
-    that need it are rescored in place (all with ``values``; with ``classes``, not the runs of one class
-    short of the boundary): a canonical key is exact in the product's dtype. Rows not ``ok`` keep
-    their product keys and columns (``product``)."""
+    that need it are rescored in place (all with ``values``; with a ``reader``, not the runs of one class
+    short of the boundary nor those past its reach): a canonical key is exact in the product's dtype.
+    Rows not ``ok`` keep their product keys and columns (``product``)."""
     width = keys.shape[1]
     keys, cols = keys.contiguous(), cols.contiguous()
     if values:
         at = torch.isfinite(keys).view(-1).nonzero().view(-1)
     else:
-        at = _near_entries(keys, cols, kk, rescore.margins, classes)
+        at = _near_entries(keys, cols, kk, rescore.margins, reader)
     if at.numel() > 0:
         rows = torch.div(at, width, rounding_mode="floor")
         canonical = rescore.keys(rows, cols.view(-1).index_select(0, at)).to(keys.dtype)
@@ -290,39 +307,56 @@ def _rescored_smallest(
 
 
 def _near_entries(
-    keys: Tensor, cols: Tensor, kk: int, margins: Tensor, classes: Optional[PairClasses]
+    keys: Tensor, cols: Tensor, kk: int, margins: Tensor, reader: Optional[ListReader]
 ) -> Tensor:
     """Flat places (``row * width + place``) of the ascending ``keys`` within the row's margin of a
-    neighbour (``needing_canonical``); with ``classes``, only those in a run of near keys of more than
-    one class (``mixed_runs``) or that can tie with the ``kk − 1``-th or ``kk``-th key (a reader's last
-    place and the one past it). Worked out on the near pairs alone: they are few of a row's places."""
+    neighbour (``needing_canonical``); with a ``reader``, only those in a run of near keys that starts
+    within the reader's reach and holds more than one class (``mixed_runs``) or can tie with the
+    ``kk − 1``-th or ``kk``-th key (a list's last place and the one past it: whether the last tie block
+    spills). A run that starts past the reach is more than the margin above every place the reader
+    reads, so its canonical keys cannot cross or tie them. Worked out on the near pairs alone: they are
+    few of a row's places."""
     width = keys.shape[1]
     left = _gaps_close(keys, margins).view(-1).nonzero().view(-1)  # each near pair's first flat place
     if left.numel() == 0:
         return left
+    if reader is None:  # both places of every pair; a place of two pairs once
+        every: Tensor = torch.unique_consecutive(torch.stack([left, left + 1], dim=1).view(-1))
+        return every
+    row = torch.div(left, width, rounding_mode="floor")
+    starts = torch.ones_like(left, dtype=torch.bool)  # the first pair of each run (consecutive pairs)
+    starts[1:] = left[1:] != left[:-1] + 1
+    if reader.reach is not None:
+        left, row, starts = _runs_within(left, row, starts, width, reader.reach)
+        if left.numel() == 0:
+            return left
     places = torch.stack([left, left + 1], dim=1)  # ascending; a place of two pairs twice in a row
-    if classes is None:
-        redo = torch.ones_like(places, dtype=torch.bool)
-    else:
-        row = torch.div(left, width, rounding_mode="floor")
-        edge = (keys[:, max(kk - 2, 0)] - margins).index_select(0, row)
-        redo = keys.view(-1).index_select(0, places.view(-1)).view(-1, 2) >= edge[:, None]
-        redo |= _mixed_pairs(row, places, cols, classes)[:, None]
+    edge = (keys[:, max(kk - 2, 0)] - margins).index_select(0, row)
+    redo = keys.view(-1).index_select(0, places.view(-1)).view(-1, 2) >= edge[:, None]
+    redo |= _mixed_pairs(row, places, starts, cols, reader.classes)[:, None]
     places, redo = places.view(-1), redo.view(-1)
     # a place shared by two pairs is in one run: both pairs give it the same verdict, kept once
     redo[1:] &= places[1:] != places[:-1]
     return places.masked_select(redo)
 
 
-def _mixed_pairs(row: Tensor, places: Tensor, cols: Tensor, classes: PairClasses) -> Tensor:
-    """Of the near pairs (flat places ``places[i]``, ``(n, 2)``, of block row ``row[i]``, ascending),
-    those in a run (consecutive near pairs of one row) whose members are not all of one class."""
+def _runs_within(
+    left: Tensor, row: Tensor, starts: Tensor, width: int, reach: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The near pairs (first flat places ``left``, block rows ``row``, ``starts`` of runs) of the runs
+    that start within their row's ``reach``: whole runs are kept or dropped."""
+    first = torch.where(starts, left, 0).cummax(dim=0).values - row * width  # the run's first place
+    keep = (first < reach.index_select(0, row)).nonzero().view(-1)
+    return left.index_select(0, keep), row.index_select(0, keep), starts.index_select(0, keep)
+
+
+def _mixed_pairs(row: Tensor, places: Tensor, starts: Tensor, cols: Tensor, classes: PairClasses) -> Tensor:
+    """Of the near pairs (flat places ``places[i]``, ``(n, 2)``, of block row ``row[i]``, ascending;
+    ``starts``: the first pair of each run of consecutive pairs), those in a run whose members are not
+    all of one class."""
     kinds = classes(row, cols.view(-1).index_select(0, places.view(-1)).view(-1, 2))
-    left = places[:, 0]
-    starts = torch.ones_like(left, dtype=torch.bool)
-    starts[1:] = left[1:] != left[:-1] + 1
     run = starts.cumsum(0) - 1
-    mixed = torch.zeros(int(run[-1]) + 1, dtype=torch.int64, device=left.device)
+    mixed = torch.zeros(int(run[-1]) + 1, dtype=torch.int64, device=row.device)
     mixed.index_add_(0, run, (kinds[:, 0] != kinds[:, 1]).to(torch.int64))
     return mixed.index_select(0, run) > 0
 
@@ -380,7 +414,8 @@ def _smallest_of_nearly_sorted(keys: Tensor, cols: Tensor, kk: int, changed: Ten
     key = flat.index_select(0, changed)
     before = (place > 0) & (flat.index_select(0, (changed - 1).clamp_min(0)) > key)
     after = (place < width - 1) & (key > flat.index_select(0, (changed + 1).clamp_max(flat.numel() - 1)))
-    moved = torch.unique(torch.div(changed[before | after], width, rounding_mode="floor"))
+    # ``changed`` ascending: its rows too
+    moved = torch.unique_consecutive(torch.div(changed[before | after], width, rounding_mode="floor"))
     if moved.numel() > 0:
         top[moved], pick = keys[moved].topk(kk, dim=1, largest=False, sorted=True)
         top_cols[moved] = cols[moved].gather(1, pick)

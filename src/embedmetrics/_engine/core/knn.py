@@ -29,7 +29,7 @@ from torch import Tensor
 
 from embedmetrics._engine.core import tie_stats
 from embedmetrics._engine.core.canonical import (
-    PairClasses,
+    ListReader,
     Rescorer,
     canonical_candidates,
     canonical_smallest,
@@ -221,14 +221,14 @@ class KeyBlocks:
         return Rescorer(self.q[start:stop], self.ref_t.T, self.inverse, self.margins[start:stop])
 
     def nearest(
-        self, start: int, stop: int, values: bool = True, classes: Optional[PairClasses] = None
+        self, start: int, stop: int, values: bool = True, reader: Optional[ListReader] = None
     ) -> tuple[Tensor, Tensor, Tensor, Rescorer]:
         """The block's product keys (valid until the next call), its ``kk`` smallest canonical keys
         (float64, ascending) and their columns, and the block's ``Rescorer`` (whole rows:
         ``Rescorer.rows``): what a query gets never depends on the other queries of its block."""
         s = self.block(start, stop)
         rescore = self.rescorer(start, stop)
-        vals, idx = smallest_keys(s, self.kk, self.groups, rescore=rescore, values=values, classes=classes)
+        vals, idx = smallest_keys(s, self.kk, self.groups, rescore=rescore, values=values, reader=reader)
         return s, vals, idx, rescore
 
     def block(self, start: int, stop: int) -> Tensor:
@@ -300,8 +300,11 @@ def knn_scan(
         nb = stop - start
         # rank statistics read only the order and the tie blocks: canonical values only where asked for
         qlab = query_labels[start:stop]
-        classes = None if return_neighbors else partial(_pair_classes, cmp_fn, qlab, reference_labels)
-        s, vals, idx, rescore = keys.nearest(start, stop, values=return_neighbors, classes=classes)
+        reader = None
+        if not return_neighbors:
+            classes = partial(_pair_classes, cmp_fn, qlab, reference_labels)
+            reader = ListReader(classes, _reach(out, counts[start:stop], k))
+        s, vals, idx, rescore = keys.nearest(start, stop, values=return_neighbors, reader=reader)
         v_k = vals[:, k - 1]
         rel = compare_labels(cmp_fn, qlab, rows_at(reference_labels, idx[:, :k]))
         spill = vals[:, k] == v_k if kk > k else torch.zeros(nb, dtype=torch.bool, device=dev)
@@ -324,6 +327,20 @@ def knn_scan(
             else:
                 distances[start:stop] = (sel_key + q_sq[start:stop, None]).clamp_min(0).sqrt()
     return KnnResult(out, indices, distances, k)
+
+
+def _reach(out: dict[str, Tensor], counts: Tensor, k: int) -> Tensor:
+    """Per query, the leading places of its neighbour list that the statistics ``out`` read
+    (``_store_stats``): the first for precision@1, ``min(count, k)`` for R-precision and MAP@R, every
+    place for average precision and the reciprocal rank."""
+    if "average_precision" in out or "reciprocal_rank" in out:
+        return torch.full_like(counts, k)
+    reach = torch.zeros_like(counts)
+    if "r_precision" in out or "map_at_r" in out:
+        reach = counts.clamp(0, k)
+    if "precision_at_1" in out:
+        reach = reach.clamp_min(1)
+    return reach
 
 
 def _canonical_rows(rescore: Rescorer, s: Tensor, v_k: Tensor, rows: Tensor) -> Tensor:
@@ -434,7 +451,7 @@ def smallest_keys(
     bound: Optional[Tensor] = None,
     rescore: Optional[Rescorer] = None,
     values: bool = True,
-    classes: Optional[PairClasses] = None,
+    reader: Optional[ListReader] = None,
 ) -> tuple[Tensor, Tensor]:
     """The ``kk`` smallest keys of each row of ``s`` and their columns, ascending.
 
@@ -461,7 +478,7 @@ def smallest_keys(
         vals, idx = s.topk(kk, dim=1, largest=False, sorted=True)
         if rescore is None:
             return vals, idx
-        return canonical_smallest(vals, idx, s, rescore, values=values, classes=classes)
+        return canonical_smallest(vals, idx, s, rescore, values=values, reader=reader)
     n_groups, n_coarse = groups
     nb, n_cols = s.shape
     size = n_cols // n_groups
@@ -472,12 +489,13 @@ def smallest_keys(
         tau = rescore.widened(tau)
     flat = (group_min <= tau[:, None]).view(-1).nonzero().view(-1)
     row = flat // n_groups
-    per_row = torch.bincount(row, minlength=nb)
+    ends = torch.arange(1, nb + 1, device=s.device) * n_groups
+    per_row = _counts_per_row(flat, ends)
     plain = coarse_min.isnan().any(dim=1) | (tau == float("inf")) | (per_row * 4 > n_groups)
     plain_rows = plain.nonzero().view(-1)
     if plain_rows.numel() > 0:
         keep = ~plain[row]
-        flat, row = flat[keep], row[keep]
+        flat, row, per_row = flat[keep], row[keep], per_row.masked_fill(plain, 0)
     # the keys of every candidate group (its ``size`` columns ``group + n_groups · j``), one per row
     group = flat - row * n_groups
     keys = s.view(nb, size, n_groups).permute(0, 2, 1)[row, group]
@@ -485,7 +503,7 @@ def smallest_keys(
     at = hit // size
     hit_row = row.index_select(0, at)
     hit_col = group.index_select(0, at) + n_groups * (hit - at * size)
-    count = torch.bincount(hit_row, minlength=nb)
+    count = _counts_per_row(hit, (per_row * size).cumsum(0))  # each row's groups hold its hits
     most = int(count.max())
     if bound is not None and plain_rows.numel() == 0:
         kk = min(kk, max(most, 1))
@@ -500,11 +518,17 @@ def smallest_keys(
         idx = cand_col.view(nb, width).gather(1, pick)
     else:
         vals, idx = canonical_candidates(
-            cand_key.view(nb, width), cand_col.view(nb, width), kk, rescore, values, classes
+            cand_key.view(nb, width), cand_col.view(nb, width), kk, rescore, values, reader
         )
     if plain_rows.numel() > 0:
-        vals[plain_rows], idx[plain_rows] = _plain_smallest(s, plain_rows, kk, rescore, values, classes)
+        vals[plain_rows], idx[plain_rows] = _plain_smallest(s, plain_rows, kk, rescore, values, reader)
     return vals, idx
+
+
+def _counts_per_row(places: Tensor, ends: Tensor) -> Tensor:
+    """How many of the ascending flat ``places`` fall in each row, row ``i`` ending (exclusive) at
+    ``ends[i]`` (ascending): one binary search per row instead of a pass over the places."""
+    return torch.searchsorted(places, ends).diff(prepend=ends.new_zeros(1))
 
 
 def _plain_smallest(
@@ -513,19 +537,14 @@ def _plain_smallest(
     kk: int,
     rescore: Optional[Rescorer],
     values: bool,
-    classes: Optional[PairClasses],
+    reader: Optional[ListReader],
 ) -> tuple[Tensor, Tensor]:
     """``smallest_keys`` of the block rows ``rows`` by a plain ``topk`` of their whole rows."""
     vals, idx = s[rows].topk(kk, dim=1, largest=False, sorted=True)
     if rescore is None:
         return vals, idx
-    of_rows = None if classes is None else _rows_of(classes, rows)
+    of_rows = None if reader is None else reader.take(rows)
     return canonical_smallest(vals, idx, s[rows], rescore.take(rows), None, values, of_rows)
-
-
-def _rows_of(classes: PairClasses, rows: Tensor) -> PairClasses:
-    """``classes`` of a subset ``rows`` of the block, indexed from 0."""
-    return lambda r, c: classes(rows[r], c)
 
 
 def _pair_classes(
