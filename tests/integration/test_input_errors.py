@@ -93,6 +93,31 @@ def test_the_reported_nan_case_is_nan_not_a_plausible_value() -> None:
     assert np.isnan(F.contrastive_accuracy_score(z1.numpy(), Z2.numpy(), validate_args=False))
 
 
+@pytest.mark.parametrize("value", [math.nan, math.inf])
+def test_a_non_finite_query_against_a_large_reference_gives_nan_not_an_index_error(value: float) -> None:
+    """With a reference large enough for the scans' candidate filter (its blocks padded with ``+inf``
+    columns), a query row holding NaN ranks its keys after the padding: the padding must never be
+    listed (it raised ``IndexError``). The kNN metrics give NaN; dense retrieval lists real documents,
+    and the other queries keep their values."""
+    g = torch.Generator().manual_seed(0)
+    ref, labels = torch.randn(400, 8, generator=g), torch.randint(0, 5, (400,), generator=g)
+    query = ref[:10].clone()
+    query[3, 2] = value
+    out = F.embedding_accuracy(
+        query, labels[:10], ref, labels, include=("precision_at_1", "r_precision"), k=3, validate_args=False
+    )
+    assert all(bool(torch.isnan(torch.as_tensor(v)).all()) for v in out.values()), out
+    calc = em.AccuracyCalculator(include=("precision_at_1",), k=3, validate_args=False)
+    assert math.isnan(calc.get_accuracy(query, ref, labels[:10], labels, False)["precision_at_1"])
+    same = torch.cat([query, ref[10:]])  # the same-source 2.x call: a NaN row equals itself
+    assert math.isnan(calc.get_accuracy(same, labels)["precision_at_1"])
+    qrels = torch.tensor([[i, j, 1] for i in range(10) for j in range(i, i + 5)])
+    dense = F.dense_retrieval(query, ref, qrels, k=3, validate_args=False, aggregation="none")
+    finite = F.dense_retrieval(query[:3], ref, qrels[qrels[:, 0] < 3], k=3, aggregation="none")
+    for name, values in finite.items():
+        assert torch.equal(dense[name][:3], values), name
+
+
 # --------------------------------------------------------------------------- one validator per rule
 
 VALIDATE_ARGS_ENTRY_POINTS: dict[str, Callable[[Any], Any]] = {

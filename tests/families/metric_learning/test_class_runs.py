@@ -155,3 +155,44 @@ def test_near_entries_equal_the_whole_row_rule(with_classes: bool, reach: str) -
     if reach == "some" and with_classes:  # the reach cut something here, and kept something
         full = _near_entries(keys, cols, kk, margins, ListReader(classes, None))
         assert 0 < got.numel() < full.numel()
+
+
+def _nudged(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Few distinct integer rows, each copy nudged by 1e-7: near ties everywhere, three classes."""
+    g = torch.Generator().manual_seed(seed)
+    base = torch.randint(-2, 3, (3, 3), generator=g).float()
+    x = base[torch.randint(0, 3, (12,), generator=g)] + 1e-7 * torch.randn(12, 3, generator=g)
+    return x, torch.randint(0, 3, (12,), generator=g)
+
+
+@pytest.mark.parametrize("reads", list(READS))
+@pytest.mark.parametrize("distance", ["euclidean", "cosine", "dot"])
+def test_every_position_term_is_finite_past_the_reach(
+    reads: str, distance: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A list's last tie block that starts past what the statistics read keeps its product keys: its
+    size is taken as listed, not counted on the whole canonical row (which need not hold the product's
+    ``k``-th key: a block of size 0 and NaN terms). Every position's terms stay finite, and the
+    statistics equal the route that rescores every neighbour."""
+    seen: list[torch.Tensor] = []
+    original = knn_module._position_terms
+
+    def spy(*args: object) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        out = original(*args)  # type: ignore[arg-type]
+        seen.extend(t for t in out if t is not None)
+        return out
+
+    for seed in range(4):
+        x, y = _nudged(seed)
+        every, stats = torch.arange(12), READS[reads]
+        for k in (2, 3, 6):
+            counts, _, _ = relevant_counts(y, y, every, None)
+            kw = {"k": k, "counts": counts, "self_index": every, "distance": distance, "stats": stats}
+            want = knn_scan(x, x, y, y, return_neighbors=True, **kw).stats  # type: ignore[arg-type]
+            with monkeypatch.context() as patch:
+                patch.setattr(knn_module, "_position_terms", spy)
+                got = knn_scan(x, x, y, y, **kw).stats  # type: ignore[arg-type]
+            for name, values in want.items():
+                assert torch.equal(got[name], values), (seed, k, name)
+    assert seen
+    assert all(bool(torch.isfinite(t).all()) for t in seen)

@@ -228,7 +228,9 @@ class KeyBlocks:
         ``Rescorer.rows``): what a query gets never depends on the other queries of its block."""
         s = self.block(start, stop)
         rescore = self.rescorer(start, stop)
-        vals, idx = smallest_keys(s, self.kk, self.groups, rescore=rescore, values=values, reader=reader)
+        vals, idx = smallest_keys(
+            s, self.kk, self.groups, rescore=rescore, values=values, reader=reader, n_real=self.n_r
+        )
         return s, vals, idx, rescore
 
     def block(self, start: int, stop: int) -> Tensor:
@@ -288,7 +290,7 @@ def knn_scan(
         Per-query statistics (see ``STAT_NAMES``), zero outside the scanned share.
     """
     keys = KeyBlocks.prepare(query, reference, distance, min(k + 1, reference.shape[0]), self_index)
-    n_q, kk, dev, dtype = query.shape[0], keys.kk, keys.device, keys.dtype
+    n_q, dev, dtype = query.shape[0], keys.device, keys.dtype
     n_r = keys.n_r
     out = {n: torch.zeros(n_q, dtype=torch.float64, device=dev) for n in STAT_NAMES if n in stats}
     indices = torch.zeros(n_q, k, dtype=torch.int64, device=dev) if return_neighbors else None
@@ -297,17 +299,17 @@ def knn_scan(
     q_sq = keys.q_sq
     cmp_fn = label_comparison_fn
     for start, stop in ranges:
-        nb = stop - start
         # rank statistics read only the order and the tie blocks: canonical values only where asked for
         qlab = query_labels[start:stop]
-        reader = None
-        if not return_neighbors:
-            classes = partial(_pair_classes, cmp_fn, qlab, reference_labels)
-            reader = ListReader(classes, _reach(out, counts[start:stop], k))
+        reader = (
+            None
+            if return_neighbors
+            else _statistics_reader(out, cmp_fn, qlab, reference_labels, counts[start:stop], k)
+        )
         s, vals, idx, rescore = keys.nearest(start, stop, values=return_neighbors, reader=reader)
         v_k = vals[:, k - 1]
         rel = compare_labels(cmp_fn, qlab, rows_at(reference_labels, idx[:, :k]))
-        spill = vals[:, k] == v_k if kk > k else torch.zeros(nb, dtype=torch.bool, device=dev)
+        spill = _spills(vals, k, reader)
 
         relevant_in_row = partial(_relevant_in_rows, cmp_fn, qlab, reference_labels)
         row_keys = partial(_canonical_rows, rescore, s[:, :n_r], v_k)
@@ -329,6 +331,19 @@ def knn_scan(
     return KnnResult(out, indices, distances, k)
 
 
+def _statistics_reader(
+    out: dict[str, Tensor],
+    cmp_fn: Optional[LabelComparison],
+    query_labels: Tensor,
+    reference_labels: Tensor,
+    counts: Tensor,
+    k: int,
+) -> ListReader:
+    """What the statistics ``out`` read of a block's lists: the neighbours' relevance (``_pair_classes``)
+    within each query's ``_reach``."""
+    return ListReader(partial(_pair_classes, cmp_fn, query_labels, reference_labels), _reach(out, counts, k))
+
+
 def _reach(out: dict[str, Tensor], counts: Tensor, k: int) -> Tensor:
     """Per query, the leading places of its neighbour list that the statistics ``out`` read
     (``_store_stats``): the first for precision@1, ``min(count, k)`` for R-precision and MAP@R, every
@@ -341,6 +356,28 @@ def _reach(out: dict[str, Tensor], counts: Tensor, k: int) -> Tensor:
     if "precision_at_1" in out:
         reach = reach.clamp_min(1)
     return reach
+
+
+def _spills(vals: Tensor, k: int, reader: Optional[ListReader]) -> Tensor:
+    """Per row of ``vals`` (ascending, ``k`` or more keys), whether the tie block of its ``k``-th key
+    continues past it (the ``k + 1``-th key is equal) and is read (``_spills_read``)."""
+    if vals.shape[1] <= k:
+        return torch.zeros(vals.shape[0], dtype=torch.bool, device=vals.device)
+    spill = vals[:, k] == vals[:, k - 1]
+    if reader is None or reader.reach is None:
+        return spill
+    return _spills_read(spill, vals[:, :k], vals[:, k - 1], reader.reach)
+
+
+def _spills_read(spill: Tensor, vals: Tensor, v_k: Tensor, reach: Tensor) -> Tensor:
+    """``spill`` where the list's last tie block starts within the row's ``reach``. A block that starts
+    past it is never read, and its keys may be the product's (``canonical.ListReader``): its size is
+    then taken as listed rather than counted on the canonical row, which might not hold ``v_k``."""
+    rows = spill.nonzero().view(-1)
+    if rows.numel() == 0:
+        return spill
+    start = (vals.index_select(0, rows) == v_k.index_select(0, rows)[:, None]).to(torch.int8).argmax(dim=1)
+    return spill.index_put((rows,), start < reach.index_select(0, rows))
 
 
 def _canonical_rows(rescore: Rescorer, s: Tensor, v_k: Tensor, rows: Tensor) -> Tensor:
@@ -452,6 +489,7 @@ def smallest_keys(
     rescore: Optional[Rescorer] = None,
     values: bool = True,
     reader: Optional[ListReader] = None,
+    n_real: Optional[int] = None,
 ) -> tuple[Tensor, Tensor]:
     """The ``kk`` smallest keys of each row of ``s`` and their columns, ascending.
 
@@ -472,9 +510,11 @@ def smallest_keys(
     smallest key of the row. Every key ``<= tau`` lies in a group whose minimum is ``<= tau``: only
     those groups are gathered, and their keys ``<= tau`` (at least ``kk``, all keys tied with the
     ``kk``-th included) are ranked exactly. Rows holding NaN or an infinite ``tau``, and rows whose
-    bound leaves more than a quarter of the groups, take a plain ``topk``.
+    bound leaves more than a quarter of the groups, take a plain ``topk`` of their first ``n_real`` columns
+    (``None``: all; the others are padding, ``+inf``, and a row's NaN keys would rank after them).
     """
     if groups is None:
+        s = s if n_real is None else s[:, :n_real]
         vals, idx = s.topk(kk, dim=1, largest=False, sorted=True)
         if rescore is None:
             return vals, idx
@@ -487,15 +527,7 @@ def smallest_keys(
     tau = _coarse_bound(coarse_min, kk, bound)
     if rescore is not None:
         tau = rescore.widened(tau)
-    flat = (group_min <= tau[:, None]).view(-1).nonzero().view(-1)
-    row = flat // n_groups
-    ends = torch.arange(1, nb + 1, device=s.device) * n_groups
-    per_row = _counts_per_row(flat, ends)
-    plain = coarse_min.isnan().any(dim=1) | (tau == float("inf")) | (per_row * 4 > n_groups)
-    plain_rows = plain.nonzero().view(-1)
-    if plain_rows.numel() > 0:
-        keep = ~plain[row]
-        flat, row, per_row = flat[keep], row[keep], per_row.masked_fill(plain, 0)
+    flat, row, per_row, plain_rows = _candidate_groups(group_min, coarse_min, tau)
     # the keys of every candidate group (its ``size`` columns ``group + n_groups · j``), one per row
     group = flat - row * n_groups
     keys = s.view(nb, size, n_groups).permute(0, 2, 1)[row, group]
@@ -521,8 +553,27 @@ def smallest_keys(
             cand_key.view(nb, width), cand_col.view(nb, width), kk, rescore, values, reader
         )
     if plain_rows.numel() > 0:
-        vals[plain_rows], idx[plain_rows] = _plain_smallest(s, plain_rows, kk, rescore, values, reader)
+        real = s if n_real is None else s[:, :n_real]
+        vals[plain_rows], idx[plain_rows] = _plain_smallest(real, plain_rows, kk, rescore, values, reader)
     return vals, idx
+
+
+def _candidate_groups(
+    group_min: Tensor, coarse_min: Tensor, tau: Tensor
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``smallest_keys``' groups whose minimum is ``<= tau`` (flat places ``row * n_groups + group``,
+    ascending; their rows; how many each row has) and the rows that take a plain ``topk`` instead (NaN,
+    an infinite ``tau``, more than a quarter of the groups), whose groups are dropped."""
+    nb, n_groups = group_min.shape
+    flat = (group_min <= tau[:, None]).view(-1).nonzero().view(-1)
+    row = flat // n_groups
+    per_row = _counts_per_row(flat, torch.arange(1, nb + 1, device=flat.device) * n_groups)
+    plain = coarse_min.isnan().any(dim=1) | (tau == float("inf")) | (per_row * 4 > n_groups)
+    plain_rows = plain.nonzero().view(-1)
+    if plain_rows.numel() > 0:
+        keep = ~plain[row]
+        flat, row, per_row = flat[keep], row[keep], per_row.masked_fill(plain, 0)
+    return flat, row, per_row, plain_rows
 
 
 def _counts_per_row(places: Tensor, ends: Tensor) -> Tensor:

@@ -318,9 +318,9 @@ def _scan_block(
     if canonical:  # the product filters (its bound widened by the margin), canonical keys decide
         rescore.margins = key_margins(q, rescore.b, euclidean=similarity == "euclidean")
         wide = None if bound is None else rescore.widened(bound.to(s.dtype))
-        vals, idx = smallest_keys(s, min(depth + 1, n_cols), groups, wide, rescore)
+        vals, idx = smallest_keys(s, min(depth + 1, n_cols), groups, wide, rescore, n_real=n_cols)
     else:
-        vals, idx = smallest_keys(s, min(depth + 1, n_cols), groups, bound)
+        vals, idx = smallest_keys(s, min(depth + 1, n_cols), groups, bound, n_real=n_cols)
     width = min(depth, vals.shape[1])
     top = vals[:, :width]
     ids = block_ids[idx[:, :width]]
