@@ -6,6 +6,8 @@ listed neighbour (``return_neighbors=True``), alone or in any batch."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -177,8 +179,8 @@ def test_every_position_term_is_finite_past_the_reach(
     seen: list[torch.Tensor] = []
     original = knn_module._position_terms
 
-    def spy(*args: object) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        out = original(*args)  # type: ignore[arg-type]
+    def spy(*args: Any) -> Any:
+        out = original(*args)
         seen.extend(t for t in out if t is not None)
         return out
 
@@ -188,11 +190,30 @@ def test_every_position_term_is_finite_past_the_reach(
         for k in (2, 3, 6):
             counts, _, _ = relevant_counts(y, y, every, None)
             kw = {"k": k, "counts": counts, "self_index": every, "distance": distance, "stats": stats}
-            want = knn_scan(x, x, y, y, return_neighbors=True, **kw).stats  # type: ignore[arg-type]
+            want = knn_scan(x, x, y, y, return_neighbors=True, **kw).stats
             with monkeypatch.context() as patch:
                 patch.setattr(knn_module, "_position_terms", spy)
-                got = knn_scan(x, x, y, y, **kw).stats  # type: ignore[arg-type]
+                got = knn_scan(x, x, y, y, **kw).stats
             for name, values in want.items():
                 assert torch.equal(got[name], values), (seed, k, name)
     assert seen
     assert all(bool(torch.isfinite(t).all()) for t in seen)
+
+
+def test_the_reach_is_what_the_statistics_read_and_every_place_for_any_other() -> None:
+    """Precision@1 reads the first place, R-precision and MAP@R the first ``min(R, k)``, average
+    precision and the reciprocal rank every place; a statistic not declared as reading a prefix (one
+    added later) reads every place, so it is never given product keys where it reads."""
+    from embedmetrics._engine.core.knn import _reach
+
+    counts, k = torch.tensor([0, 2, 5, 9]), 5
+
+    def reach(*names: str) -> list[int]:
+        return _reach(dict.fromkeys(names, torch.zeros(4)), counts, k).tolist()
+
+    assert reach("precision_at_1") == [1, 1, 1, 1]
+    assert reach("r_precision") == [0, 2, 5, 5]
+    assert reach("map_at_r", "precision_at_1") == [1, 2, 5, 5]
+    assert reach("average_precision", "precision_at_1") == [5, 5, 5, 5]
+    assert reach("reciprocal_rank") == [5, 5, 5, 5]
+    assert reach("a_statistic_added_later", "precision_at_1") == [5, 5, 5, 5]

@@ -344,18 +344,19 @@ def _statistics_reader(
     return ListReader(partial(_pair_classes, cmp_fn, query_labels, reference_labels), _reach(out, counts, k))
 
 
+#: The statistics that read only a prefix of a query's list (``_store_stats``): the first place, or the
+#: first ``min(count, k)``. Any other statistic reads every place.
+PREFIX_READERS = {"precision_at_1": "first", "r_precision": "upto_r", "map_at_r": "upto_r"}
+
+
 def _reach(out: dict[str, Tensor], counts: Tensor, k: int) -> Tensor:
-    """Per query, the leading places of its neighbour list that the statistics ``out`` read
-    (``_store_stats``): the first for precision@1, ``min(count, k)`` for R-precision and MAP@R, every
-    place for average precision and the reciprocal rank."""
-    if "average_precision" in out or "reciprocal_rank" in out:
+    """Per query, the leading places of its neighbour list that the statistics ``out`` read: the first
+    for precision@1, ``min(count, k)`` for R-precision and MAP@R, every place for any other."""
+    reads = {PREFIX_READERS.get(name, "all") for name in out}
+    if "all" in reads:
         return torch.full_like(counts, k)
-    reach = torch.zeros_like(counts)
-    if "r_precision" in out or "map_at_r" in out:
-        reach = counts.clamp(0, k)
-    if "precision_at_1" in out:
-        reach = reach.clamp_min(1)
-    return reach
+    reach = counts.clamp(0, k) if "upto_r" in reads else torch.zeros_like(counts)
+    return reach.clamp_min(1) if "first" in reads else reach
 
 
 def _spills(vals: Tensor, k: int, reader: Optional[ListReader]) -> Tensor:
@@ -513,12 +514,12 @@ def smallest_keys(
     bound leaves more than a quarter of the groups, take a plain ``topk`` of their first ``n_real`` columns
     (``None``: all; the others are padding, ``+inf``, and a row's NaN keys would rank after them).
     """
+    real = s if n_real is None else s[:, :n_real]
     if groups is None:
-        s = s if n_real is None else s[:, :n_real]
-        vals, idx = s.topk(kk, dim=1, largest=False, sorted=True)
+        vals, idx = real.topk(kk, dim=1, largest=False, sorted=True)
         if rescore is None:
             return vals, idx
-        return canonical_smallest(vals, idx, s, rescore, values=values, reader=reader)
+        return canonical_smallest(vals, idx, real, rescore, values=values, reader=reader)
     n_groups, n_coarse = groups
     nb, n_cols = s.shape
     size = n_cols // n_groups
@@ -553,7 +554,6 @@ def smallest_keys(
             cand_key.view(nb, width), cand_col.view(nb, width), kk, rescore, values, reader
         )
     if plain_rows.numel() > 0:
-        real = s if n_real is None else s[:, :n_real]
         vals[plain_rows], idx[plain_rows] = _plain_smallest(real, plain_rows, kk, rescore, values, reader)
     return vals, idx
 
