@@ -257,9 +257,9 @@ def dense_values(
     queries = queries[order]
     judgements = Judgements.build(qrels, query_ids)
     # no list is longer than the corpus: a huge ``depth`` costs nothing (the cut-offs stay addressable)
-    n_corpus = _corpus_size(corpus, distributed)
+    n_corpus = corpus_size(corpus, distributed)
     opts = replace(opts, depth=max(max(opts.ks), min(opts.depth, n_corpus)))
-    _check_score_range(queries, corpus, opts.similarity, distributed)
+    check_dense_score_range(queries, corpus, opts.similarity, distributed)
     # identical rows on several processes get the same canonical keys: no routing needed
     lists = scan_corpus(
         queries, query_ids, corpus, corpus_ids, judgements, depth=opts.depth,
@@ -267,6 +267,25 @@ def dense_values(
         distributed=distributed, order_all=opts.return_run,
     )  # fmt: skip
     lists = (gather_lists(lists) if distributed else lists).canonical()
+    run = None
+    if opts.return_run:
+        width = min(lists.keys.shape[1], n_corpus)
+        scores = _run_scores(lists, queries, corpus, corpus_ids, width, opts.similarity, distributed)
+        run = ordered_run(lists.ids[:, :width], scores, queries.dtype)
+    dtype = value_dtype or compute_dtype(queries, corpus)
+    return values_of_lists(lists, judgements, query_ids, opts, dtype, run)
+
+
+def values_of_lists(
+    lists: TopLists,
+    judgements: Judgements,
+    query_ids: Tensor,
+    opts: DenseOptions,
+    dtype: torch.dtype,
+    run: Optional[tuple[Tensor, Tensor]] = None,
+) -> dict[str, Any]:
+    """The result dict from the merged canonical lists of every query (ascending ``query_ids``): the
+    measures under ``opts.ties``, aggregated, in ``dtype``; ``run`` added as ``"run"`` when given."""
     valid = torch.isfinite(lists.keys)
     rows = torch.arange(lists.keys.shape[0], device=lists.keys.device)[:, None]
     grades = torch.where(valid, judgements.relevance(rows, lists.ids), 0)
@@ -278,7 +297,6 @@ def dense_values(
     result: dict[str, Any] = {}
     judged = judgements.judged
     any_judged = bool(judged.any())
-    dtype = value_dtype or compute_dtype(queries, corpus)
     for key, values in per_query.items():
         values = values.to(dtype)
         if isinstance(opts.aggregation, str) and opts.aggregation == "none":
@@ -289,8 +307,8 @@ def dense_values(
             result[key] = aggregate(values[judged][:, None], opts.aggregation).reshape(())
     if opts.return_run or (isinstance(opts.aggregation, str) and opts.aggregation == "none"):
         result["query_ids"] = query_ids
-    if opts.return_run:
-        result["run"] = _run(lists, queries, corpus, corpus_ids, n_corpus, opts.similarity, distributed)
+    if run is not None:
+        result["run"] = run
     return result
 
 
@@ -312,7 +330,7 @@ def _no_queries(queries: Tensor, corpus: Tensor, opts: DenseOptions) -> dict[str
     return result
 
 
-def _check_score_range(queries: Tensor, corpus: Tensor, similarity: str, distributed: bool) -> None:
+def check_dense_score_range(queries: Tensor, corpus: Tensor, similarity: str, distributed: bool) -> None:
     """Refuse embeddings whose scores would overflow (every process the same error: the corpus' largest
     magnitude is the largest of every process's part)."""
     if similarity == "cosine":
@@ -326,27 +344,25 @@ def _check_score_range(queries: Tensor, corpus: Tensor, similarity: str, distrib
     )
 
 
-def _corpus_size(corpus: Tensor, distributed: bool) -> int:
+def corpus_size(corpus: Tensor, distributed: bool) -> int:
     n = torch.tensor([corpus.shape[0]], dtype=torch.int64, device=corpus.device)
     if distributed:
         torch.distributed.all_reduce(n)
     return int(n)
 
 
-def _run(
+def _run_scores(
     lists: TopLists,
     queries: Tensor,
     corpus: Tensor,
     corpus_ids: Tensor,
-    n_corpus: int,
+    width: int,
     similarity: str,
     distributed: bool,
-) -> tuple[Tensor, Tensor]:
-    """``(doc_ids, scores)`` ``(Q, min(depth, n_corpus))`` (``n_corpus``: the corpus of every process):
-    similarity (``-distance`` for euclidean),
-    recomputed pair by pair (``pair_scores``: the same bits whatever the block
-    size, corpus order, world size or kernel), ordered by score, then document id."""
-    width = min(lists.keys.shape[1], n_corpus)
+) -> Tensor:
+    """``(Q, width)`` float64 similarity (``-distance`` for euclidean) of the first ``width`` listed
+    documents of every query, recomputed pair by pair (``pair_scores``: the same bits whatever the block
+    size, corpus order, world size or kernel); ``-inf`` where nothing is listed."""
     keys, ids = lists.keys[:, :width], lists.ids[:, :width]
     listed = torch.isfinite(keys)
     cols = columns_of(ids.reshape(-1), corpus_ids).view_as(ids)
@@ -357,9 +373,14 @@ def _run(
     )
     if distributed:  # every listed document is held by exactly one process
         torch.distributed.all_reduce(scores)
-    scores = torch.where(listed, scores, -math.inf)
+    return torch.where(listed, scores, -math.inf)
+
+
+def ordered_run(ids: Tensor, scores: Tensor, query_dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    """``(doc_ids, scores)``: the listed documents ordered by score, then document id (``-1`` /
+    ``-inf`` pad), the scores in float64 for float64 queries, else float32."""
     order = by_key_then_id(-scores, ids)
-    out_dtype = queries.dtype if queries.dtype == torch.float64 else torch.float32
+    out_dtype = query_dtype if query_dtype == torch.float64 else torch.float32
     return ids.gather(1, order), scores.gather(1, order).to(out_dtype)
 
 

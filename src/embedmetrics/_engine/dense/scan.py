@@ -274,13 +274,25 @@ class CorpusScan:
         """Corpus columns in the scan's order (``-1`` stays ``-1``)."""
         return torch.where(cols >= 0, self.position[cols.clamp_min(0)], -1)
 
-    def lists(self, q: Tensor, depth: int, self_pos: Optional[Tensor], *, canonical: bool) -> TopLists:
+    def lists(
+        self,
+        q: Tensor,
+        depth: int,
+        self_pos: Optional[Tensor],
+        *,
+        canonical: bool,
+        bound: Optional[Tensor] = None,
+    ) -> TopLists:
         """The top-``depth`` lists of the queries ``q`` (at most the rows the buffers were built for), by
-        product keys or by canonical keys (``judged_keys`` left empty)."""
+        product keys or by canonical keys (``judged_keys`` left empty). ``bound`` (``(Q,)`` float64):
+        only keys ``<= bound`` are wanted (see ``_scan_block``; the lists may then be narrower)."""
         running: Optional[TopLists] = None
+        given = bound
         for done, block in enumerate(self.blocks, start=1):
             c0, c1 = block[2], block[3]
-            bound = None if running is None else running.keys[:, -1]
+            if running is not None and running.keys.shape[1] == depth:  # a narrower list is not full
+                last = running.keys[:, -1]
+                bound = last if given is None else torch.minimum(last, given)
             part = _scan_block(
                 q, self.layout, block, self.similarity, depth, self.ordered_ids[c0:c1], self_pos,
                 self.buffers, bound, canonical,
