@@ -1,0 +1,170 @@
+"""KNNAccuracy with a streamed bank: running vote lists equal the stored route bit for bit.
+
+The bank arrives in chunks (one row, uneven, larger than the bank, in any order) and is folded into
+per-query running lists of raw labels; the value must be ``knn_vote_hits`` of the whole bank, bit for
+bit, for every tie policy and dtype, on tie-heavy data (integer-valued embeddings, duplicate rows within
+and across chunks). Then the module (``set_queries``), its merges, checkpoints, errors and processes,
+the functional's iterable bank, and the memory of a long stream.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from embedmetrics._engine.neighbors import vote_stream
+from embedmetrics._engine.neighbors.vote import knn_vote_hits
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+TOPS = (1, 2, 3)
+TIES = ("average", "pessimistic", "optimistic")
+#: Labels far apart (and negative): a running list keeps raw labels, never class indices.
+LABELS = torch.tensor([-7, 3, 40, 2**40, 11])
+
+
+def _data(kind: str, seed: int, n_bank: int, n_query: int, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+    """``"integer"``: small integer-valued rows (keys tie everywhere); ``"atoms"``: rows drawn from 4
+    vectors (duplicate rows, tie blocks running past ``k + 1``); ``"plain"``: Gaussian rows with a few
+    duplicated. Labels from ``LABELS``, queries partly copies of bank rows."""
+    g = torch.Generator().manual_seed(seed)
+    if kind == "integer":
+        bank = torch.randint(-2, 3, (n_bank, 3), generator=g).to(torch.float64)
+    elif kind == "atoms":
+        atoms = torch.randn(4, 3, generator=g, dtype=torch.float64)
+        bank = atoms[torch.randint(0, 4, (n_bank,), generator=g)]
+    else:
+        bank = torch.randn(n_bank, 3, generator=g, dtype=torch.float64)
+        if n_bank > 3:
+            bank[-3:] = bank[:3].clone()
+    labels = LABELS[torch.randint(0, LABELS.numel(), (n_bank,), generator=g)]
+    queries = torch.randint(-2, 3, (n_query, 3), generator=g).to(torch.float64)
+    if n_bank > 0:
+        queries[: n_query // 2] = bank[torch.randint(0, n_bank, (n_query // 2,), generator=g)]
+    qlab = LABELS[torch.randint(0, LABELS.numel(), (n_query,), generator=g)]
+    return bank.to(dtype), labels, queries.to(dtype), qlab
+
+
+def _chunks(n: int, cuts: list[int], order_seed: int) -> list[tuple[int, int]]:
+    """Disjoint ranges covering ``0..n`` (cut at ``cuts``; empty ranges kept), in a shuffled order."""
+    points = sorted([0, n, *[c % (n + 1) for c in cuts]])
+    ranges = list(zip(points[:-1], points[1:]))
+    perm = torch.randperm(len(ranges), generator=torch.Generator().manual_seed(order_seed)).tolist()
+    return [ranges[i] for i in perm]
+
+
+def _streamed(bank, labels, queries, ranges, k: int, block_bytes: int | None = 64) -> vote_stream.VoteStream:
+    state = vote_stream.VoteStream.empty(queries.shape[0], k, queries.device)
+    for a, b in ranges:
+        state = vote_stream.fold_bank_chunk(state, queries, bank[a:b], labels[a:b], k, block_bytes)
+    return state
+
+
+def _assert_same_bits(got: torch.Tensor, want: torch.Tensor) -> None:
+    assert got.dtype == want.dtype
+    assert got.shape == want.shape
+    assert torch.equal(got.isnan(), want.isnan())
+    assert torch.equal(got[~got.isnan()], want[~want.isnan()]), (got, want)
+
+
+@settings(max_examples=120, deadline=None, derandomize=True)
+@given(
+    kind=st.sampled_from(["integer", "atoms", "plain"]),
+    seed=st.integers(0, 10**6),
+    n_bank=st.integers(0, 40),
+    cuts=st.lists(st.integers(0, 40), max_size=6),
+    order_seed=st.integers(0, 1000),
+    k=st.integers(1, 25),
+    dtype=st.sampled_from([torch.float32, torch.float64]),
+    num_classes=st.sampled_from([None, 5, 9]),
+)
+def test_streamed_chunks_equal_the_whole_bank_bit_for_bit(
+    kind: str,
+    seed: int,
+    n_bank: int,
+    cuts: list[int],
+    order_seed: int,
+    k: int,
+    dtype: torch.dtype,
+    num_classes: int | None,
+) -> None:
+    bank, labels, queries, qlab = _data(kind, seed, n_bank, 9, dtype)
+    state = _streamed(bank, labels, queries, _chunks(n_bank, cuts, order_seed), k)
+    for ties in TIES:
+        opts: dict[str, Any] = {"temperature": 0.07, "tops": TOPS, "num_classes": num_classes, "ties": ties}
+        want = knn_vote_hits(bank, labels, queries, qlab, k=k, **opts)
+        _assert_same_bits(vote_stream.stream_hits(state, qlab, k=k, **opts), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("chunk", [1, 3, 7, 1000])
+def test_row_by_row_uneven_and_oversized_chunks(dtype: torch.dtype, chunk: int) -> None:
+    """Duplicate rows across chunks: a tie block split over every chunk is counted whole."""
+    bank, labels, queries, qlab = _data("atoms", 3, 60, 12, dtype)
+    bank = torch.cat([bank, bank[:20]])  # every one of the first 20 rows twice, in distant chunks
+    labels = torch.cat([labels, LABELS[torch.arange(20) % 5]])
+    ranges = [(a, min(a + chunk, bank.shape[0])) for a in range(0, bank.shape[0], chunk)]
+    for k in (1, 4, 30, 200):
+        state = _streamed(bank, labels, queries, ranges[::-1], k, None)
+        for ties in TIES:
+            opts: dict[str, Any] = {"temperature": 0.1, "tops": TOPS, "ties": ties}
+            want = knn_vote_hits(bank, labels, queries, qlab, k=k, **opts)
+            _assert_same_bits(vote_stream.stream_hits(state, qlab, k=k, **opts), want)
+
+
+def test_every_bank_row_identical_spills_in_every_chunk() -> None:
+    """48 identical rows (30 of one label, 18 of another), k = 4: every chunk's block spills, the
+    merged block has all 48 members, so the vote is 30 : 18 for every query."""
+    bank = torch.ones(48, 3, dtype=torch.float64)
+    labels = torch.tensor([5, 9] * 18 + [5] * 12)
+    queries = torch.randn(6, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    qlab = torch.tensor([5, 5, 5, 9, 9, 9])
+    for ranges in ([(0, 48)], [(0, 10), (10, 48)], [(33, 48), (7, 20), (0, 7), (20, 33)]):
+        state = _streamed(bank, labels, queries, ranges, 4)
+        assert int(state.tail.min()) == 48
+        hits = vote_stream.stream_hits(state, qlab, k=4, temperature=0.07, tops=TOPS)
+        assert hits.tolist() == [3.0, 6.0, 6.0]
+
+
+def test_non_finite_rows_give_nan_and_the_fold_is_pure() -> None:
+    bank, labels, queries, qlab = _data("plain", 1, 20, 5, torch.float64)
+    state = _streamed(bank, labels, queries, [(0, 20)], 3)
+    before = {n: t.clone() for n, t in state.as_dict().items()}
+    bad = bank[:2].clone()
+    bad[1, 0] = math.nan
+    after = vote_stream.fold_bank_chunk(state, queries, bad, labels[:2], 3)
+    for name, t in state.as_dict().items():
+        assert torch.equal(t, before[name]), name
+    assert vote_stream.stream_hits(after, qlab, k=3, temperature=0.07, tops=TOPS).isnan().all()
+    with pytest.raises(ValueError, match="`k`"):
+        vote_stream.fold_bank_chunk(state, queries, bank, labels, 4)
+
+
+def test_merge_of_disjoint_streams_equals_one_stream() -> None:
+    bank, labels, queries, qlab = _data("integer", 8, 50, 10, torch.float32)
+    left = _streamed(bank, labels, queries, [(0, 5), (30, 50)], 6)
+    right = _streamed(bank, labels, queries, [(5, 30)], 6)
+    for parts in (
+        [left, right],
+        [right, left],
+        [left, right, vote_stream.VoteStream.empty(10, 6, left.keys.device)],
+    ):
+        merged = vote_stream.merge_streams(parts)
+        for ties in TIES:
+            opts: dict[str, Any] = {"temperature": 0.07, "tops": TOPS, "ties": ties}
+            want = knn_vote_hits(bank, labels, queries, qlab, k=6, **opts)
+            _assert_same_bits(vote_stream.stream_hits(merged, qlab, k=6, **opts), want)
+
+
+def test_num_classes_below_the_labels_raises_as_the_stored_route() -> None:
+    bank, labels, queries, qlab = _data("plain", 2, 20, 5, torch.float64)
+    state = _streamed(bank, labels, queries, [(0, 20)], 3)
+    with pytest.raises(ValueError, match="`num_classes`"):
+        vote_stream.stream_hits(state, qlab, k=3, temperature=0.07, tops=TOPS, num_classes=2)
