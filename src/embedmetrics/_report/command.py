@@ -13,13 +13,14 @@ from typing import Any
 
 import torch
 
-from embedmetrics._engine.core.block_progress import on_blocks
 from embedmetrics._io.arrays import as_embeddings, check_labels, encode_labels, load_array
+from embedmetrics._io.corpus_files import default_block_rows
 from embedmetrics._io.errors import ReportInputError
-from embedmetrics._io.progress import follow_blocks, progress_bar
+from embedmetrics._io.progress import progress_bar, show_progress
 from embedmetrics._io.trec import JoinedRun, join_run
 from embedmetrics._report import evaluate, output, plots
-from embedmetrics._report.dense import DenseInputs, load_dense, write_run
+from embedmetrics._report.checkpoint import Checkpoint, open_checkpoint, stream_settings
+from embedmetrics._report.dense import DenseInputs, load_dense, stream_corpus, write_run
 from embedmetrics._report.preflight import preflight, read_and_join
 
 #: The cut-offs of the TREC curve plot go at least this far.
@@ -112,11 +113,13 @@ def load_inputs(args: argparse.Namespace, trec: JoinedRun | None = None) -> Inpu
     if args.run is not None:
         inputs.trec = trec if trec is not None else read_and_join(args)
         inputs.info["trec"] = {}
+    if args.checkpoint is not None and args.queries is None:
+        raise ReportInputError("--checkpoint saves the scan of --queries/--corpus; give those too.")
     if args.queries is not None:
         inputs.dense = load_dense(args.queries, args.corpus, args.qrels, args.key)
         inputs.info["dense"] = {
             "n_queries": int(inputs.dense.queries.shape[0]),
-            "n_corpus": int(inputs.dense.corpus.shape[0]),
+            "n_corpus": inputs.dense.corpus.rows,
         }
     inputs.info["source"] = "files"
     return inputs
@@ -244,17 +247,20 @@ def _dense_family(inputs: Inputs, args: argparse.Namespace, ks: list[int], repor
     depth = max(ks) if args.depth is None else args.depth
     curve_k = min(max(CURVE_MIN_K, *ks), depth) if args.plot is not None else 0
     try:
-        bar = progress_bar(total=1, desc="dense: corpus blocks", unit="block")
-        with bar, on_blocks(follow_blocks(bar)):  # the bar moves with every block of the scan
-            result = evaluate.evaluate_dense(
-                data, ks, depth=depth, similarity=args.similarity, ties=args.ties, curve_k=curve_k,
-                return_run=args.save_run is not None,
-            )  # fmt: skip
+        fixed = evaluate.dense_stream_queries(
+            data, ks, depth=depth, similarity=args.similarity, ties=args.ties, curve_k=curve_k,
+            return_run=args.save_run is not None,
+        )  # fmt: skip
+        block_rows = _block_rows(args, data.corpus.width)
+        checkpoint = _checkpoint(args, data, fixed)
+        lists = stream_corpus(data, fixed, block_rows=block_rows, checkpoint=checkpoint, bar=_rows_bar(args))
+        result = evaluate.evaluate_dense_stream(fixed, lists, ks, curve_k)
     except (ValueError, TypeError) as err:
         raise _library_error("dense", err) from None
     report.results["dense"] = result.metrics
     if args.save_run is not None:
-        write_run(args.save_run, result.query_ids, result.run, data.qrels.queries, data.qrels.docs)
+        docs = data.doc_names(result.run[0])
+        write_run(args.save_run, result.query_ids, result.run, data.qrels.queries, docs)
         report.notes.append(f"run: {args.save_run}")
     figures = _figures(args)
     if figures is not None:
@@ -273,6 +279,37 @@ def _dense_family(inputs: Inputs, args: argparse.Namespace, ks: list[int], repor
         f"dense: {result.n_judged} judged queries evaluated (queries without qrels are skipped, as "
         f"trec_eval does); depth {depth}, {args.similarity} similarity, ties: {args.ties}"
     )
+
+
+def _block_rows(args: argparse.Namespace, width: int) -> int:
+    """``--block-rows``, else rows of ``BLOCK_BYTES`` of float32."""
+    if args.block_rows is None:
+        return default_block_rows(width)
+    if args.block_rows < 1:
+        raise ReportInputError(f"--block-rows must be a positive number of rows, got {args.block_rows}.")
+    return int(args.block_rows)
+
+
+def _checkpoint(args: argparse.Namespace, data: DenseInputs, fixed: Any) -> Checkpoint | None:
+    """The ``--checkpoint`` directory for these inputs and settings (``None`` without the flag)."""
+    if args.checkpoint is None:
+        return None
+    if args.checkpoint_every < 0:
+        raise ReportInputError(f"--checkpoint-every must be 0 or more seconds, got {args.checkpoint_every}.")
+    settings = stream_settings(fixed.opts, data.queries.dtype, data.files)
+    return open_checkpoint(args.checkpoint, settings, args.checkpoint_every)
+
+
+def _rows_bar(args: argparse.Namespace) -> Callable[..., Any]:
+    """The progress bar of the corpus scan: ``progress_bar`` (on a terminal), or tqdm on stderr
+    whatever it is with ``--progress``."""
+    if not args.progress or show_progress():
+        return progress_bar
+    try:
+        from tqdm import tqdm
+    except ImportError:  # tqdm is in the `report` extra; without it, no bar
+        return progress_bar
+    return partial(tqdm, file=sys.stderr, leave=False, dynamic_ncols=True, mininterval=1.0)
 
 
 def _figures(args: argparse.Namespace) -> plots.Figures | None:

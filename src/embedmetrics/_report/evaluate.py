@@ -244,17 +244,20 @@ class DenseResult:
     curve_recall: list[float] = field(default_factory=list)
 
 
-def evaluate_dense(
+def dense_stream_queries(
     data: Any, ks: Sequence[int], *, depth: int, similarity: str, ties: str, curve_k: int, return_run: bool
-) -> DenseResult:
-    """Every dense-retrieval measure at every cut-off in one call (and ``1..curve_k`` for the plot)."""
-    from embedmetrics.functional import dense_retrieval
+) -> Any:
+    """The fixed side of the corpus stream (``StreamQueries``): the queries, their qrels, and the options
+    of [`dense_retrieval`][embedmetrics.functional.dense_retrieval] checked as it checks them, with every
+    cut-off at once (and ``1..curve_k`` for the plot), per-query values."""
+    from embedmetrics._engine.dense.measures import dense_options
+    from embedmetrics._engine.dense.options import OPTIONS as DENSE_OPTIONS
+    from embedmetrics._engine.dense.stream import StreamQueries
+    from embedmetrics._engine.settings.options import read_options
 
-    curve_ks = list(range(1, curve_k + 1))
-    wide = sorted(set(ks) | set(curve_ks))
-    options: dict[str, Any] = {
-        "query_ids": data.query_ids,
-        "corpus_ids": data.corpus_ids,
+    wide = sorted(set(ks) | set(range(1, curve_k + 1)))
+    given: dict[str, Any] = {
+        "qrels": data.qrels.qrels,
         "k": wide,
         "depth": max(depth, *wide),
         "similarity": similarity,
@@ -262,19 +265,25 @@ def evaluate_dense(
         "aggregation": "none",
         "return_run": return_run,
     }
-    out = dense_retrieval(data.queries, data.corpus, data.qrels.qrels, **options)
+    values = read_options("dense_retrieval", DENSE_OPTIONS["DenseRetrieval"], given)
+    return StreamQueries.build(data.queries, data.query_ids, values["qrels"], dense_options(values))
+
+
+def evaluate_dense_stream(fixed: Any, lists: Any, ks: Sequence[int], curve_k: int) -> DenseResult:
+    """Every dense-retrieval measure of the running lists of the whole corpus (``stream_values``: the
+    dict ``dense_retrieval`` returns on the corpus at once), the mean over the judged queries."""
+    from embedmetrics._engine.dense.stream import stream_values
+
+    out = stream_values(fixed, lists, fixed.queries.dtype)
+    curve_ks = list(range(1, curve_k + 1))
     judged = ~torch.isnan(out["r_precision"])
-    metrics = {}
-    for key, values in out.items():
-        if key in ("run", "query_ids"):
-            continue
-        cut = key.partition("@")[2]
-        if not cut or int(cut) in ks:
-            metrics[key] = float(values[judged].mean()) if bool(judged.any()) else math.nan
     mean = {
         key: float(v[judged].mean()) if bool(judged.any()) else math.nan
         for key, v in out.items()
-        if "@" in key
+        if key not in ("run", "query_ids")
+    }
+    metrics = {
+        key: v for key, v in mean.items() if not key.partition("@")[2] or int(key.partition("@")[2]) in ks
     }
     return DenseResult(
         metrics, int(judged.sum()), out["query_ids"], out.get("run"), curve_ks,
