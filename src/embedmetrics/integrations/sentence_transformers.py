@@ -27,8 +27,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable, Hashable, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -47,10 +47,13 @@ except ImportError as error:  # the optional extra is not installed
         "pip install 'embedmetrics[sentence-transformers]'."
     ) from error
 
+from embedmetrics._engine.core.checks import check_score_range, largest_magnitude
 from embedmetrics._engine.core.row_owners import gather_rows
+from embedmetrics._engine.core.scan import compute_dtype
 from embedmetrics._engine.dense.keyed import keyed_qrels
-from embedmetrics._engine.dense.measures import DenseOptions, dense_options, dense_values
+from embedmetrics._engine.dense.measures import DenseOptions, dense_options
 from embedmetrics._engine.dense.options import OPTIONS
+from embedmetrics._engine.dense.stream import RunningLists, StreamQueries, fold_chunk, stream_values
 from embedmetrics._engine.settings.arguments import check_choice
 from embedmetrics._engine.settings.options import read_options
 from embedmetrics._engine.settings.policies import SIMILARITIES, TIES
@@ -113,6 +116,66 @@ def padded_share(items: Sequence[Any], shard: tuple[int, int] | None) -> tuple[l
         return share, part
     filler = share[0] if share else items[0]
     return share + [filler] * (-(-len(items) // shard[1]) - len(share)), part
+
+
+@dataclass
+class CorpusStreams:
+    """The running lists of every score function over one rank's corpus, folded chunk by chunk
+    (``embedmetrics._engine.dense.stream``): no corpus row is kept past its chunk.
+
+    ``largest`` is the largest corpus magnitude folded so far. In one process a chunk whose scores would
+    overflow raises as it is folded; under ``distributed`` a rank stops folding there and every rank
+    raises the same error at ``values`` (the largest magnitude of every rank, one collective), never one
+    rank alone while the others wait in a collective."""
+
+    fixed: dict[str, StreamQueries]
+    lists: dict[str, RunningLists]
+    largest: Tensor
+    distributed: bool
+    overflow: bool = False
+
+    @classmethod
+    def build(
+        cls, queries: Tensor, qrels: Tensor, options: dict[str, DenseOptions], distributed: bool
+    ) -> CorpusStreams:
+        """Empty lists for ``queries`` (coded by position) under each score function's options."""
+        codes = torch.arange(queries.shape[0], device=queries.device)
+        fixed = {name: StreamQueries.build(queries, codes, qrels, opts) for name, opts in options.items()}
+        lists = {name: stream.empty_lists() for name, stream in fixed.items()}
+        largest = torch.zeros((), dtype=torch.float64, device=queries.device)
+        return cls(fixed, lists, largest, distributed)
+
+    def fold(self, rows: Tensor, codes: Tensor) -> None:
+        """Fold one chunk (``rows`` of documents never folded before, their ``codes``) into every list."""
+        self.largest = torch.maximum(self.largest, largest_magnitude(rows).double())
+        if self.distributed and not self.overflow:
+            try:
+                self.check_range()
+            except ValueError:
+                self.overflow = True  # raised by every rank at ``values``
+        if self.overflow:
+            return
+        for name, fixed in self.fixed.items():
+            self.lists[name] = fold_chunk(fixed, self.lists[name], rows, codes)
+
+    def check_range(self) -> None:
+        """``ValueError`` where the scores of the queries and the corpus so far could overflow."""
+        queries = next(iter(self.fixed.values())).queries
+        magnitudes = (float(largest_magnitude(queries)), float(self.largest))
+        for fixed in self.fixed.values():
+            sim = fixed.opts.similarity
+            check_score_range(
+                ("queries", "corpus"), magnitudes, queries.shape[1], sim, compute_dtype(queries)
+            )
+
+    def values(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Each score function's result dict (``dense_values``'s, float64 values); under ``distributed``
+        every rank's lists merged (collectives, the same on every rank)."""
+        if self.distributed and any(f.opts.similarity != "cosine" for f in self.fixed.values()):
+            torch.distributed.all_reduce(self.largest, op=torch.distributed.ReduceOp.MAX)
+            self.check_range()
+        for name, fixed in self.fixed.items():
+            yield name, stream_values(fixed, self.lists[name], torch.float64, distributed=self.distributed)
 
 
 class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):
@@ -267,22 +330,26 @@ class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):
         corpus_embeddings: Tensor | None = None,
         output_path: str | None = None,
     ) -> dict[str, dict[str, dict[int, float]]]:
-        """sentence-transformers' per-score-function results, by the exact sharded scan."""
+        """sentence-transformers' per-score-function results, by the exact sharded scan: the queries are
+        encoded first, then each corpus chunk is encoded (or taken from ``corpus_embeddings``), folded
+        into the running lists of every score function and dropped."""
         similarities = {name: similarity_of(name, fn) for name, fn in (self.score_functions or {}).items()}
         corpus_embeddings = self._checked_embeddings(corpus_embeddings)
         shard = self.shard_of(model)
         queries = self._encode_queries(model, shard)
-        corpus, codes = self._encode_corpus(corpus_model or model, corpus_embeddings, shard, queries)
-        query_codes = torch.arange(queries.shape[0], device=queries.device)
-        qrels = self._keyed.qrels.to(queries.device)
+        run = bool(self.write_predictions)
+        options = {
+            name: replace(self._options, similarity=s, return_run=run) for name, s in similarities.items()
+        }
+        streams = CorpusStreams.build(
+            queries, self._keyed.qrels.to(queries.device), options, shard is not None
+        )
+        for rows, codes in self._corpus_chunks(corpus_model or model, corpus_embeddings, shard):
+            streams.fold(rows.to(device=queries.device, dtype=queries.dtype), codes.to(queries.device))
+            del rows  # no chunk is held while the next one is encoded
         scores, self.per_query = {}, {}
         prefix = f"{self.name}_" if self.name else ""
-        for name, similarity in similarities.items():
-            opts = replace(self._options, similarity=similarity, return_run=bool(self.write_predictions))
-            values = dense_values(
-                queries, query_codes, corpus, codes, qrels, opts,
-                distributed=shard is not None, value_dtype=torch.float64,
-            )  # fmt: skip
+        for name, values in streams.values():
             scores[name] = self._st_scores(values, name, prefix)
             if self.write_predictions and output_path is not None:
                 self._write_predictions(output_path, name, values["run"])
@@ -314,11 +381,12 @@ class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):
         return out
 
     def _checked_embeddings(self, given: Any) -> Tensor | None:
-        """``corpus_embeddings`` as a dense tensor of one row per corpus document (``None`` kept)."""
+        """``corpus_embeddings`` as a tensor of one row per corpus document (``None`` kept): strided, or
+        sparse COO (densified chunk by chunk); other layouts are densified."""
         if given is None:
             return None
         rows = torch.as_tensor(given)
-        if rows.layout != torch.strided:  # sparse, as sentence-transformers accepts it
+        if rows.layout not in (torch.strided, torch.sparse_coo):
             rows = rows.to_dense()
         if rows.ndim != 2 or rows.shape[0] != len(self.corpus):
             raise ValueError(
@@ -333,22 +401,24 @@ class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):
         rows = self._embed(model, texts, "query")[: part.stop - part.start]
         return rows if shard is None else torch.cat(gather_rows(rows.contiguous()))
 
-    def _encode_corpus(
-        self, model: Any, given: Tensor | None, shard: tuple[int, int] | None, queries: Tensor
-    ) -> tuple[Tensor, Tensor]:
-        """This rank's share of the corpus embeddings (``given`` rows, or encoded by chunks), its codes."""
+    def _corpus_chunks(
+        self, model: Any, given: Tensor | None, shard: tuple[int, int] | None
+    ) -> Iterator[tuple[Tensor, Tensor]]:
+        """This rank's share of the corpus by chunks of ``corpus_chunk_size``: the rows (``given`` ones,
+        or encoded from the padded share: as many chunks on every rank, each as long, the padding rows
+        dropped) and their document codes. Nothing is kept here between chunks."""
+        step = max(1, int(self.corpus_chunk_size))
         if given is not None:
             part = _share(len(self.corpus), shard)
-            rows = given[part].to(queries.device)
-        else:  # chunks of the padded share: as many on every rank, each as long
-            texts, part = padded_share(self.corpus, shard)
-            step = max(1, int(self.corpus_chunk_size))
-            chunks = [
-                self._embed(model, texts[start : start + step], "document")
-                for start in range(0, len(texts), step)
-            ]
-            rows = torch.cat(chunks)[: part.stop - part.start]
-        return rows.to(queries.dtype), self._keyed.doc_codes[part].to(queries.device)
+            for start in range(part.start, part.stop, step):
+                stop = min(start + step, part.stop)
+                yield _rows_of(given, start, stop), self._keyed.doc_codes[start:stop]
+            return
+        texts, part = padded_share(self.corpus, shard)
+        for start in range(0, len(texts), step):
+            real = max(0, min(step, part.stop - part.start - start))  # the rows that are not padding
+            codes = self._keyed.doc_codes[part.start + start : part.start + start + real]
+            yield self._embed(model, texts[start : start + step], "document")[:real], codes
 
     def _embed(self, model: Any, inputs: list[Any], role: str) -> Tensor:
         """``inputs`` (never empty: the shares are padded) encoded as sentence-transformers' evaluator
@@ -372,3 +442,10 @@ class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):
                 listed = sorted((-s, d) for d, s in zip(doc_ids[row], doc_scores[row]) if s != float("-inf"))
                 hits = [{"corpus_id": self._keyed.doc_keys[d], "score": -s} for s, d in listed]
                 out.write(json.dumps({"query_id": query_id, "query": query, "results": hits}) + "\n")
+
+
+def _rows_of(given: Tensor, start: int, stop: int) -> Tensor:
+    """Rows ``start:stop`` of ``given`` as a dense tensor (a sparse COO one densified for them alone)."""
+    if given.layout == torch.sparse_coo:
+        return given.index_select(0, torch.arange(start, stop, device=given.device)).to_dense()
+    return given[start:stop]
