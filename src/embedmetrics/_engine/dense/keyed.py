@@ -36,13 +36,41 @@ def _check_unique(name: str, keys: Sequence[Hashable]) -> None:
         seen.add(key)
 
 
+def _colliding(keys: Sequence[Hashable]) -> tuple[Hashable, Hashable]:
+    """Two keys of different types that cannot be sorted together: two that print alike (``7`` and
+    ``"7"``) where there are some, else the first key of each of the first two types (of one type: the
+    first key and the first that does not compare with it)."""
+    first: dict[type, Hashable] = {}
+    printed: dict[str, Hashable] = {}
+    for key in keys:
+        first.setdefault(type(key), key)
+        twin = printed.setdefault(str(key), key)
+        if type(twin) is not type(key):
+            return twin, key
+    if len(first) > 1:
+        a, b = list(first.values())[:2]
+        return a, b
+    return keys[0], next((k for k in keys[1:] if not _comparable(keys[0], k)), keys[-1])
+
+
+def _comparable(a: Any, b: Any) -> bool:
+    try:
+        a < b  # noqa: B015
+    except TypeError:
+        return False
+    return True
+
+
 def _sorted_keys(name: str, keys: Sequence[Hashable]) -> list[Hashable]:
     try:
         return sorted(keys)  # type: ignore[type-var]
     except TypeError as error:
+        a, b = _colliding(keys)
+        alike = ", which print alike" if str(a) == str(b) else ""
         raise ValueError(
             f"Argument `{name}` must have ids of one comparable type (all str or all int), got "
-            f"{sorted({type(k).__name__ for k in keys})}."
+            f"{sorted({type(k).__name__ for k in keys})}: the ids {a!r} ({type(a).__name__}) and {b!r} "
+            f"({type(b).__name__}){alike}."
         ) from error
 
 
