@@ -6,7 +6,10 @@ The spectral metrics and CKA keep sufficient statistics, not samples (``_engine/
 O(d²) for any number of samples, and the value is the same for any batch split and any number of
 processes: no queue of recent samples, no rank-0-only estimate. ``KNNAccuracy`` keeps the bank and
 the queries (row stores) and runs the exact blocked kNN scan in ``compute``; distributed, the bank stays
-sharded and each process scans its own bank rows against all queries.
+sharded and each process scans its own bank rows against all queries. With its queries fixed first
+(``set_queries``) it streams the bank instead: each chunk is scanned at once and folded into running
+per-query vote lists (``embedmetrics._engine.neighbors.vote_stream``, kept as states by
+``embedmetrics._metric.running_lists``), and no bank row is kept.
 """
 
 from __future__ import annotations
@@ -17,13 +20,22 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
+from embedmetrics._engine.core.distinct import row_hash
 from embedmetrics._engine.core.inputs import Arg, BatchSpec
 from embedmetrics._engine.core.scan import metric_shard
 from embedmetrics._engine.neighbors.vote import knn_vote_hits
+from embedmetrics._engine.neighbors.vote_stream import (
+    VoteStream,
+    fold_bank_chunk,
+    gather_stream,
+    merge_streams,
+    stream_hits,
+)
 from embedmetrics._engine.spectral import moments as spectral
 from embedmetrics._engine.spectral import options as spectral_options
 from embedmetrics._engine.spectral.options import knn_options
 from embedmetrics._metric.base import BaseMetric, Layout
+from embedmetrics._metric.running_lists import QUERY_IDS, RunningListStates
 from embedmetrics._metric.slots import SlotTrimmer
 from embedmetrics._metric.sync import first_rows
 from embedmetrics._plotting import plot_metric
@@ -341,7 +353,7 @@ class LinearCKA(_SummaryMetric):
         return self._finish(spectral.linear_cka(self.n, sx, sy, xx, yy, xy))
 
 
-class KNNAccuracy(_RepresentationMetric):
+class KNNAccuracy(RunningListStates, _RepresentationMetric):
     r"""Weighted k-NN accuracy (Wu et al., CVPR 2018; DINO): the SSL monitor, exact at any scale.
 
     ``update(embeddings, labels, role="bank")`` adds labelled bank rows (the training features),
@@ -351,6 +363,15 @@ class KNNAccuracy(_RepresentationMetric):
     queries only, each process scans its own bank rows against all queries, and the per-process
     neighbour lists are merged exactly (ties across processes included), so every process returns the
     value of one process holding everything, with its share of the bank's work.
+
+    **Streaming the bank.** After ``set_queries(embeddings, labels)`` (the same full query set on every
+    process), each bank ``update`` is scanned against the queries at once and folded into running
+    per-query vote lists (the ``k`` nearest bank rows so far, the tie block at the last one): no bank
+    row is kept, memory is ``O(queries × k)`` whatever the bank size, and the value is the stored
+    route's bit for bit, for any chunking and order. The lists are process-local states: ``compute``
+    merges them across processes exactly, ``merge_state`` merges the lists of disjoint banks, ``reset``
+    empties them and keeps the queries, and with ``persistent(True)`` a ``state_dict`` resumes the
+    stream (``set_queries`` with the same queries, before or after ``load_state_dict``).
 
     Args:
         k: neighbours per query (clipped to the bank size).
@@ -372,6 +393,15 @@ class KNNAccuracy(_RepresentationMetric):
         >>> metric.update(torch.tensor([[1.0, 0.2], [0.3, 1.0]]), torch.tensor([0, 0]), role="query")
         >>> metric.compute()
         tensor([0.5000, 1.0000])
+
+        Streaming the bank in chunks (no bank row kept):
+
+        >>> stream = KNNAccuracy(k=2, top=(1, 2))
+        >>> stream.set_queries(torch.tensor([[1.0, 0.2], [0.3, 1.0]]), torch.tensor([0, 0]))
+        >>> stream.update(bank[:3], torch.tensor([0, 0, 1]))
+        >>> stream.update(bank[3:], torch.tensor([1]))
+        >>> stream.compute()
+        tensor([0.5000, 1.0000])
     """
 
     higher_is_better: bool = True
@@ -382,13 +412,24 @@ class KNNAccuracy(_RepresentationMetric):
     bank_labels: list[Tensor]
     query: list[Tensor]
     query_labels: list[Tensor]
-    #: The bank shards stay on their process at a sync; ``compute`` merges their neighbour lists.
-    _process_local_states: ClassVar[tuple[str, ...]] = ("bank", "bank_labels")
+    #: The streamed route's running vote lists: engine field -> state (``running_lists``).
+    running_states: ClassVar[dict[str, str]] = {
+        "keys": "stream_keys", "labels": "stream_labels", "tail": "stream_tail", "extra": "stream_extra",
+        "bank_labels": "stream_bank_labels", "n_bank": "stream_n_bank", "nonfinite": "stream_nonfinite",
+    }  # fmt: skip
+    #: The bank shards (and the running lists) stay on their process at a sync; ``compute`` merges their
+    #: neighbour lists.
+    _process_local_states: ClassVar[tuple[str, ...]] = (
+        "bank", "bank_labels", *running_states.values(), QUERY_IDS,
+    )  # fmt: skip
     batch_spec = BatchSpec(
         (Arg("embeddings"), Arg("labels", "class_labels", rows_of="embeddings")), roles=("bank", "query")
     )
     _embedding_states = ("bank", "query")
     _aligned_row_stores = (("bank", "bank_labels"), ("query", "query_labels"))
+    #: The streamed route's fixed queries and their labels (``set_queries``; kept across ``reset``).
+    _stream_queries: Tensor
+    _stream_query_labels: Tensor
 
     k: int
     temperature: float
@@ -418,21 +459,76 @@ class KNNAccuracy(_RepresentationMetric):
         )  # fmt: skip
         self._tops, self._single = options.tops, options.single
         self.add_row_store("bank", "bank_labels", "query", "query_labels")
+        self.add_running_lists()
+
+    def set_queries(self, embeddings: Tensor, labels: Tensor) -> None:
+        """Fix the queries (the same full set on every process) and stream the bank from now on: each bank
+        ``update`` is folded into running vote lists at once, no bank row kept. Before any stored row
+        (``ValueError`` otherwise). The running lists start empty, unless they already belong to these
+        queries (a loaded ``state_dict``: the stream resumes)."""
+        for name in ("bank", "query"):
+            if first_rows(getattr(self, name)) is not None:
+                raise ValueError(
+                    f"KNNAccuracy.set_queries must come before any stored row, got `{name}` rows already "
+                    "updated (call `reset()` first)."
+                )
+        batch, _ = self.read_batch(embeddings, labels, "query")
+        queries, query_labels = batch["embeddings"], batch["labels"]
+        ids = torch.stack([row_hash(queries), query_labels.to(torch.int64)], dim=1)
+        self.start_running_lists(ids, VoteStream.empty(queries.shape[0], self.k, self.device).as_dict())
+        self._stream_queries, self._stream_query_labels = queries, query_labels
+
+    def input_layout(self) -> Layout | None:
+        """The queries' dtype and width once they are fixed (``set_queries``), else the stored rows'."""
+        queries = self.__dict__.get("_stream_queries")
+        if isinstance(queries, Tensor):
+            return queries.dtype, tuple(queries.shape[1:])
+        return super().input_layout()
+
+    def holds_documents(self) -> bool:
+        """Whether the running lists hold any bank row (of this process)."""
+        count = getattr(self, self.running_states["n_bank"], None)
+        return isinstance(count, Tensor) and count.numel() == 1 and int(count) > 0
 
     def update(self, embeddings: Tensor, labels: Tensor, role: str = "bank") -> None:
-        """Add labelled rows to the bank (``role="bank"``) or to the queries (``role="query"``)."""
+        """Add labelled rows to the bank (``role="bank"``) or to the queries (``role="query"``; not
+        after ``set_queries``). Streaming, a bank chunk is folded into the running lists at once."""
         batch, which = self.read_batch(embeddings, labels, role)
         t, lab = batch["embeddings"], batch["labels"]
-        self.append_rows(str(which), t)
-        self.append_rows(f"{which}_labels", lab)
+        if not self.streaming:
+            self.append_rows(str(which), t)
+            self.append_rows(f"{which}_labels", lab)
+            return
+        if which != "bank":
+            raise ValueError(
+                f"Argument `role` must be 'bank' after `set_queries` (the queries are fixed), got {which!r}."
+            )
+        state = VoteStream(**self.running_lists())
+        queries = self._stream_queries.to(self.device)
+        self.set_running_lists(fold_bank_chunk(state, queries, t, lab, self.k, self.block_bytes).as_dict())
+
+    def merge_running_lists(self, ours: dict[str, Tensor], theirs: dict[str, Tensor]) -> dict[str, Tensor]:
+        """The running vote lists of two disjoint banks merged exactly (``merge_streams``)."""
+        return merge_streams([VoteStream(**ours), VoteStream(**theirs)]).as_dict()
+
+    def _reduce_states(self, incoming_state: dict[str, Any]) -> None:
+        """``RunningListStates``' merge; torchmetrics' own pass (which would stack the incoming lists on
+        ours, of other shapes: ``extra`` and the labels grow) is handed our lists, then replaced."""
+        names = (*self.running_states.values(), QUERY_IDS)
+        ours = {name: getattr(self, name) for name in names}
+        merged = self._merged_lists(ours, {n: incoming_state[n] for n in names if n in incoming_state})
+        super(RunningListStates, self)._reduce_states({**incoming_state, **ours})
+        for name, t in merged.items():
+            setattr(self, name, t)
 
     def compute(self) -> Tensor:
         """Accuracy of every query against the whole bank (NaN without a bank row or a query)."""
+        if self.streaming:
+            return self._stream_value()
         bank, bank_labels = self.stored_rows("bank"), self.stored_rows("bank_labels")
         query, query_labels = self.stored_rows("query"), self.stored_rows("query_labels")
         if query is None or query_labels is None:  # the same on every process (queries are gathered)
-            value = torch.full((len(self._tops),), math.nan, dtype=self.value_dtype(), device=self.device)
-            return value.reshape(()) if self._single else value
+            return self._no_queries()
         if bank is None or bank_labels is None:  # NaN, unless (sharded) another process has bank rows
             bank, bank_labels = query[:0], query_labels[:0]
         hits = knn_vote_hits(
@@ -441,4 +537,23 @@ class KNNAccuracy(_RepresentationMetric):
             sharded=metric_shard(self) is not None,
         )  # fmt: skip
         value = self._finish(hits / query.shape[0])
+        return value.reshape(()) if self._single else value
+
+    def _stream_value(self) -> Tensor:
+        """The value of the running lists (every process's, merged, after a sync: a collective)."""
+        query_labels = self._stream_query_labels.to(self.device)
+        if query_labels.shape[0] == 0:
+            return self._no_queries()
+        state = VoteStream(**self.running_lists())
+        if metric_shard(self) is not None:
+            state = gather_stream(state)
+        hits = stream_hits(
+            state, query_labels, k=self.k, temperature=self.temperature, tops=self._tops,
+            num_classes=self.num_classes, ties=self.ties,
+        )  # fmt: skip
+        value = self._finish(hits / query_labels.shape[0])
+        return value.reshape(()) if self._single else value
+
+    def _no_queries(self) -> Tensor:
+        value = torch.full((len(self._tops),), math.nan, dtype=self.value_dtype(), device=self.device)
         return value.reshape(()) if self._single else value

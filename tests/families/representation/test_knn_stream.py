@@ -19,8 +19,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import embedmetrics as em
+from embedmetrics._engine.core.checks import IncompatibleStateError
 from embedmetrics._engine.neighbors import vote_stream
 from embedmetrics._engine.neighbors.vote import knn_vote_hits
+from embedmetrics._metric.running_lists import QUERY_IDS
+from embedmetrics.functional import knn_accuracy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -168,3 +172,118 @@ def test_num_classes_below_the_labels_raises_as_the_stored_route() -> None:
     state = _streamed(bank, labels, queries, [(0, 20)], 3)
     with pytest.raises(ValueError, match="`num_classes`"):
         vote_stream.stream_hits(state, qlab, k=3, temperature=0.07, tops=TOPS, num_classes=2)
+
+
+# ---------------------------------------------------------------------------------------------- module
+
+
+def _stream_states(metric: em.KNNAccuracy) -> dict[str, torch.Tensor]:
+    return {name: getattr(metric, name).clone() for name in (*metric.running_states.values(), QUERY_IDS)}
+
+
+def _assert_states_equal(metric: em.KNNAccuracy, before: dict[str, torch.Tensor]) -> None:
+    for name, t in _stream_states(metric).items():
+        assert t.dtype == before[name].dtype
+        assert torch.equal(t, before[name]), name
+
+
+def _streaming(queries: torch.Tensor, qlab: torch.Tensor, **kw: Any) -> em.KNNAccuracy:
+    metric = em.KNNAccuracy(k=6, top=TOPS, block_bytes=256, **kw)
+    metric.set_queries(queries, qlab)
+    return metric
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("ties", TIES)
+def test_module_stream_equals_the_stored_module_for_any_chunking(dtype: torch.dtype, ties: str) -> None:
+    bank, labels, queries, qlab = _data("integer", 4, 70, 13, dtype)
+    stored = em.KNNAccuracy(k=6, top=TOPS, ties=ties)
+    stored.update(bank, labels)
+    stored.update(queries, qlab, role="query")
+    want = stored.compute()
+    for seed, cuts in enumerate(([], [1], [3, 3, 50], [10, 20, 30, 40, 69], list(range(70)))):
+        metric = _streaming(queries, qlab, ties=ties)
+        for a, b in _chunks(70, cuts, seed):
+            if b > a:  # an empty batch is refused
+                metric.update(bank[a:b], labels[a:b])
+        _assert_same_bits(metric.compute(), want)
+        assert metric.stored_rows("bank") is None
+
+
+def test_merge_state_and_forward_of_disjoint_streams_equal_one_stream() -> None:
+    bank, labels, queries, qlab = _data("atoms", 6, 60, 10, torch.float64)
+    one = _streaming(queries, qlab)
+    one.update(bank, labels)
+    left, right = _streaming(queries, qlab), _streaming(queries, qlab)
+    left.update(bank[:25], labels[:25])
+    right.update(bank[25:40], labels[25:40])
+    right.update(bank[40:], labels[40:])
+    left.merge_state(right)
+    _assert_same_bits(left.compute(), one.compute())
+    fwd = _streaming(queries, qlab)
+    for a in range(0, 60, 7):
+        fwd(bank[a : a + 7], labels[a : a + 7])  # forward: a batch value, the lists merged
+    _assert_same_bits(fwd.compute(), one.compute())
+    other = _streaming(queries[:-1], qlab[:-1])
+    other.update(bank[:3], labels[:3])
+    with pytest.raises(IncompatibleStateError, match="another query set"):
+        left.merge_state(other)
+
+
+def test_state_dict_resumes_a_stream() -> None:
+    bank, labels, queries, qlab = _data("integer", 9, 50, 8, torch.float32)
+    whole = _streaming(queries, qlab)
+    whole.update(bank, labels)
+    first = _streaming(queries, qlab)
+    first.persistent(True)
+    first.update(bank[:20], labels[:20])
+    saved = first.state_dict()
+    for queries_first in (True, False):
+        resumed = em.KNNAccuracy(k=6, top=TOPS, block_bytes=256)
+        resumed.persistent(True)
+        if queries_first:
+            resumed.set_queries(queries, qlab)
+        resumed.load_state_dict(saved)
+        if not queries_first:
+            resumed.set_queries(queries, qlab)  # the same queries: the loaded lists are kept
+        resumed.update(bank[20:], labels[20:])
+        _assert_same_bits(resumed.compute(), whole.compute())
+
+
+def test_errors_leave_the_running_lists_unchanged() -> None:
+    bank, labels, queries, qlab = _data("plain", 3, 30, 6, torch.float32)
+    metric = _streaming(queries, qlab)
+    metric.update(bank[:10], labels[:10])
+    before = _stream_states(metric)
+    with pytest.raises(ValueError, match="`role`"):
+        metric.update(queries, qlab, role="query")
+    with pytest.raises(ValueError, match="`role`"):
+        metric(queries, qlab, role="query")
+    with pytest.raises(ValueError, match="embeddings"):
+        metric.update(bank[10:12, :2], labels[10:12])  # another width
+    with pytest.raises(ValueError, match="embeddings"):
+        metric.update(bank[10:12].double(), labels[10:12])  # another dtype
+    nan = bank[10:12].clone()
+    nan[0, 0] = math.nan
+    with pytest.raises(ValueError, match="finite"):
+        metric.update(nan, labels[10:12])
+    with pytest.raises(ValueError, match="`labels`"):
+        metric.update(bank[10:12], labels[10:13])
+    _assert_states_equal(metric, before)
+    stored = em.KNNAccuracy(k=6)
+    stored.update(bank, labels)
+    with pytest.raises(ValueError, match="set_queries"):
+        stored.set_queries(queries, qlab)
+
+
+def test_reset_empties_the_lists_and_keeps_the_queries() -> None:
+    bank, labels, queries, qlab = _data("plain", 5, 30, 6, torch.float64)
+    metric = _streaming(queries, qlab)
+    metric.update(bank[:7], labels[:7])
+    metric.reset()
+    assert int(metric.stream_n_bank) == 0
+    with pytest.warns(UserWarning, match="before the ``update``"):
+        assert metric.compute().isnan().all()
+    metric.update(bank, labels)
+    want = knn_accuracy(bank, labels, queries, qlab, k=6, top=TOPS)
+    _assert_same_bits(metric.compute(), want)
