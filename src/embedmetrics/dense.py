@@ -1,10 +1,15 @@
 """``DenseRetrieval``: query embeddings against a corpus with qrels, accumulated and sharded across processes.
 
-Queries and documents are kept as rows (with their int64 ids) until ``compute``. After a distributed
-sync every process holds all queries but only *its own* corpus rows: each scans its corpus share
-against all queries and the per-process top-``depth`` lists are merged exactly
+Stored route: queries and documents are kept as rows (with their int64 ids) until ``compute``. After a
+distributed sync every process holds all queries but only *its own* corpus rows: each scans its corpus
+share against all queries and the per-process top-``depth`` lists are merged exactly
 (``embedmetrics._engine.dense.scan``), so the corpus is never gathered and per-process compute is
 proportional to its share.
+
+Streaming route (``set_queries``): the queries are fixed first, and every corpus chunk is scanned at
+once and folded into running per-query lists (``embedmetrics._engine.dense.stream``, kept as states by
+``embedmetrics._metric.running_lists``): no corpus row is kept, only its id (8 bytes, for the rule that
+ids are unique).
 """
 
 from __future__ import annotations
@@ -16,11 +21,21 @@ import torch
 from torch import Tensor
 
 from embedmetrics._engine.core.inputs import Arg, BatchSpec
-from embedmetrics._engine.core.scan import metric_shard
+from embedmetrics._engine.core.scan import compute_dtype, metric_shard
 from embedmetrics._engine.dense.measures import dense_options, dense_values
 from embedmetrics._engine.dense.qrels import check_new_ids, check_qrels
+from embedmetrics._engine.dense.stream import (
+    RunningLists,
+    StreamQueries,
+    check_query_set,
+    fold_chunk,
+    merge_running,
+    stream_ids_unique,
+    stream_values,
+)
 from embedmetrics._engine.settings.options import options_in, read_options
-from embedmetrics._metric.base import BaseMetric
+from embedmetrics._metric.base import BaseMetric, Layout
+from embedmetrics._metric.running_lists import RunningListStates
 from embedmetrics._metric.seen_ids import SeenIds
 
 __all__ = ["DenseRetrieval"]
@@ -28,7 +43,7 @@ __all__ = ["DenseRetrieval"]
 _ROLES = ("query", "corpus")
 
 
-class DenseRetrieval(BaseMetric):
+class DenseRetrieval(RunningListStates, BaseMetric):
     r"""Dense retrieval metrics of query embeddings against a corpus, with qrels, as trec_eval computes them.
 
     ``update(embeddings, ids, role="query")`` adds query rows, ``role="corpus"`` document rows, any
@@ -41,6 +56,18 @@ class DenseRetrieval(BaseMetric):
     In a distributed run each process scans only its own corpus rows against all queries and the
     top-``depth`` lists are merged exactly: every process returns the same, equal to one process
     holding everything.
+
+    **Streaming the corpus** (``set_queries``): with the full query set fixed first (the same on every
+    process, like the qrels), each ``update(embeddings, ids, role="corpus")`` is scanned against the
+    queries at once and folded into running per-query lists: no corpus row is kept (only its id), so
+    memory is ``O(queries × (width + depth))`` plus one similarity block, whatever the corpus size. The
+    values equal the stored route bit for bit, for every chunking and order of the chunks and across
+    processes (each streams its share). The lists are states: ``merge_state`` of two streams over
+    disjoint documents equals one stream, and with ``persistent(True)`` ``state_dict`` /
+    ``load_state_dict`` resume a stream (call ``set_queries`` with the same queries, before or after
+    loading). ``reset`` empties the lists and keeps the queries and the qrels. A query update after
+    ``set_queries`` raises, as do a chunk of another width or dtype than the queries and a repeated id;
+    the lists stay as they were.
 
     Args:
         qrels: ``(n, 3)`` integer relevance judgements, or ``None`` to set them later.
@@ -66,15 +93,32 @@ class DenseRetrieval(BaseMetric):
         >>> metric.update(torch.tensor([[0.6, 0.8]]), torch.tensor([102]), role="corpus")
         >>> {key: round(float(v), 4) for key, v in metric.compute().items()}
         {'ndcg@1': 0.5, 'ndcg@2': 0.8155}
+
+        Streaming the corpus, chunk by chunk (the same values):
+
+        >>> stream = DenseRetrieval(torch.tensor([[10, 100, 1], [11, 102, 2]]), k=(1, 2), metrics=["ndcg"])
+        >>> stream.set_queries(torch.tensor([[1.0, 0.0], [0.0, 1.0]]), torch.tensor([10, 11]))
+        >>> stream.update(torch.tensor([[0.9, 0.1], [0.1, 0.9]]), torch.tensor([100, 101]), role="corpus")
+        >>> stream.update(torch.tensor([[0.6, 0.8]]), torch.tensor([102]), role="corpus")
+        >>> {key: round(float(v), 4) for key, v in stream.compute().items()}
+        {'ndcg@1': 0.5, 'ndcg@2': 0.8155}
     """
 
     full_state_update: bool = False
     is_differentiable: bool = False
     higher_is_better: bool = True
     #: The corpus shards stay on their process at a sync; ``compute`` merges their lists.
-    _process_local_states: ClassVar[tuple[str, ...]] = ("corpus", "corpus_ids")
+    _process_local_states: ClassVar[tuple[str, ...]] = (
+        "corpus", "corpus_ids", "streamed_ids", "stream_query_ids",
+        *(f"stream_{name}" for name in ("keys", "ids", "tail", "judged_keys", "scores", "n_docs")),
+    )  # fmt: skip
+    #: The running lists of a streamed corpus (``set_queries``): engine field -> state.
+    running_states: ClassVar[dict[str, str]] = {
+        name: f"stream_{name}" for name in ("keys", "ids", "tail", "judged_keys", "scores", "n_docs")
+    }
     _embedding_states = ("query", "corpus")
-    _unique_id_states = ("query_ids", "corpus_ids")  # ``merge_state`` refuses known ids, as ``update``
+    # ``merge_state`` refuses known ids, as ``update``
+    _unique_id_states = ("query_ids", "corpus_ids", "streamed_ids")
     _aligned_row_stores = (("query", "query_ids"), ("corpus", "corpus_ids"))
     batch_spec = BatchSpec(
         (Arg("embeddings"), Arg("ids", "ids", rows_of="embeddings")), roles=_ROLES, allow_empty=True
@@ -110,12 +154,70 @@ class DenseRetrieval(BaseMetric):
         self._qrels = values.pop("qrels")
         self.apply_options({**values, "depth": self._options.depth})
         self._seen: dict[str, SeenIds] = {}
-        self.add_row_store("query", "query_ids", *self._process_local_states)
+        self._stream: StreamQueries | None = None
+        self.add_row_store("query", "query_ids", "corpus", "corpus_ids", "streamed_ids")
+        self.add_running_lists()
 
     def set_qrels(self, qrels: Any) -> None:
-        """Set (or replace) the ``(n, 3)`` ``(query_id, doc_id, relevance)`` judgements."""
-        self._qrels = check_qrels(qrels)
+        """Set (or replace) the ``(n, 3)`` ``(query_id, doc_id, relevance)`` judgements (while streaming,
+        only before the first corpus chunk or after ``reset``: the running lists hold the judged keys)."""
+        checked = check_qrels(qrels)
+        if self._stream is not None:
+            self._start_stream(self._stream.queries, self._stream.query_ids, checked)
+        self._qrels = checked
         self._computed = None
+
+    def set_queries(self, embeddings: Any, ids: Any) -> None:
+        """Fix the full query set (every process the same) and stream the corpus from now on: each
+        ``update(..., role="corpus")`` is folded into running per-query lists (see the class docstring).
+        Needs the qrels. Raises ``ValueError`` where query or corpus rows are stored already, and where
+        the running lists hold documents of another query set (``reset`` first)."""
+        if self._qrels is None:
+            raise ValueError(
+                "DenseRetrieval.set_queries needs qrels: pass them to the constructor or call `set_qrels` "
+                "first."
+            )
+        for name in ("query", "corpus"):
+            if self.stored_rows(name) is not None:
+                raise ValueError(
+                    f"DenseRetrieval.set_queries: the metric stores {name} rows already (`update(..., "
+                    f"role={name!r})`); streaming starts from an empty metric (`reset` first)."
+                )
+        queries, query_ids = check_query_set(
+            embeddings, ids, bool(getattr(self, "validate_args", True)), self.device
+        )
+        self._start_stream(queries, query_ids, self._qrels)
+
+    def _start_stream(self, queries: Tensor, query_ids: Tensor, qrels: Tensor) -> None:
+        """Fix the queries and qrels of the stream; lists of documents are kept only where they belong to
+        the same queries and qrels (a state loaded before ``set_queries``: the stream resumes)."""
+        fixed = StreamQueries.build(queries, query_ids, qrels.to(queries.device), self._options)
+        if self.holds_documents():
+            held = getattr(self, "stream_query_ids")  # noqa: B009 (a state)
+            judged = getattr(self, "stream_judged_keys")  # noqa: B009 (a state)
+            same_qrels = self._stream is None or (self._qrels is not None and torch.equal(qrels, self._qrels))
+            if not (
+                torch.equal(held.cpu(), fixed.query_ids.cpu())
+                and same_qrels
+                and judged.numel() == fixed.judgements.entry_row.numel()
+            ):
+                raise ValueError(
+                    "DenseRetrieval: the running lists hold corpus documents scored on other queries or "
+                    f"qrels ({held.numel()} queries); call `reset` before changing them."
+                )
+        self._stream = fixed
+        self.start_running_lists(fixed.query_ids, fixed.empty_lists().as_dict())
+        self._computed = None
+
+    def merge_running_lists(self, ours: dict[str, Tensor], theirs: dict[str, Tensor]) -> dict[str, Tensor]:
+        """The lists of two disjoint corpus parts merged exactly (``merge_running``)."""
+        return merge_running([RunningLists(**ours), RunningLists(**theirs)]).as_dict()
+
+    def input_layout(self) -> Layout | None:
+        """The dtype and width every batch must have: the queries' when streaming, else the rows'."""
+        if self._stream is not None:
+            return self._stream.queries.dtype, (int(self._stream.queries.shape[1]),)
+        return super().input_layout()
 
     @property
     def qrels(self) -> Tensor | None:
@@ -124,14 +226,27 @@ class DenseRetrieval(BaseMetric):
 
     def _stateful_rules(self, values: dict[str, Tensor], role: str | None) -> None:
         """Ids never given before for the role (with ``validate_args``: a host sync, as the value checks)."""
+        if self._stream is not None and role == "query":
+            raise ValueError(
+                "DenseRetrieval.update: the queries were fixed by `set_queries`; got a batch with "
+                "role='query' (pass the whole query set to `set_queries`, documents with role='corpus')."
+            )
         if self.validate_args:
-            stored = getattr(self, f"{role}_ids")
-            seen = self._seen.setdefault(str(role), SeenIds())
+            name = "streamed_ids" if self._stream is not None else f"{role}_ids"
+            stored = getattr(self, name)
+            seen = self._seen.setdefault(name, SeenIds())
             check_new_ids("ids", values["ids"], stored if isinstance(stored, list) else [stored], seen)
 
     def update(self, embeddings: Tensor, ids: Tensor, role: str = "query") -> None:
-        """Add query rows (``role="query"``) or corpus rows (``role="corpus"``) with their int ids."""
+        """Add query rows (``role="query"``) or corpus rows (``role="corpus"``) with their int ids; after
+        ``set_queries``, fold corpus rows into the running lists."""
         batch, which = self.read_batch(embeddings, ids, role)
+        if self._stream is not None:
+            fixed = self._stream
+            lists = fold_chunk(fixed, RunningLists(**self.running_lists()), batch["embeddings"], batch["ids"])
+            self.set_running_lists(lists.as_dict())
+            self.append_rows("streamed_ids", batch["ids"])
+            return
         self.append_rows(str(which), batch["embeddings"])
         self.append_rows(f"{which}_ids", batch["ids"])
 
@@ -142,6 +257,8 @@ class DenseRetrieval(BaseMetric):
                 "DenseRetrieval needs qrels: pass them to the constructor or call `set_qrels` first."
             )
         shard = metric_shard(self)
+        if self._stream is not None:
+            return self._stream_values(self._stream, shard is not None)
         query, query_ids = self.stored_rows("query"), self.stored_rows("query_ids")
         corpus, corpus_ids = self.stored_rows("corpus"), self.stored_rows("corpus_ids")
         layout = self.input_layout()
@@ -156,6 +273,16 @@ class DenseRetrieval(BaseMetric):
         return dense_values(
             query, query_ids, corpus, corpus_ids, qrels, self._options, distributed=shard is not None
         )
+
+    def _stream_values(self, fixed: StreamQueries, distributed: bool) -> dict[str, Any]:
+        """The values of the running lists (every process's, merged, when ``distributed``)."""
+        ids = self.stored_rows("streamed_ids")
+        stream_ids_unique(
+            torch.zeros(0, dtype=torch.int64, device=self.device) if ids is None else ids, distributed
+        )
+        lists = RunningLists(**{k: t.to(self.device) for k, t in self.running_lists().items()})
+        dtype = compute_dtype(fixed.queries)
+        return stream_values(fixed, lists, dtype, distributed=distributed)
 
     def plot(self, val: Any = None, ax: Any = None) -> Any:
         """Plot the measures of one ``compute`` (or the current one), one point per key (needs matplotlib)."""

@@ -541,6 +541,9 @@ class BaseMetric(SyncSafeMetric):
         }
         self._refuse_unaligned_rows(loaded, "state_dict", "load_state_dict")
         self._refuse_repeated_ids(loaded, "state_dict", "load_state_dict", adds=False)
+        for name in self._defaults:  # a list of the dict is not ours: appends would write into the dict
+            if isinstance(state_dict.get(prefix + name), list):
+                state_dict[prefix + name] = list(state_dict[prefix + name])
         super()._load_from_state_dict(
             state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
         )

@@ -27,6 +27,7 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
+from embedmetrics._engine.core.checks import as_tensor, check_embeddings, check_finite, check_ids
 from embedmetrics._engine.core.pair_scores import pair_similarity
 from embedmetrics._engine.core.row_owners import gather_rows, gather_same
 from embedmetrics._engine.core.scan import compute_dtype
@@ -56,6 +57,7 @@ from embedmetrics._engine.dense.scan import (
 __all__ = [
     "RunningLists",
     "StreamQueries",
+    "check_query_set",
     "fold_chunk",
     "gather_stream",
     "stream_ids_unique",
@@ -246,6 +248,20 @@ def stream_values(
         width = min(depth, n_docs)
         run = ordered_run(top.ids[:, :width], lists.scores[:, :width], fixed.queries.dtype)
     return values_of_lists(top, fixed.judgements, fixed.query_ids, replace(opts, depth=depth), dtype, run)
+
+
+def check_query_set(
+    embeddings: Any, ids: Any, validate_args: bool, device: torch.device
+) -> tuple[Tensor, Tensor]:
+    """A stream's query set (``set_queries``): ``(Q, d)`` floating embeddings (at least one row; finite
+    with ``validate_args``), ``(Q,)`` unique integer ids, as tensors on ``device`` (ids int64)."""
+    queries = as_tensor("embeddings", embeddings).detach().to(device)
+    check_embeddings("embeddings", queries)
+    if validate_args:
+        check_finite("embeddings", queries)
+    query_ids = check_ids("ids", as_tensor("ids", ids).to(device), queries.shape[0])
+    check_unique_ids("ids", torch.sort(query_ids).values)
+    return queries, query_ids
 
 
 def stream_ids_unique(ids: Tensor, distributed: bool) -> None:

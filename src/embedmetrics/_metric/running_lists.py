@@ -1,0 +1,110 @@
+"""Running per-query lists as metric states: the layout of a metric that streams its reference side.
+
+Beside row stores (every row kept until ``compute``) and running sums, a metric may fix its queries
+first (``set_queries``, the same on every process) and fold each reference chunk into per-query lists
+at once (the engine's running lists: dense retrieval's ``RunningLists``, the kNN vote's lists). Those
+lists are states of their own here:
+
+- registered in ``__init__`` with placeholder defaults (``add_running_lists``), so ``persistent``,
+  ``state_dict`` and ``load_state_dict`` cover them; ``start_running_lists`` makes the empty lists of
+  the query set the defaults, so ``reset`` empties them and keeps the queries;
+- kept on their process at a sync (``dist_reduce_fx=None``, listed in the class's
+  ``_process_local_states``): ``compute`` merges every process's lists with the engine's collective;
+- merged exactly by ``merge_state`` and ``forward`` (``_reduce_states`` calls the class's
+  ``merge_running_lists``, the engine's merge of lists of disjoint reference parts), after the query
+  sets were checked to be the same (their ids are a state too, ``QUERY_IDS``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor
+
+from embedmetrics._engine.core.checks import IncompatibleStateError
+
+#: The state holding the ids (or row numbers) of the query set the running lists belong to.
+QUERY_IDS = "stream_query_ids"
+
+
+class RunningListStates:
+    """Mixin for a ``BaseMetric`` whose streamed reference side is folded into running lists (see the
+    module docstring). The class names its list states (``running_states``, engine field -> state
+    name) and merges two sets of lists (``merge_running_lists``)."""
+
+    #: Engine field name -> state name of every running-list state (the query ids' state aside).
+    running_states: ClassVar[Mapping[str, str]] = {}
+
+    def add_running_lists(self) -> None:
+        """Register the list states (before any query set: empty placeholders)."""
+        for name in (*self.running_states.values(), QUERY_IDS):
+            self.add_state(name, default=torch.zeros(0), dist_reduce_fx=None)  # type: ignore[attr-defined]
+
+    @property
+    def streaming(self) -> bool:
+        """Whether a query set was fixed (``set_queries``): reference chunks are folded, not stored."""
+        return bool(self.__dict__.get("_streaming", False))
+
+    def start_running_lists(self, query_ids: Tensor, empty: Mapping[str, Tensor]) -> None:
+        """Make ``empty`` (engine field -> tensor) the lists of the query set ``query_ids``: the defaults
+        ``reset`` returns to, and the current lists unless those already belong to these queries (a state
+        loaded before ``set_queries``: kept, the stream resumes)."""
+        keep = self.holds_documents() and torch.equal(getattr(self, QUERY_IDS).cpu(), query_ids.cpu())
+        defaults: dict[str, Tensor] = self._defaults  # type: ignore[attr-defined]
+        values = {self.running_states[field]: t for field, t in empty.items()}
+        values[QUERY_IDS] = query_ids
+        for name, t in values.items():
+            defaults[name] = t.detach().clone()
+            if not keep:
+                setattr(self, name, t.detach().clone())
+        self.__dict__["_streaming"] = True
+
+    def holds_documents(self) -> bool:
+        """Whether the running lists hold any reference row (of this process)."""
+        count = getattr(self, self.running_states.get("n_docs", ""), None)
+        return isinstance(count, Tensor) and count.numel() == 1 and int(count) > 0
+
+    def running_lists(self) -> dict[str, Tensor]:
+        """The current lists by engine field name."""
+        return {field: getattr(self, name) for field, name in self.running_states.items()}
+
+    def set_running_lists(self, lists: Mapping[str, Tensor]) -> None:
+        """Replace the current lists (engine field -> tensor)."""
+        for field, t in lists.items():
+            setattr(self, self.running_states[field], t)
+
+    def merge_running_lists(self, ours: dict[str, Tensor], theirs: dict[str, Tensor]) -> dict[str, Tensor]:
+        """The lists of two disjoint reference parts merged (override: the engine's merge)."""
+        raise NotImplementedError
+
+    def _reduce_states(self, incoming_state: dict[str, Any]) -> None:
+        """torchmetrics' merge for the other states; the running lists merged exactly (lists of other
+        queries refused with ``IncompatibleStateError``, nothing merged)."""
+        names = [*self.running_states.values(), QUERY_IDS]
+        ours = {name: getattr(self, name) for name in names}
+        theirs = {name: incoming_state[name] for name in names if name in incoming_state}
+        merged = self._merged_lists(ours, theirs)
+        super()._reduce_states(incoming_state)  # type: ignore[misc]
+        for name, t in merged.items():
+            setattr(self, name, t)
+
+    def _merged_lists(self, ours: dict[str, Tensor], theirs: dict[str, Tensor]) -> dict[str, Tensor]:
+        if len(theirs) < len(ours) or not theirs[QUERY_IDS].numel():
+            return ours
+        if not ours[QUERY_IDS].numel():
+            return theirs
+        if not torch.equal(ours[QUERY_IDS].cpu(), theirs[QUERY_IDS].to(ours[QUERY_IDS].device).cpu()):
+            raise IncompatibleStateError(
+                f"{type(self).__name__}: the incoming running lists belong to another query set "
+                f"({theirs[QUERY_IDS].numel()} queries, ours {ours[QUERY_IDS].numel()}): lists of different "
+                "queries cannot be merged."
+            )
+        by_field = {v: k for k, v in self.running_states.items()}
+        mine = {by_field[n]: t for n, t in ours.items() if n != QUERY_IDS}
+        other = {by_field[n]: t.to(ours[QUERY_IDS].device) for n, t in theirs.items() if n != QUERY_IDS}
+        merged = self.merge_running_lists(mine, other)
+        out = {self.running_states[f]: t for f, t in merged.items()}
+        out[QUERY_IDS] = ours[QUERY_IDS]
+        return out
