@@ -14,8 +14,10 @@ non-constant representations.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
 from torch import Tensor
 
 from embedmetrics._engine.core.checks import (
@@ -27,6 +29,7 @@ from embedmetrics._engine.core.checks import (
 )
 from embedmetrics._engine.core.scan import compute_dtype
 from embedmetrics._engine.neighbors.vote import knn_vote_hits
+from embedmetrics._engine.neighbors.vote_stream import VoteStream, fold_bank_chunk, stream_hits
 from embedmetrics._engine.settings.options import read_options
 from embedmetrics._engine.spectral import moments as spectral
 from embedmetrics._engine.spectral.options import (
@@ -35,6 +38,7 @@ from embedmetrics._engine.spectral.options import (
     LIDAR_EPS,
     OPTIONS,
     RANKME_EPS,
+    KnnOptions,
     knn_options,
 )
 
@@ -226,9 +230,14 @@ def knn_accuracy(
     DINO and solo-learn. Non-finite embeddings (with ``validate_args=False``) give NaN. The sum over
     queries does not depend on their order (bit for bit).
 
+    The bank may also come as an iterable of ``(embeddings, labels)`` chunks (``bank_labels=None``; a
+    generator is read once, each chunk scanned against the queries and folded into running per-query vote
+    lists, no chunk kept): the value is that of the whole bank, bit for bit, for any chunking and order.
+
     Args:
-        bank: ``(n_bank, d)`` labelled reference embeddings, tensor or array.
-        bank_labels: ``(n_bank,)`` integer labels.
+        bank: ``(n_bank, d)`` labelled reference embeddings, tensor or array; or an iterable of
+            ``(embeddings, labels)`` chunks of them (one dtype, tensors or arrays as the queries).
+        bank_labels: ``(n_bank,)`` integer labels (``None`` where ``bank`` holds chunks).
         queries: ``(n_query, d)`` embeddings to classify.
         query_labels: ``(n_query,)`` their true labels.
         k: neighbours per query (clipped to ``n_bank``).
@@ -246,11 +255,16 @@ def knn_accuracy(
         >>> queries = torch.tensor([[1.0, 0.2], [0.3, 1.0]])
         >>> knn_accuracy(bank, torch.tensor([0, 0, 1, 1]), queries, torch.tensor([0, 0]), k=2, top=(1, 2))
         tensor([0.5000, 1.0000])
+        >>> chunks = ((bank[i : i + 3], torch.tensor([0, 0, 1, 1])[i : i + 3]) for i in (0, 3))
+        >>> knn_accuracy(chunks, None, queries, torch.tensor([0, 0]), k=2, top=(1, 2))
+        tensor([0.5000, 1.0000])
     """
     given = {"k": k, "temperature": temperature, "top": top, "num_classes": num_classes, "ties": ties}
     options = knn_options(
         read_options("knn_accuracy", OPTIONS["KNNAccuracy"], {**given, "block_bytes": block_bytes})
     )
+    if not isinstance(bank, (Tensor, np.ndarray)) and isinstance(bank, Iterable):
+        return _knn_of_chunks(bank, bank_labels, queries, query_labels, options, validate_args)
     names = ("bank", "bank_labels", "queries", "query_labels")
     (b, bl, q, ql), numpy = to_tensors(names, bank, bank_labels, queries, query_labels)
     check_embedding_rows(("bank", "queries"), [b, q], validate_args=validate_args)
@@ -266,3 +280,59 @@ def knn_accuracy(
     )  # fmt: skip
     value = (hits / q.shape[0]).to(compute_dtype(b, q))
     return as_output(value, numpy, options.single)
+
+
+def _knn_of_chunks(
+    chunks: Iterable[Any],
+    bank_labels: Any,
+    queries: Any,
+    query_labels: Any,
+    options: KnnOptions,
+    validate_args: bool,
+) -> Any:
+    """``knn_accuracy`` of a bank given as ``(embeddings, labels)`` chunks: each folded into the running
+    vote lists (``vote_stream``) as it comes, none kept."""
+    if bank_labels is not None:
+        raise ValueError(
+            "Argument `bank_labels` must be None where `bank` is an iterable of (embeddings, labels) chunks, "
+            f"got {type(bank_labels).__name__}."
+        )
+    (q, ql), numpy = to_tensors(("queries", "query_labels"), queries, query_labels)
+    check_embedding_rows(("queries",), [q], validate_args=validate_args)
+    ql = check_class_labels("query_labels", ql, q)
+    state, first = VoteStream.empty(q.shape[0], options.k, q.device), None
+    for i, chunk in enumerate(chunks):
+        b, bl = _bank_chunk(i, chunk, q, numpy, validate_args)
+        if first is not None and b.dtype != first.dtype:
+            raise ValueError(
+                f"Argument `bank` must hold chunks of one dtype ({first.dtype}), chunk {i} is {b.dtype}."
+            )
+        first = b if first is None else first
+        state = fold_bank_chunk(state, q, b, bl, options.k, options.block_bytes)
+    if first is None:
+        raise ValueError("Argument `bank` must hold at least one (embeddings, labels) chunk, got none.")
+    hits = stream_hits(
+        state, ql, k=options.k, temperature=options.temperature, tops=options.tops,
+        num_classes=options.num_classes, ties=options.ties,
+    )  # fmt: skip
+    return as_output((hits / q.shape[0]).to(compute_dtype(first, q)), numpy, options.single)
+
+
+def _bank_chunk(i: int, chunk: Any, q: Tensor, numpy: bool, validate_args: bool) -> tuple[Tensor, Tensor]:
+    """Chunk ``i`` of the bank, checked: an ``(embeddings, labels)`` pair of the queries' kind and width."""
+    if not isinstance(chunk, (tuple, list)) or len(chunk) != 2:
+        raise ValueError(
+            f"Argument `bank` must hold (embeddings, labels) pairs, chunk {i} is {type(chunk).__name__}."
+        )
+    (b, bl), chunk_numpy = to_tensors((f"bank[{i}][0]", f"bank[{i}][1]"), *chunk)
+    if chunk_numpy != numpy:
+        raise ValueError(
+            f"Argument `bank` must hold chunks of the queries' kind (tensor or array), chunk {i} does not."
+        )
+    check_embedding_rows((f"bank[{i}][0]",), [b], validate_args=validate_args)
+    if b.shape[1] != q.shape[1]:
+        raise ValueError(
+            f"Arguments `bank` and `queries` must have the same number of features, got {b.shape[1]} "
+            f"(chunk {i}) and {q.shape[1]}."
+        )
+    return b.to(q.device), check_class_labels(f"bank[{i}][1]", bl, b).to(q.device)

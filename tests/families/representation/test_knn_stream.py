@@ -10,7 +10,11 @@ the functional's iterable bank, and the memory of a long stream.
 from __future__ import annotations
 
 import math
+import os
+import subprocess
 import sys
+import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +31,7 @@ from embedmetrics._metric.running_lists import QUERY_IDS
 from embedmetrics.functional import knn_accuracy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from _dist import run_distributed
 
 TOPS = (1, 2, 3)
 TIES = ("average", "pessimistic", "optimistic")
@@ -287,3 +292,96 @@ def test_reset_empties_the_lists_and_keeps_the_queries() -> None:
     metric.update(bank, labels)
     want = knn_accuracy(bank, labels, queries, qlab, k=6, top=TOPS)
     _assert_same_bits(metric.compute(), want)
+
+
+# ------------------------------------------------------------------------------------------ functional
+
+
+def test_functional_takes_an_iterable_of_chunks_read_once() -> None:
+    bank, labels, queries, qlab = _data("atoms", 12, 45, 9, torch.float32)
+    want = knn_accuracy(bank, labels, queries, qlab, k=7, top=TOPS)
+    reads = []
+
+    def chunks() -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for a in (30, 0, 11, 40):  # any order, uneven
+            b = {30: 40, 0: 11, 11: 30, 40: 45}[a]
+            reads.append(a)
+            yield bank[a:b], labels[a:b]
+
+    _assert_same_bits(knn_accuracy(chunks(), None, queries, qlab, k=7, top=TOPS), want)
+    assert reads == [30, 0, 11, 40]
+    listed = [(bank[:20].numpy(), labels[:20].numpy()), (bank[20:].numpy(), labels[20:].numpy())]
+    got = knn_accuracy(listed, None, queries.numpy(), qlab.numpy(), k=7, top=1)
+    assert got == knn_accuracy(bank.numpy(), labels.numpy(), queries.numpy(), qlab.numpy(), k=7, top=1)
+    with pytest.raises(ValueError, match="`bank_labels`"):
+        knn_accuracy([(bank, labels)], labels, queries, qlab)
+    with pytest.raises(ValueError, match="one dtype"):
+        knn_accuracy([(bank[:5], labels[:5]), (bank[5:].double(), labels[5:])], None, queries, qlab)
+    with pytest.raises(ValueError, match="at least one"):
+        knn_accuracy(iter(()), None, queries, qlab)
+
+
+# --------------------------------------------------------------------------------------------- processes
+
+
+def _stream_worker(rank: int, world: int, seed: int) -> dict[str, Any]:
+    """Every rank sets the same queries and streams its half of the bank in uneven chunks."""
+    bank, labels, queries, qlab = _data("atoms", seed, 64, 11, torch.float64)
+    bank[:6] = bank[-6:]  # identical rows on both ranks
+    out: dict[str, Any] = {}
+    for ties in TIES:
+        metric = em.KNNAccuracy(k=7, top=TOPS, ties=ties, block_bytes=256)
+        metric.set_queries(queries, qlab)
+        half = bank.shape[0] // world
+        lo, hi = rank * half, (rank + 1) * half
+        for a in range(lo, hi, 5 + 4 * rank):
+            b = min(hi, a + 5 + 4 * rank)
+            metric.update(bank[a:b], labels[a:b])
+        out[ties] = metric.compute()
+    return out
+
+
+def test_two_ranks_streaming_halves_give_the_one_process_value() -> None:
+    seed = 21
+    results = run_distributed(_stream_worker, 2, kwargs={"seed": seed}, timeout=180)
+    bank, labels, queries, qlab = _data("atoms", seed, 64, 11, torch.float64)
+    bank[:6] = bank[-6:]
+    for ties in TIES:
+        want = knn_accuracy(bank, labels, queries, qlab, k=7, top=TOPS, ties=ties)
+        for result in results:
+            _assert_same_bits(result[ties], want)
+
+
+# ------------------------------------------------------------------------------------------------ memory
+
+_MEMORY_SCRIPT = """
+import resource, torch
+import embedmetrics as em
+torch.set_num_threads(1)
+def chunk(i):
+    g = torch.Generator().manual_seed(i)
+    return torch.randn(10_000, 128, generator=g), torch.randint(0, 100, (10_000,), generator=g)
+g = torch.Generator().manual_seed(-1)
+metric = em.KNNAccuracy(k=20, top=(1, 5))
+metric.set_queries(torch.randn(200, 128, generator=g), torch.randint(0, 100, (200,), generator=g))
+metric.update(*chunk(0))  # warm up: the scan's buffers and the allocator's pools
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+for i in range(1, 20):
+    metric.update(*chunk(i))
+value = metric.compute()
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(int(metric.stream_n_bank), (after - before) * 1024, float(value[0]))
+"""
+
+
+def test_a_long_stream_keeps_no_bank_row() -> None:
+    """200,000 x 128 float32 bank rows (100 MB) in chunks of 10,000 against 200 queries: the peak RSS
+    grows by far less than the bank."""
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_MEMORY_SCRIPT)], capture_output=True, text=True, timeout=300,
+        check=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    n_rows, growth, top1 = out.stdout.split()
+    assert int(n_rows) == 200_000
+    assert 0.0 <= float(top1) <= 1.0
+    assert int(growth) < 25 * 2**20, f"peak RSS grew by {int(growth) / 2**20:.1f} MiB"
