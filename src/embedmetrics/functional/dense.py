@@ -10,8 +10,9 @@ import torch
 from torch import Tensor
 
 from embedmetrics._engine.core.checks import as_tensor, to_tensors
-from embedmetrics._engine.dense.measures import check_dense_rows, dense_options, dense_values
+from embedmetrics._engine.dense.measures import DenseOptions, check_dense_rows, dense_options, dense_values
 from embedmetrics._engine.dense.options import OPTIONS
+from embedmetrics._engine.dense.stream import check_query_set, stream_chunks
 from embedmetrics._engine.settings.options import options_in, read_options
 
 __all__ = ["dense_retrieval"]
@@ -36,6 +37,27 @@ def _output(result: dict[str, Any], numpy: bool) -> dict[str, Any]:
                 (np.float64(value) if value.ndim == 0 else value.cpu().double().numpy()) if numpy else value
             )
     return out
+
+
+def _streamed(
+    queries: Any,
+    query_ids: Any,
+    chunks: Any,
+    corpus_ids: Any,
+    qrels: Tensor,
+    opts: DenseOptions,
+    validate: bool,
+) -> dict[str, Any]:
+    """``dense_retrieval`` of a corpus given as an iterable of ``(embeddings, ids)`` chunks."""
+    if corpus_ids is not None:
+        raise ValueError(
+            "Argument `corpus_ids` must be None where `corpus` is an iterable of (embeddings, ids) chunks, "
+            f"got {type(corpus_ids).__name__}."
+        )
+    given = as_tensor("queries", queries)
+    q, qids = check_query_set(given, _ids("query_ids", query_ids, given), validate, given.device)
+    result, numpy = stream_chunks(q, qids, chunks, qrels.to(q.device), opts, validate)
+    return _output(result, numpy or isinstance(queries, np.ndarray))
 
 
 def dense_retrieval(
@@ -71,7 +93,10 @@ def dense_retrieval(
 
     Args:
         queries: ``(Q, d)`` query embeddings (tensor or NumPy array; all inputs of one kind).
-        corpus: ``(N, d)`` document embeddings.
+        corpus: ``(N, d)`` document embeddings, or an iterable of ``(embeddings, ids)`` chunks read once
+            (a generator over shards, say): each is scanned at once and folded into running per-query
+            lists, no document row is kept, the values are the same (``corpus_ids`` is then not given;
+            every chunk has the queries' dtype and width, its ids never given before).
         qrels: ``(n, 3)`` integer ``(query_id, doc_id, relevance)`` rows (relevant: ``>= 1``; graded).
         query_ids: ``(Q,)`` unique integer ids of the queries; default: row numbers.
         corpus_ids: ``(N,)`` unique integer ids of the documents; default: row numbers.
@@ -111,6 +136,10 @@ def dense_retrieval(
     table = OPTIONS["DenseRetrieval"]
     values = read_options("dense_retrieval", table, options_in(table, locals()))
     opts = dense_options(values)
+    if not isinstance(corpus, (Tensor, np.ndarray)):  # an iterable of (embeddings, ids) chunks
+        return _streamed(
+            queries, query_ids, corpus, corpus_ids, values["qrels"], opts, values["validate_args"]
+        )
     (q, c), numpy = to_tensors(("queries", "corpus"), queries, corpus)
     qids, cids = check_dense_rows(
         q, c, _ids("query_ids", query_ids, q), _ids("corpus_ids", corpus_ids, c), values["validate_args"]

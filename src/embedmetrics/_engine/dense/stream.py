@@ -21,13 +21,21 @@ order and of any sizes, are the canonical lists of their union, and the values e
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 from typing import Any, Optional
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.core.checks import as_tensor, check_embeddings, check_finite, check_ids
+from embedmetrics._engine.core.checks import (
+    ArgumentKindError,
+    as_tensor,
+    check_embeddings,
+    check_finite,
+    check_ids,
+)
 from embedmetrics._engine.core.pair_scores import pair_similarity
 from embedmetrics._engine.core.row_owners import gather_rows, gather_same
 from embedmetrics._engine.core.scan import compute_dtype
@@ -44,7 +52,7 @@ from embedmetrics._engine.dense.measures import (
     ordered_run,
     values_of_lists,
 )
-from embedmetrics._engine.dense.qrels import Judgements, check_unique_ids
+from embedmetrics._engine.dense.qrels import Judgements, check_unique_ids, find_sorted
 from embedmetrics._engine.dense.scan import (
     CorpusScan,
     TopLists,
@@ -248,6 +256,71 @@ def stream_values(
         width = min(depth, n_docs)
         run = ordered_run(top.ids[:, :width], lists.scores[:, :width], fixed.queries.dtype)
     return values_of_lists(top, fixed.judgements, fixed.query_ids, replace(opts, depth=depth), dtype, run)
+
+
+def stream_chunks(
+    queries: Tensor,
+    query_ids: Tensor,
+    chunks: Iterable[Any],
+    qrels: Tensor,
+    opts: DenseOptions,
+    validate_args: bool,
+) -> tuple[dict[str, Any], bool]:
+    """The result of ``dense_values`` for a corpus given as an iterable of ``(embeddings, ids)`` chunks
+    (read once), and whether the chunks were NumPy arrays. Every chunk must have the queries' width and
+    dtype and ids never given before (``ValueError`` naming the chunk)."""
+    fixed = StreamQueries.build(queries, query_ids, qrels, opts)
+    lists, seen, numpy = fixed.empty_lists(), SortedRuns(), False
+    for number, chunk in enumerate(chunks):
+        rows, ids, numpy = _checked_chunk(number, chunk, fixed.queries, validate_args)
+        seen.add_new(f"the ids of corpus chunk {number}", ids)
+        lists = fold_chunk(fixed, lists, rows, ids)
+    return stream_values(fixed, lists, compute_dtype(fixed.queries)), numpy
+
+
+def _checked_chunk(
+    number: int, chunk: Any, queries: Tensor, validate_args: bool
+) -> tuple[Tensor, Tensor, bool]:
+    """One ``(embeddings, ids)`` chunk of a streamed corpus, checked against the queries."""
+    if not isinstance(chunk, (tuple, list)) or len(chunk) != 2:
+        raise ArgumentKindError(
+            "Argument `corpus` as an iterable must yield (embeddings, ids) pairs, got "
+            f"{type(chunk).__name__} as chunk {number}."
+        )
+    name = f"corpus chunk {number}"
+    rows = as_tensor(name, chunk[0]).detach().to(queries.device)
+    check_embeddings(name, rows, allow_empty=True)
+    if rows.dtype != queries.dtype or rows.shape[1] != queries.shape[1]:
+        raise ValueError(
+            f"Argument `corpus`: {name} must have the queries' dtype and width ({queries.dtype}, "
+            f"{queries.shape[1]} features), got {rows.dtype} with shape {tuple(rows.shape)}."
+        )
+    if validate_args:
+        check_finite(name, rows)
+    ids = check_ids(f"ids of {name}", as_tensor(f"ids of {name}", chunk[1]).to(queries.device), rows.shape[0])
+    return rows, ids, isinstance(chunk[0], np.ndarray)
+
+
+class SortedRuns:
+    """The ids given so far as sorted runs (merged as they grow): a new batch is refused where it repeats
+    one (``ValueError`` naming it). Memory: 8 bytes an id."""
+
+    def __init__(self) -> None:
+        self.runs: list[Tensor] = []
+
+    def add_new(self, what: str, ids: Tensor) -> None:
+        ordered = torch.sort(ids).values
+        twice = ordered[1:][ordered[1:] == ordered[:-1]]
+        known = [ordered[find_sorted(run, ordered) >= 0] for run in self.runs]
+        repeated = torch.cat([twice, *known])
+        if repeated.numel():
+            raise ValueError(
+                f"Argument `corpus`: {what} must be new and unique, got {int(repeated[0])} again."
+            )
+        self.runs.append(ordered)
+        while len(self.runs) > 1 and self.runs[-1].numel() >= self.runs[-2].numel():
+            newer, older = self.runs.pop(), self.runs.pop()
+            self.runs.append(torch.sort(torch.cat([older, newer])).values)
 
 
 def check_query_set(
