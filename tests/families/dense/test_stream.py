@@ -220,9 +220,8 @@ def test_functional_iterable_errors_and_numpy() -> None:
     )
     assert got.keys() == expected.keys()
     for key in expected:
-        assert isinstance(got[key], np.float64) and (got[key] == expected[key] or np.isnan(expected[key])), (
-            key
-        )
+        assert isinstance(got[key], np.float64), key
+        assert got[key] == expected[key] or np.isnan(expected[key]), key
     with pytest.raises(ValueError, match="chunk 1 must be new and unique, got"):
         dense_retrieval(q, iter([(c[:5], ids[:5]), (c[5:9], ids[3:7])]), qrels)
     with pytest.raises(ValueError, match="dtype and width"):
