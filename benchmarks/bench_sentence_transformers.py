@@ -25,6 +25,16 @@ The values of both evaluators are checked to agree to 1e-6. Usage::
 
     python benchmarks/bench_sentence_transformers.py [--queries 2000] [--docs 200000] [--dim 384]
         [--threads N] [--repeat 2]
+
+``--encode``: both evaluators encode the corpus themselves, by chunks of ``--chunk`` texts (their
+``corpus_chunk_size``), with ``HashEncoder``, a fake model whose rows depend on the text alone and cost
+little to make: what each evaluator holds while it encodes and scans (sentence-transformers' one chunk
+and its ``queries x chunk`` scores; ours one chunk and the running lists). Each runs once in a fresh
+process under ``/usr/bin/time -v`` (where there is one): its peak during the call and the process's
+maximum resident set size, both evaluators' wall times; nothing is added to ``run_all.py``'s rows::
+
+    python benchmarks/bench_sentence_transformers.py --encode [--queries 1000] [--docs 1000000]
+        [--dim 768] [--chunk 50000]
 """
 
 from __future__ import annotations
@@ -86,14 +96,54 @@ class LookupModel:
         return int(self.rows.shape[1])
 
 
+class HashEncoder(LookupModel):
+    """A fake model that encodes without a table: text ``t`` (a number) becomes the row
+    ``sin(t * a + b)`` of fixed seeded ``a``, ``b`` (float32), the same whatever the chunk it is in."""
+
+    def __init__(self, dim: int) -> None:
+        g = torch.Generator().manual_seed(1)
+        self.a, self.b = torch.rand(dim, generator=g), torch.rand(dim, generator=g) * 6.3
+        super().__init__(torch.empty(0, dim))
+
+    def encode_query(self, texts: list[str], **kwargs: Any) -> torch.Tensor:
+        numbers = torch.tensor([int(t) for t in texts], dtype=torch.float32)
+        return torch.sin(torch.outer(numbers, self.a).add_(self.b))
+
+    encode_document = encode_query
+
+
 def _evaluator(
-    which: str, queries: dict[str, str], corpus: dict[str, str], relevant: dict[str, set[str]]
+    which: str,
+    queries: dict[str, str],
+    corpus: dict[str, str],
+    relevant: dict[str, set[str]],
+    chunk: int = 50_000,
 ) -> Any:
     if which == "ours":
         from embedmetrics.integrations.sentence_transformers import InformationRetrievalEvaluator
     else:
         from sentence_transformers.sentence_transformer.evaluation import InformationRetrievalEvaluator
-    return InformationRetrievalEvaluator(queries, corpus, relevant, write_csv=False)
+    return InformationRetrievalEvaluator(queries, corpus, relevant, corpus_chunk_size=chunk, write_csv=False)
+
+
+def encode_worker(args: argparse.Namespace) -> None:
+    """One evaluator encoding the corpus itself (``--encode``); prints a JSON line."""
+    torch.set_num_threads(args.threads)
+    g = torch.Generator().manual_seed(0)
+    rel = torch.randint(0, args.docs, (args.queries, 3), generator=g)
+    relevant = {str(q): {str(int(d)) for d in rel[q]} for q in range(args.queries)}
+    queries = {str(q): str(args.docs + q) for q in range(args.queries)}  # texts: numbers past the corpus
+    corpus = {str(i): str(i) for i in range(args.docs)}
+    model = HashEncoder(args.dim)
+    small = _evaluator(args.worker, {"0": "0"}, {str(i): str(i) for i in range(50)}, {"0": {"1"}}, 20)
+    small(model)  # imports and first calls outside the measurement
+    evaluator = _evaluator(args.worker, queries, corpus, relevant, args.chunk)
+    base = reset_peak()  # MiB
+    start = time.perf_counter()
+    values = evaluator(model)
+    seconds = time.perf_counter() - start
+    peak = (peak_rss_mib() - base) / 1024  # GiB
+    print(json.dumps({"seconds": seconds, "peak_gb": peak, "base_gb": base / 1024, "values": values}))
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -160,13 +210,20 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 2) // 2))
     parser.add_argument("--repeat", type=int, default=2, help="fresh processes per method (best counts)")
+    parser.add_argument(
+        "--encode", action="store_true", help="the evaluators encode the corpus (HashEncoder)"
+    )
+    parser.add_argument("--chunk", type=int, default=50_000, help="corpus_chunk_size with --encode")
     parser.add_argument("--worker", choices=METHODS, help=argparse.SUPPRESS)
     parser.add_argument("--world", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--init", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker is not None:
-        worker(args)
+        (encode_worker if args.encode else worker)(args)
+        return
+    if args.encode:
+        encode_main(args)
         return
     plan = [("ours", 1), ("theirs", 1), ("bare", 1), ("ours", 2), ("bare", 2)]
     runs: dict[tuple[str, int], list[list[dict[str, Any]]]] = {key: [] for key in plan}
@@ -175,6 +232,47 @@ def main() -> None:
             runs[(name, world)].append(_run(name, args, world))
     best = {key: _best(r) for key, r in runs.items()}
     report(best, args)
+
+
+def _timed(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """``encode_worker`` of one evaluator in a fresh process, under ``/usr/bin/time -v`` where there is
+    one: its JSON line, the process's maximum resident set size (GiB) and wall seconds."""
+    sizes = ["--queries", str(args.queries), "--docs", str(args.docs), "--dim", str(args.dim)]
+    cmd = [sys.executable, __file__, "--encode", "--worker", name, *sizes, "--chunk", str(args.chunk)]
+    cmd += ["--threads", str(args.threads)]
+    timed = os.path.exists("/usr/bin/time")
+    start = time.perf_counter()
+    done = subprocess.run(["/usr/bin/time", "-v", *cmd] if timed else cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"{name} failed:\n{done.stderr[-3000:]}")
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    rss = [line for line in done.stderr.splitlines() if "Maximum resident set size" in line]
+    out["max_rss_gb"] = int(rss[-1].split(":")[-1]) / 2**20 if rss else float("nan")  # KiB
+    out["process_s"] = wall
+    return out
+
+
+def encode_main(args: argparse.Namespace) -> None:
+    """Both evaluators encoding the corpus by chunks (``--encode``): peak memory and time."""
+    ours, theirs = _timed("ours", args), _timed("theirs", args)
+    equal = list(ours["values"]) == list(theirs["values"]) and all(
+        abs(ours["values"][k] - v) < 1e-6 for k, v in theirs["values"].items()
+    )
+    print(
+        f"{args.queries:,} queries x {args.docs:,} corpus texts x {args.dim}, encoded by chunks of "
+        f"{args.chunk:,} (HashEncoder), cosine, {args.threads} thread(s)"
+    )
+    for label, r in (("ours", ours), ("theirs", theirs)):
+        print(
+            f"{label:7} call {r['seconds']:8.2f} s (process {r['process_s']:7.2f} s)  peak in the call "
+            f"+{r['peak_gb']:.3f} GiB over {r['base_gb']:.3f}  max RSS {r['max_rss_gb']:.3f} GiB"
+        )
+    print(
+        f"ours / theirs: max RSS {ours['max_rss_gb'] / theirs['max_rss_gb']:.2f}x, peak in the call "
+        f"{ours['peak_gb'] / theirs['peak_gb']:.2f}x, call time {ours['seconds'] / theirs['seconds']:.2f}x"
+    )
+    print(f"values equal sentence-transformers' (1e-6): {equal}")
 
 
 def report(best: dict[tuple[str, int], list[dict[str, Any]]], args: argparse.Namespace) -> None:
