@@ -93,10 +93,7 @@ def dense_retrieval(
 
     Args:
         queries: ``(Q, d)`` query embeddings (tensor or NumPy array; all inputs of one kind).
-        corpus: ``(N, d)`` document embeddings, or an iterable of ``(embeddings, ids)`` chunks read once
-            (a generator over shards, say): each is scanned at once and folded into running per-query
-            lists, no document row is kept, the values are the same (``corpus_ids`` is then not given;
-            every chunk has the queries' dtype and width, its ids never given before).
+        corpus: ``(N, d)`` document embeddings, or an iterable of ``(embeddings, ids)`` chunks (streamed).
         qrels: ``(n, 3)`` integer ``(query_id, doc_id, relevance)`` rows (relevant: ``>= 1``; graded).
         query_ids: ``(Q,)`` unique integer ids of the queries; default: row numbers.
         corpus_ids: ``(N,)`` unique integer ids of the documents; default: row numbers.
@@ -136,13 +133,10 @@ def dense_retrieval(
     table = OPTIONS["DenseRetrieval"]
     values = read_options("dense_retrieval", table, options_in(table, locals()))
     opts = dense_options(values)
+    qrels, validate = values["qrels"], values["validate_args"]
     if not isinstance(corpus, (Tensor, np.ndarray)):  # an iterable of (embeddings, ids) chunks
-        return _streamed(
-            queries, query_ids, corpus, corpus_ids, values["qrels"], opts, values["validate_args"]
-        )
+        return _streamed(queries, query_ids, corpus, corpus_ids, qrels, opts, validate)
     (q, c), numpy = to_tensors(("queries", "corpus"), queries, corpus)
-    qids, cids = check_dense_rows(
-        q, c, _ids("query_ids", query_ids, q), _ids("corpus_ids", corpus_ids, c), values["validate_args"]
-    )
-    result = dense_values(q, qids, c, cids, values["qrels"].to(q.device), opts)
-    return _output(result, numpy)
+    ids = (_ids("query_ids", query_ids, q), _ids("corpus_ids", corpus_ids, c))
+    qids, cids = check_dense_rows(q, c, *ids, validate)
+    return _output(dense_values(q, qids, c, cids, qrels.to(q.device), opts), numpy)
