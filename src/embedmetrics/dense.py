@@ -116,6 +116,7 @@ class DenseRetrieval(RunningListStates, BaseMetric):
     running_states: ClassVar[dict[str, str]] = {
         name: f"stream_{name}" for name in ("keys", "ids", "tail", "judged_keys", "scores", "n_docs")
     }
+    stored_route_states: ClassVar[tuple[str, ...]] = ("query", "corpus")
     _embedding_states = ("query", "corpus")
     # ``merge_state`` refuses known ids, as ``update``
     _unique_id_states = ("query_ids", "corpus_ids", "streamed_ids")

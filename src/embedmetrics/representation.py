@@ -417,6 +417,8 @@ class KNNAccuracy(RunningListStates, _RepresentationMetric):
         "keys": "stream_keys", "labels": "stream_labels", "tail": "stream_tail", "extra": "stream_extra",
         "bank_labels": "stream_bank_labels", "n_bank": "stream_n_bank", "nonfinite": "stream_nonfinite",
     }  # fmt: skip
+    running_count: ClassVar[str] = "n_bank"
+    stored_route_states: ClassVar[tuple[str, ...]] = ("bank", "query")
     #: The bank shards (and the running lists) stay on their process at a sync; ``compute`` merges their
     #: neighbour lists.
     _process_local_states: ClassVar[tuple[str, ...]] = (
@@ -485,11 +487,6 @@ class KNNAccuracy(RunningListStates, _RepresentationMetric):
             return queries.dtype, tuple(queries.shape[1:])
         return super().input_layout()
 
-    def holds_documents(self) -> bool:
-        """Whether the running lists hold any bank row (of this process)."""
-        count = getattr(self, self.running_states["n_bank"], None)
-        return isinstance(count, Tensor) and count.numel() == 1 and int(count) > 0
-
     def update(self, embeddings: Tensor, labels: Tensor, role: str = "bank") -> None:
         """Add labelled rows to the bank (``role="bank"``) or to the queries (``role="query"``; not
         after ``set_queries``). Streaming, a bank chunk is folded into the running lists at once."""
@@ -510,16 +507,6 @@ class KNNAccuracy(RunningListStates, _RepresentationMetric):
     def merge_running_lists(self, ours: dict[str, Tensor], theirs: dict[str, Tensor]) -> dict[str, Tensor]:
         """The running vote lists of two disjoint banks merged exactly (``merge_streams``)."""
         return merge_streams([VoteStream(**ours), VoteStream(**theirs)]).as_dict()
-
-    def _reduce_states(self, incoming_state: dict[str, Any]) -> None:
-        """``RunningListStates``' merge; torchmetrics' own pass (which would stack the incoming lists on
-        ours, of other shapes: ``extra`` and the labels grow) is handed our lists, then replaced."""
-        names = (*self.running_states.values(), QUERY_IDS)
-        ours = {name: getattr(self, name) for name in names}
-        merged = self._merged_lists(ours, {n: incoming_state[n] for n in names if n in incoming_state})
-        super(RunningListStates, self)._reduce_states({**incoming_state, **ours})
-        for name, t in merged.items():
-            setattr(self, name, t)
 
     def compute(self) -> Tensor:
         """Accuracy of every query against the whole bank (NaN without a bank row or a query)."""

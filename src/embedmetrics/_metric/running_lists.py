@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from embedmetrics._engine.core.checks import IncompatibleStateError
+from embedmetrics._metric.sync import first_rows
 
 #: The state holding the ids (or row numbers) of the query set the running lists belong to.
 QUERY_IDS = "stream_query_ids"
@@ -36,6 +37,10 @@ class RunningListStates:
 
     #: Engine field name -> state name of every running-list state (the query ids' state aside).
     running_states: ClassVar[Mapping[str, str]] = {}
+    #: The engine field counting the reference rows folded in.
+    running_count: ClassVar[str] = "n_docs"
+    #: The row stores of the stored route: empty while streaming (a state holding rows is not merged in).
+    stored_route_states: ClassVar[tuple[str, ...]] = ()
 
     def add_running_lists(self) -> None:
         """Register the list states (before any query set: empty placeholders)."""
@@ -51,7 +56,13 @@ class RunningListStates:
         """Make ``empty`` (engine field -> tensor) the lists of the query set ``query_ids``: the defaults
         ``reset`` returns to, and the current lists unless those already belong to these queries (a state
         loaded before ``set_queries``: kept, the stream resumes)."""
-        keep = self.holds_documents() and torch.equal(getattr(self, QUERY_IDS).cpu(), query_ids.cpu())
+        held = getattr(self, QUERY_IDS)
+        keep = self.holds_documents()
+        if keep and not torch.equal(held.cpu(), query_ids.cpu()):
+            raise ValueError(
+                f"{type(self).__name__}.set_queries: the running lists hold reference rows of another query "
+                f"set ({held.shape[0]} queries, got {query_ids.shape[0]}); call `reset` first."
+            )
         defaults: dict[str, Tensor] = self._defaults  # type: ignore[attr-defined]
         values = {self.running_states[field]: t for field, t in empty.items()}
         values[QUERY_IDS] = query_ids
@@ -63,7 +74,7 @@ class RunningListStates:
 
     def holds_documents(self) -> bool:
         """Whether the running lists hold any reference row (of this process)."""
-        count = getattr(self, self.running_states.get("n_docs", ""), None)
+        count = getattr(self, self.running_states.get(self.running_count, ""), None)
         return isinstance(count, Tensor) and count.numel() == 1 and int(count) > 0
 
     def running_lists(self) -> dict[str, Tensor]:
@@ -85,10 +96,27 @@ class RunningListStates:
         names = [*self.running_states.values(), QUERY_IDS]
         ours = {name: getattr(self, name) for name in names}
         theirs = {name: incoming_state[name] for name in names if name in incoming_state}
+        self._refuse_mixed_routes(ours, theirs, incoming_state)
         merged = self._merged_lists(ours, theirs)
-        super()._reduce_states(incoming_state)  # type: ignore[misc]
+        # torchmetrics' pass would stack the incoming lists on ours (of other shapes): it gets ours
+        super()._reduce_states({**incoming_state, **ours})  # type: ignore[misc]
         for name, t in merged.items():
             setattr(self, name, t)
+
+    def _refuse_mixed_routes(
+        self, ours: dict[str, Tensor], theirs: dict[str, Tensor], incoming: dict[str, Any]
+    ) -> None:
+        """A stream's lists and a stored route's rows are never merged (``IncompatibleStateError``)."""
+        streams = [bool(d) and d[QUERY_IDS].numel() > 0 for d in (ours, theirs)]
+        stored = [
+            any(first_rows(getattr(self, n)) is not None for n in self.stored_route_states),
+            any(first_rows(incoming.get(n)) is not None for n in self.stored_route_states),
+        ]
+        if (streams[0] and stored[1]) or (streams[1] and stored[0]):
+            raise IncompatibleStateError(
+                f"{type(self).__name__}: a streamed state (set_queries) and a state of stored rows cannot be "
+                "merged; nothing was merged."
+            )
 
     def _merged_lists(self, ours: dict[str, Tensor], theirs: dict[str, Tensor]) -> dict[str, Tensor]:
         if len(theirs) < len(ours) or not theirs[QUERY_IDS].numel():

@@ -4,6 +4,10 @@ retrieval (``embedmetrics._engine.dense``): change one import line.
 The class keeps sentence-transformers' evaluator as its base (its constructor, result keys,
 ``primary_metric``, CSV file, model-card data and logging are that class's own) and replaces only the
 retrieval: no ``queries × corpus`` matrix, ties scored by a policy (``ties``), per-query values kept.
+The queries are encoded first; then each chunk of ``corpus_chunk_size`` documents is encoded (or taken
+from ``corpus_embeddings``), scanned and folded into running top lists per score function
+(``embedmetrics._engine.dense.stream``) and dropped: one chunk is held at a time, as sentence-transformers'
+own evaluator holds it, and the values equal a scan of the whole corpus bit for bit whatever the chunk size.
 
 Where it runs (``torch.distributed``):
 
@@ -185,8 +189,9 @@ class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):
     The values equal sentence-transformers' on tie-free scores (its ``map@k`` divides by
     ``min(k, R)``, ``R`` the relevant documents of the query; the others are trec_eval's); tied scores
     are scored by ``ties`` instead of by document id. Queries without relevant documents are skipped,
-    as sentence-transformers does. The corpus is never scored as a ``queries × corpus`` matrix and,
-    under ``torch.distributed``, is encoded and scanned in shares (see the module docstring).
+    as sentence-transformers does. The corpus is never scored as a ``queries × corpus`` matrix nor held
+    whole: each chunk of ``corpus_chunk_size`` documents is encoded, folded into running top lists and
+    dropped, and under ``torch.distributed`` each rank streams its share (see the module docstring).
 
     Every argument of sentence-transformers' evaluator is taken as it takes it (``queries``, ``corpus``,
     ``relevant_docs``, the ``*_at_k`` lists, ``corpus_chunk_size``: documents encoded at once,

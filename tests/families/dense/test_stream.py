@@ -305,3 +305,16 @@ def test_streaming_memory_does_not_grow_with_the_corpus() -> None:
     assert growth < 160 * 2**20, (
         f"peak grew by {growth / 2**20:.0f} MiB streaming {held / 2**20:.0f} MiB of rows"
     )
+
+
+def test_a_stream_and_stored_rows_are_never_merged() -> None:
+    data = _tied_data(9, 6, 40, 3, torch.float32)
+    stream, expected = _module_pair(data, **OPTIONS)
+    stream.update(data["c"], data["c_ids"], role="corpus")
+    stored = em.DenseRetrieval(data["qrels"], **OPTIONS)
+    stored.update(data["q"], data["q_ids"], role="query")
+    with pytest.raises(em.IncompatibleStateError, match="cannot be merged"):
+        stream.merge_state(stored)
+    with pytest.raises(em.IncompatibleStateError, match="cannot be merged"):
+        stored.merge_state(stream)
+    _assert_same(stream.compute(), expected, "after refused merges")
