@@ -73,6 +73,8 @@ def _load_embedding_family(args: argparse.Namespace) -> tuple[Any, dict[str, Any
 def load_inputs(args: argparse.Namespace, trec: JoinedRun | None = None) -> Inputs:
     """Read every file the arguments name (the TREC files unless ``trec`` holds them already), or build
     the built-in example when none is named."""
+    if args.checkpoint is not None and args.queries is None:
+        raise ReportInputError("--checkpoint saves the scan of --queries/--corpus; give those too.")
     if args.embeddings is None and args.view1 is None and args.run is None and args.queries is None:
         from embedmetrics._report.default import NOISE, QUERY_STEP, RUN_DEPTH, load_default
 
@@ -113,8 +115,6 @@ def load_inputs(args: argparse.Namespace, trec: JoinedRun | None = None) -> Inpu
     if args.run is not None:
         inputs.trec = trec if trec is not None else read_and_join(args)
         inputs.info["trec"] = {}
-    if args.checkpoint is not None and args.queries is None:
-        raise ReportInputError("--checkpoint saves the scan of --queries/--corpus; give those too.")
     if args.queries is not None:
         inputs.dense = load_dense(args.queries, args.corpus, args.qrels, args.key)
         inputs.info["dense"] = {
