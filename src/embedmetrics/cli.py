@@ -87,6 +87,48 @@ def _comparison_flags(report: argparse.ArgumentParser) -> None:
     )
 
 
+def _dense_flags(report: argparse.ArgumentParser) -> None:
+    """The flags of dense retrieval: the metric's options marked for the command line, the corpus's
+    reading (blocks, progress) and its checkpoints."""
+    group = report.add_argument_group("dense retrieval (query embeddings against a corpus)")
+    group.add_argument(
+        "--queries", metavar="FILE", help="query embeddings (ids: an 'ids' array or FILE's .ids.txt sidecar)"
+    )
+    group.add_argument(
+        "--corpus",
+        metavar="PATH",
+        help="document embeddings, read block by block (ids as for --queries): a file, or a directory of "
+        ".npy/.npz shards, each with its ids",
+    )
+    for option in DENSE_OPTIONS["DenseRetrieval"]:
+        if option.cli:  # --depth, --similarity: the metric's own options
+            option_flag(group, option)
+    group.add_argument("--save-run", metavar="FILE", help="write the retrieved lists as a TREC run file")
+    group.add_argument(
+        "--checkpoint",
+        metavar="DIR",
+        help="save the scan's running lists in DIR as it goes; the same command run again resumes there",
+    )
+    group.add_argument(
+        "--checkpoint-every",
+        metavar="SECONDS",
+        type=float,
+        default=30.0,
+        help="seconds between two saves of --checkpoint (default: 30; 0: after every block)",
+    )
+    group.add_argument(
+        "--block-rows",
+        metavar="N",
+        type=int,
+        help="corpus rows read at a time (default: 64 MB of float32 rows)",
+    )
+    group.add_argument(
+        "--progress",
+        action="store_true",
+        help="show the corpus scan's progress bar on stderr even when it is not a terminal",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``embedmetrics`` parser with its ``report`` subcommand."""
     parser = _Parser(
@@ -140,43 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     trec_eval_mode.add_flags(report)
     _comparison_flags(report)
-    group = report.add_argument_group("dense retrieval (query embeddings against a corpus)")
-    group.add_argument(
-        "--queries", metavar="FILE", help="query embeddings (ids: an 'ids' array or FILE's .ids.txt sidecar)"
-    )
-    group.add_argument(
-        "--corpus",
-        metavar="PATH",
-        help="document embeddings, read block by block (ids as for --queries): a file, or a directory of "
-        ".npy/.npz shards, each with its ids",
-    )
-    for option in DENSE_OPTIONS["DenseRetrieval"]:
-        if option.cli:  # --depth, --similarity: the metric's own options
-            option_flag(group, option)
-    group.add_argument("--save-run", metavar="FILE", help="write the retrieved lists as a TREC run file")
-    group.add_argument(
-        "--checkpoint",
-        metavar="DIR",
-        help="save the scan's running lists in DIR as it goes; the same command run again resumes there",
-    )
-    group.add_argument(
-        "--checkpoint-every",
-        metavar="SECONDS",
-        type=float,
-        default=30.0,
-        help="seconds between two saves of --checkpoint (default: 30; 0: after every block)",
-    )
-    group.add_argument(
-        "--block-rows",
-        metavar="N",
-        type=int,
-        help="corpus rows read at a time (default: 64 MB of float32 rows)",
-    )
-    group.add_argument(
-        "--progress",
-        action="store_true",
-        help="show the corpus scan's progress bar on stderr even when it is not a terminal",
-    )
+    _dense_flags(report)
     group = report.add_argument_group("options")
     group.add_argument("--key", metavar="NAME", help="array to read from .npz files or .pt dicts")
     group.add_argument("--labels-key", metavar="NAME", help="array to read for labels (default: --key)")
