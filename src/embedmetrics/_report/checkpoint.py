@@ -52,6 +52,11 @@ def stream_settings(opts: DenseOptions, dtype: torch.dtype, inputs: dict[str, An
     }
 
 
+#: The flag of each setting, for messages.
+FLAGS = {"k": "--k", "depth": "--depth", "similarity": "--similarity", "ties": "--ties", "key": "--key",
+         "return_run": "writing a run (--save-run)"}  # fmt: skip
+
+
 def _difference(saved: dict[str, Any], wanted: dict[str, Any]) -> Optional[str]:
     """What differs between two settings, in words (``None``: nothing)."""
     for name in wanted:
@@ -62,7 +67,7 @@ def _difference(saved: dict[str, Any], wanted: dict[str, Any]) -> Optional[str]:
             return _corpus_difference(old or [], new)
         if isinstance(new, dict):
             return f"the {name} file {new.get('file')!r} is not the one it was made with"
-        return f"{name} {new!r} here, {old!r} in the checkpoint"
+        return f"{FLAGS.get(name, name)} {new!r} here, {old!r} in the checkpoint"
     return None
 
 

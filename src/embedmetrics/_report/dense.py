@@ -188,8 +188,8 @@ def stream_corpus(
             if checkpoint is not None:
                 checkpoint.save(row + n, lists)
             rate = (row + n - start) / max(time.monotonic() - began, 1e-9)
-            shown.set_postfix_str(f"{row + n:,}/{n_rows:,} rows, {rate:,.0f} rows/s")
             shown.n = done
+            shown.set_postfix_str(f"{row + n:,}/{n_rows:,} rows, {rate:,.0f} rows/s")
             shown.refresh()
     if checkpoint is not None:
         checkpoint.save(n_rows, lists, now=True)
