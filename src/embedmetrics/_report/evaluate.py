@@ -249,7 +249,8 @@ def dense_stream_queries(
 ) -> Any:
     """The fixed side of the corpus stream (``StreamQueries``): the queries, their qrels, and the options
     of [`dense_retrieval`][embedmetrics.functional.dense_retrieval] checked as it checks them, with every
-    cut-off at once (and ``1..curve_k`` for the plot), per-query values."""
+    cut-off at once (and ``1..curve_k`` for the plot), per-query values; ``depth`` clipped to the corpus
+    (the lists are allocated at once)."""
     from embedmetrics._engine.dense.measures import dense_options
     from embedmetrics._engine.dense.options import OPTIONS as DENSE_OPTIONS
     from embedmetrics._engine.dense.stream import StreamQueries
@@ -259,7 +260,9 @@ def dense_stream_queries(
     given: dict[str, Any] = {
         "qrels": data.qrels.qrels,
         "k": wide,
-        "depth": max(depth, *wide),
+        "depth": max(
+            min(depth, data.corpus.rows), *wide
+        ),  # clipped to the corpus, as dense_retrieval clips it
         "similarity": similarity,
         "ties": "average" if ties == "trec_eval" else ties,
         "aggregation": "none",
