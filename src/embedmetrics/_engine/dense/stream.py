@@ -129,8 +129,15 @@ class RunningLists:
 def _with_scores(lists: TopLists, parts: list[RunningLists], n_docs: Tensor) -> RunningLists:
     """The merged lists with each listed document's score looked up in the parts (ids are unique per
     query across disjoint parts), in canonical (key, id) order."""
-    order = by_key_then_id(lists.keys, lists.ids)
-    keys, ids = lists.keys.gather(1, order), lists.ids.gather(1, order)
+    keys, ids = (
+        lists.keys,
+        lists.ids,
+    )  # ascending keys (``merge_lists``); only tied keys need their ids ordered
+    tied = ((keys[:, 1:] == keys[:, :-1]) & torch.isfinite(keys[:, 1:])).any(dim=1).nonzero().flatten()
+    if tied.numel() > 0:
+        order = by_key_then_id(keys[tied], ids[tied])
+        keys, ids = keys.clone(), ids.clone()
+        keys[tied], ids[tied] = keys[tied].gather(1, order), ids[tied].gather(1, order)
     scores = parts[0].scores
     if scores.shape[1] > 0:
         every_id = torch.cat([p.ids for p in parts], dim=1)
@@ -174,11 +181,13 @@ def _chunk_lists(
     )
     self_pos = scan.ordered(columns_of(fixed.query_ids, corpus_ids)) if opts.exclude_self else None
     bound = _wide_bound(lists, docs, q, dtype)
-    fast = _padded(
-        scan.lists(q, depth + FAST_EXTRA, self_pos, canonical=False, bound=bound), depth + FAST_EXTRA
-    )
-    chunk, redo = exact_lists(fast, depth, q, docs, values=True)
-    if redo.numel() > 0:
+    fast = scan.lists(q, depth + FAST_EXTRA, self_pos, canonical=False, bound=bound)
+    if bound is not None:
+        chunk = _bounded_lists(fast, bound, depth, q, docs)
+    else:
+        chunk = _full_lists(_padded(fast, depth + FAST_EXTRA), depth, q, docs)
+    if chunk is None:  # near ties past the fast lists: those rows again, with canonical keys
+        chunk, redo = exact_lists(_padded(fast, depth + FAST_EXTRA), depth, q, docs, values=True)
         exact = scan.lists(q[redo], depth, None if self_pos is None else self_pos[redo], canonical=True)
         chunk.keys[redo], chunk.ids[redo], chunk.tail[redo] = exact.keys, exact.ids, exact.tail
     self_ids = fixed.query_ids if opts.exclude_self else None
@@ -188,6 +197,42 @@ def _chunk_lists(
         scores = _listed_scores(fixed.queries, corpus, chunk, docs, sim)
     n = _count(corpus.shape[0], corpus.device)
     return RunningLists(chunk.keys, chunk.ids, chunk.tail, judged, scores, n)
+
+
+def _full_lists(fast: TopLists, depth: int, q: Tensor, docs: DocFactors) -> Optional[TopLists]:
+    """The canonical lists read off the fast lists, or ``None`` where some row needs a second scan."""
+    chunk, redo = exact_lists(fast, depth, q, docs, values=True)
+    return chunk if redo.numel() == 0 else None
+
+
+def _bounded_lists(
+    fast: TopLists, bound: Tensor, depth: int, q: Tensor, docs: DocFactors
+) -> Optional[TopLists]:
+    """The canonical lists of a chunk scanned up to ``bound`` (the running lists' reach). A row's plain
+    ``topk`` lists keys past the bound: none can enter the lists, they are dropped. Where no row keeps
+    ``depth`` keys, every key up to the bound is listed: each is rescored and the lists are as wide as the
+    most keys of a row (the merge takes lists of any width); else ``_full_lists``."""
+    past = fast.keys > bound[:, None]
+    keys, ids = fast.keys.masked_fill(past, math.inf), fast.ids.masked_fill(past, -1)
+    finite = torch.isfinite(keys)
+    width = max(1, int(finite.sum(dim=1).max()))  # one column at least: a list has a last place
+    if width >= depth:
+        return _full_lists(
+            _padded(TopLists(keys, ids, fast.tail, fast.judged_keys), depth + FAST_EXTRA), depth, q, docs
+        )
+    keys, ids, finite = keys[:, :width], ids[:, :width], finite[:, :width]  # ascending: the finite first
+    canon = torch.full(keys.shape, math.inf, dtype=torch.float64, device=keys.device)
+    listed = finite.nonzero()
+    canon[listed[:, 0], listed[:, 1]] = docs.dots(q, listed[:, 0], ids[listed[:, 0], listed[:, 1]])
+    order = by_key_then_id(canon, torch.where(finite, ids, torch.iinfo(torch.int64).max))
+    canon, ids = canon.gather(1, order), ids.gather(1, order)
+    last = canon[:, -1:] if width else canon[:, :0]
+    tail = (
+        (canon == last).sum(dim=1)
+        if width
+        else torch.zeros(keys.shape[0], dtype=torch.int64, device=keys.device)
+    )
+    return TopLists(canon, torch.where(torch.isfinite(canon), ids, -1), tail, fast.judged_keys)
 
 
 def _padded(lists: TopLists, width: int) -> TopLists:
