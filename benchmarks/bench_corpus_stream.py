@@ -58,7 +58,8 @@ def make_files(folder: str, rows: int, width: int, n_queries: int) -> dict[str, 
         offset = handle.tell()
     corpus = np.memmap(paths["corpus"], dtype=np.float16, mode="r", offset=offset, shape=(rows, width))
     queries = corpus[rel.reshape(-1)].astype(np.float32).reshape(n_queries, 3, width).mean(axis=1)
-    queries += 0.5 * rng.standard_normal(queries.shape, dtype=np.float32)
+    noise = np.random.default_rng(1)  # not the corpus's generator: its draws made the corpus rows
+    queries += 0.5 * noise.standard_normal(queries.shape, dtype=np.float32)
     np.save(paths["queries"], queries.astype(np.float32))
     with open(paths["qrels"], "w") as out:
         for q in range(n_queries):

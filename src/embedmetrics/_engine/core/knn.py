@@ -19,6 +19,7 @@ exceed a quarter of the groups take a plain ``topk`` instead, which caps them at
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -515,6 +516,8 @@ def smallest_keys(
     (``None``: all; the others are padding, ``+inf``, and a row's NaN keys would rank after them).
     """
     real = s if n_real is None else s[:, :n_real]
+    if groups is None and bound is not None and rescore is None:
+        return _bounded_smallest(real, kk, bound)
     if groups is None:
         vals, idx = real.topk(kk, dim=1, largest=False, sorted=True)
         if rescore is None:
@@ -556,6 +559,27 @@ def smallest_keys(
     if plain_rows.numel() > 0:
         vals[plain_rows], idx[plain_rows] = _plain_smallest(real, plain_rows, kk, rescore, values, reader)
     return vals, idx
+
+
+def _bounded_smallest(s: Tensor, kk: int, bound: Tensor) -> tuple[Tensor, Tensor]:
+    """``smallest_keys`` of rows too short for the group filter, with a ``bound``: each row's keys
+    ``<= bound`` are gathered (one pass) and only they are ranked; ``+inf`` pads the rows with fewer,
+    and the result is as wide as the most a row keeps (at most ``kk``)."""
+    nb, n = s.shape
+    wide = bound.to(s.dtype)
+    wide = torch.where(
+        wide.double() < bound.double(), torch.nextafter(wide, torch.full_like(wide, math.inf)), wide
+    )
+    hit = (s <= wide[:, None]).view(-1).nonzero().view(-1)
+    row = hit // n
+    count = _counts_per_row(hit, torch.arange(1, nb + 1, device=s.device) * n)
+    width = max(1, int(count.max()) if nb else 1)
+    first = (count.cumsum(0) - count).index_select(0, row)
+    slot = row * width + torch.arange(hit.numel(), device=s.device) - first
+    keys = s.new_full((nb * width,), math.inf).index_copy_(0, slot, s.view(-1).index_select(0, hit))
+    cols = torch.zeros(nb * width, dtype=torch.int64, device=s.device).index_copy_(0, slot, hit - row * n)
+    vals, pick = keys.view(nb, width).topk(min(kk, width), dim=1, largest=False, sorted=True)
+    return vals, cols.view(nb, width).gather(1, pick)
 
 
 def _candidate_groups(

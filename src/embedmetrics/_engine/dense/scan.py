@@ -380,7 +380,11 @@ def merge_lists(parts: Sequence[TopLists]) -> TopLists:
     depth = max(part.keys.shape[1] for part in parts)
     all_keys = torch.cat([part.keys for part in parts], dim=1)
     all_ids = torch.cat([part.ids for part in parts], dim=1)
-    top_keys, order = torch.topk(all_keys, depth, dim=1, largest=False, sorted=True)
+    if len(parts) == 2 and not bool(all_keys.isnan().any()):  # two ascending lists: merged in place
+        order = _merged_order(parts[0].keys, parts[1].keys)[:, :depth]
+        top_keys = all_keys.gather(1, order)
+    else:
+        top_keys, order = torch.topk(all_keys, depth, dim=1, largest=False, sorted=True)
     top_ids = all_ids.gather(1, order)
     v = top_keys[:, -1]
     choice = ((all_keys == v[:, None]).sum(dim=1) > (top_keys == v[:, None]).sum(dim=1)) & torch.isfinite(v)
@@ -390,6 +394,19 @@ def merge_lists(parts: Sequence[TopLists]) -> TopLists:
         top_keys[rows], top_ids[rows] = all_keys[rows].gather(1, pick), all_ids[rows].gather(1, pick)
     _, tail = boundary_block([part.keys for part in parts], [part.tail for part in parts], v)
     return TopLists(top_keys, top_ids, tail, parts[0].judged_keys)
+
+
+def _merged_order(a: Tensor, b: Tensor) -> Tensor:
+    """Per row, the columns of ``cat([a, b], dim=1)`` in ascending order of key, for rows of ``a`` and
+    ``b`` ascending already (equal keys: ``a``'s first): each key's place is its own column plus the
+    count of the other list's smaller keys (a binary search), no sort of the union."""
+    wa, wb = a.shape[1], b.shape[1]
+    at_a = torch.arange(wa, device=a.device) + torch.searchsorted(b.contiguous(), a.contiguous(), right=False)
+    at_b = torch.arange(wb, device=a.device) + torch.searchsorted(a.contiguous(), b.contiguous(), right=True)
+    order = torch.empty(a.shape[0], wa + wb, dtype=torch.int64, device=a.device)
+    order.scatter_(1, at_a, torch.arange(wa, device=a.device).expand_as(at_a))
+    order.scatter_(1, at_b, torch.arange(wa, wa + wb, device=a.device).expand_as(at_b))
+    return order
 
 
 def side_by_side(stacked: Tensor, n_parts: int) -> Tensor:
