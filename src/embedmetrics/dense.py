@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
+from embedmetrics._engine.core.distinct import row_hash
 from embedmetrics._engine.core.inputs import Arg, BatchSpec
 from embedmetrics._engine.core.scan import compute_dtype, metric_shard
 from embedmetrics._engine.dense.measures import dense_options, dense_values
@@ -109,7 +110,7 @@ class DenseRetrieval(RunningListStates, BaseMetric):
     higher_is_better: bool = True
     #: The corpus shards stay on their process at a sync; ``compute`` merges their lists.
     _process_local_states: ClassVar[tuple[str, ...]] = (
-        "corpus", "corpus_ids", "streamed_ids", "stream_query_ids",
+        "corpus", "corpus_ids", "streamed_ids", "stream_query_ids", "stream_settings",
         *(f"stream_{name}" for name in ("keys", "ids", "tail", "judged_keys", "scores", "n_docs")),
     )  # fmt: skip
     #: The running lists of a streamed corpus (``set_queries``): engine field -> state.
@@ -117,6 +118,7 @@ class DenseRetrieval(RunningListStates, BaseMetric):
         name: f"stream_{name}" for name in ("keys", "ids", "tail", "judged_keys", "scores", "n_docs")
     }
     stored_route_states: ClassVar[tuple[str, ...]] = ("query", "corpus")
+    running_settings: ClassVar[tuple[str, ...]] = ("depth", "similarity", "exclude_self", "return_run")
     _embedding_states = ("query", "corpus")
     # ``merge_state`` refuses known ids, as ``update``
     _unique_id_states = ("query_ids", "corpus_ids", "streamed_ids")
@@ -193,21 +195,22 @@ class DenseRetrieval(RunningListStates, BaseMetric):
         """Fix the queries and qrels of the stream; lists of documents are kept only where they belong to
         the same queries and qrels (a state loaded before ``set_queries``: the stream resumes)."""
         fixed = StreamQueries.build(queries, query_ids, qrels.to(queries.device), self._options)
+        key = torch.stack([fixed.query_ids, row_hash(fixed.queries)], dim=1)  # the ids and the rows
         if self.holds_documents():
             held = getattr(self, "stream_query_ids")  # noqa: B009 (a state)
             judged = getattr(self, "stream_judged_keys")  # noqa: B009 (a state)
             same_qrels = self._stream is None or (self._qrels is not None and torch.equal(qrels, self._qrels))
             if not (
-                torch.equal(held.cpu(), fixed.query_ids.cpu())
+                torch.equal(held.cpu(), key.cpu())
                 and same_qrels
                 and judged.numel() == fixed.judgements.entry_row.numel()
             ):
                 raise ValueError(
                     "DenseRetrieval: the running lists hold corpus documents scored on other queries or "
-                    f"qrels ({held.numel()} queries); call `reset` before changing them."
+                    f"qrels ({held.shape[0]} queries); call `reset` before changing them."
                 )
         self._stream = fixed
-        self.start_running_lists(fixed.query_ids, fixed.empty_lists().as_dict())
+        self.start_running_lists(key, fixed.empty_lists().as_dict())
         self._computed = None
 
     def merge_running_lists(self, ours: dict[str, Tensor], theirs: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -242,6 +245,7 @@ class DenseRetrieval(RunningListStates, BaseMetric):
         """Add query rows (``role="query"``) or corpus rows (``role="corpus"``) with their int ids; after
         ``set_queries``, fold corpus rows into the running lists."""
         batch, which = self.read_batch(embeddings, ids, role)
+        self.refuse_lists_without_queries()
         if self._stream is not None:
             fixed = self._stream
             lists = fold_chunk(fixed, RunningLists(**self.running_lists()), batch["embeddings"], batch["ids"])
@@ -258,6 +262,7 @@ class DenseRetrieval(RunningListStates, BaseMetric):
                 "DenseRetrieval needs qrels: pass them to the constructor or call `set_qrels` first."
             )
         shard = metric_shard(self)
+        self.refuse_lists_without_queries()
         if self._stream is not None:
             return self._stream_values(self._stream, shard is not None)
         query, query_ids = self.stored_rows("query"), self.stored_rows("query_ids")

@@ -35,7 +35,7 @@ from embedmetrics._engine.spectral import moments as spectral
 from embedmetrics._engine.spectral import options as spectral_options
 from embedmetrics._engine.spectral.options import knn_options
 from embedmetrics._metric.base import BaseMetric, Layout
-from embedmetrics._metric.running_lists import QUERY_IDS, RunningListStates
+from embedmetrics._metric.running_lists import LIST_SETTINGS, QUERY_IDS, RunningListStates
 from embedmetrics._metric.slots import SlotTrimmer
 from embedmetrics._metric.sync import first_rows
 from embedmetrics._plotting import plot_metric
@@ -419,10 +419,11 @@ class KNNAccuracy(RunningListStates, _RepresentationMetric):
     }  # fmt: skip
     running_count: ClassVar[str] = "n_bank"
     stored_route_states: ClassVar[tuple[str, ...]] = ("bank", "query")
+    running_settings: ClassVar[tuple[str, ...]] = ("k",)
     #: The bank shards (and the running lists) stay on their process at a sync; ``compute`` merges their
     #: neighbour lists.
     _process_local_states: ClassVar[tuple[str, ...]] = (
-        "bank", "bank_labels", *running_states.values(), QUERY_IDS,
+        "bank", "bank_labels", *running_states.values(), QUERY_IDS, LIST_SETTINGS,
     )  # fmt: skip
     batch_spec = BatchSpec(
         (Arg("embeddings"), Arg("labels", "class_labels", rows_of="embeddings")), roles=("bank", "query")
@@ -474,7 +475,12 @@ class KNNAccuracy(RunningListStates, _RepresentationMetric):
                     f"KNNAccuracy.set_queries must come before any stored row, got `{name}` rows already "
                     "updated (call `reset()` first)."
                 )
-        batch, _ = self.read_batch(embeddings, labels, "query")
+        earlier = None if self.holds_documents() else self.__dict__.pop("_stream_queries", None)
+        try:  # empty lists: a query set of another width or dtype may replace the earlier one
+            batch, _ = self.read_batch(embeddings, labels, "query")
+        finally:
+            if earlier is not None and "_stream_queries" not in self.__dict__:
+                self.__dict__["_stream_queries"] = earlier
         queries, query_labels = batch["embeddings"], batch["labels"]
         ids = torch.stack([row_hash(queries), query_labels.to(torch.int64)], dim=1)
         self.start_running_lists(ids, VoteStream.empty(queries.shape[0], self.k, self.device).as_dict())
@@ -491,6 +497,7 @@ class KNNAccuracy(RunningListStates, _RepresentationMetric):
         """Add labelled rows to the bank (``role="bank"``) or to the queries (``role="query"``; not
         after ``set_queries``). Streaming, a bank chunk is folded into the running lists at once."""
         batch, which = self.read_batch(embeddings, labels, role)
+        self.refuse_lists_without_queries()
         t, lab = batch["embeddings"], batch["labels"]
         if not self.streaming:
             self.append_rows(str(which), t)
@@ -510,6 +517,7 @@ class KNNAccuracy(RunningListStates, _RepresentationMetric):
 
     def compute(self) -> Tensor:
         """Accuracy of every query against the whole bank (NaN without a bank row or a query)."""
+        self.refuse_lists_without_queries()
         if self.streaming:
             return self._stream_value()
         bank, bank_labels = self.stored_rows("bank"), self.stored_rows("bank_labels")

@@ -251,6 +251,14 @@ def open_corpus(path: str, key: Optional[str] = None) -> CorpusFiles:
     )
     if not files:
         raise ReportInputError(f"{path}: a corpus directory must hold .npy or .npz shards; it holds none.")
+    named: dict[str, str] = {}
+    for b in files:
+        a = named.setdefault(os.path.splitext(b)[0].lower(), b)
+        if a != b:
+            raise ReportInputError(
+                f"{b}: another shard of {path} has its name ({os.path.basename(a)}); each shard needs a name "
+                "of its own (its ids file is NAME.ids.txt)."
+            )
     shards = tuple(_open_shard(f, key, single=False) for f in files)
     first = shards[0]
     for shard in shards[1:]:

@@ -17,6 +17,7 @@ lists are states of their own here:
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -28,6 +29,8 @@ from embedmetrics._metric.sync import first_rows
 
 #: The state holding the ids (or row numbers) of the query set the running lists belong to.
 QUERY_IDS = "stream_query_ids"
+#: The state holding a code of each setting the running lists depend on (``running_settings``).
+LIST_SETTINGS = "stream_settings"
 
 
 class RunningListStates:
@@ -41,11 +44,59 @@ class RunningListStates:
     running_count: ClassVar[str] = "n_docs"
     #: The row stores of the stored route: empty while streaming (a state holding rows is not merged in).
     stored_route_states: ClassVar[tuple[str, ...]] = ()
+    #: The settings the running lists depend on (their width, their keys): lists of other values are
+    #: never merged or loaded (``IncompatibleStateError`` / ``ValueError`` naming the setting).
+    running_settings: ClassVar[tuple[str, ...]] = ()
 
     def add_running_lists(self) -> None:
         """Register the list states (before any query set: empty placeholders)."""
         for name in (*self.running_states.values(), QUERY_IDS):
             self.add_state(name, default=torch.zeros(0), dist_reduce_fx=None)  # type: ignore[attr-defined]
+        codes = [zlib.crc32(repr(getattr(self, n)).encode()) for n in self.running_settings]
+        self.add_state(  # type: ignore[attr-defined]
+            LIST_SETTINGS, default=torch.tensor(codes, dtype=torch.int64), dist_reduce_fx=None
+        )
+
+    def _refuse_other_list_settings(self, theirs: Any, action: str) -> None:
+        """Lists made with other values of ``running_settings`` are refused, naming the settings."""
+        ours = getattr(self, LIST_SETTINGS)
+        if (
+            not isinstance(theirs, Tensor)
+            or theirs.shape != ours.shape
+            or torch.equal(theirs.cpu(), ours.cpu())
+        ):
+            return
+        names = [n for n, a, b in zip(self.running_settings, ours.tolist(), theirs.tolist()) if a != b]
+        ours_text = ", ".join(f"{n}={getattr(self, n)!r}" for n in names)
+        raise IncompatibleStateError(
+            f"{type(self).__name__}.{action}: the incoming running lists were made with other values of "
+            f"{', '.join(names)} than ours ({ours_text}); lists of different settings cannot be mixed."
+        )
+
+    def refuse_lists_without_queries(self) -> None:
+        """``ValueError`` where the lists hold reference rows but no query set is fixed (a state loaded
+        or merged into a metric before ``set_queries``): their queries are needed to read them."""
+        if self.holds_documents() and not self.streaming:
+            raise ValueError(
+                f"{type(self).__name__}: the state holds running lists of a streamed reference set (loaded "
+                "or merged); call `set_queries` with their queries first."
+            )
+
+    def _load_from_state_dict(
+        self,
+        state_dict: dict[str, Any],
+        prefix: str,
+        local_metadata: dict[str, Any],
+        strict: bool,
+        missing_keys: list[str],
+        unexpected_keys: list[str],
+        error_msgs: list[str],
+    ) -> None:
+        """Lists of other settings refused before anything is loaded."""
+        self._refuse_other_list_settings(state_dict.get(prefix + LIST_SETTINGS), "load_state_dict")
+        super()._load_from_state_dict(  # type: ignore[misc]
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )
 
     @property
     def streaming(self) -> bool:
@@ -97,9 +148,11 @@ class RunningListStates:
         ours = {name: getattr(self, name) for name in names}
         theirs = {name: incoming_state[name] for name in names if name in incoming_state}
         self._refuse_mixed_routes(ours, theirs, incoming_state)
+        self._refuse_other_list_settings(incoming_state.get(LIST_SETTINGS), "merge_state")
         merged = self._merged_lists(ours, theirs)
         # torchmetrics' pass would stack the incoming lists on ours (of other shapes): it gets ours
-        super()._reduce_states({**incoming_state, **ours})  # type: ignore[misc]
+        kept = {LIST_SETTINGS: getattr(self, LIST_SETTINGS)}
+        super()._reduce_states({**incoming_state, **ours, **kept})  # type: ignore[misc]
         for name, t in merged.items():
             setattr(self, name, t)
 

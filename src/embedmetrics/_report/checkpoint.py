@@ -120,9 +120,11 @@ class Checkpoint:
     def _read(self) -> dict[str, Any]:
         try:
             state = torch.load(self.path, map_location="cpu", weights_only=True)
-        except Exception as err:  # unpickling errors come in many types
-            reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-            raise ReportInputError(f"{self.path}: cannot read the checkpoint: {reason}") from None
+        except Exception:  # unpickling errors come in many types (their advice is not for this file)
+            raise ReportInputError(
+                f"{self.path}: not a readable checkpoint of embedmetrics report (damaged or another file); "
+                "delete it to start the scan over."
+            ) from None
         if not isinstance(state, dict):
             raise ReportInputError(f"{self.path}: not a checkpoint of embedmetrics report.")
         return state

@@ -318,3 +318,43 @@ def test_a_stream_and_stored_rows_are_never_merged() -> None:
     with pytest.raises(em.IncompatibleStateError, match="cannot be merged"):
         stored.merge_state(stream)
     _assert_same(stream.compute(), expected, "after refused merges")
+
+
+@pytest.mark.parametrize(("setting", "value"), [("similarity", "dot"), ("return_run", False), ("depth", 40)])
+def test_lists_of_other_settings_are_never_merged_or_loaded(setting: str, value: Any) -> None:
+    data = _tied_data(10, 8, 60, 3, torch.float32)
+    ours, _ = _module_pair(data, **OPTIONS)
+    ours.persistent(True)
+    ours.update(data["c"][:30], data["c_ids"][:30], role="corpus")
+    theirs, _ = _module_pair(data, **{**OPTIONS, setting: value})
+    theirs.persistent(True)
+    theirs.update(data["c"][30:], data["c_ids"][30:], role="corpus")
+    before = {k: v.clone() for k, v in ours.running_lists().items()}
+    with pytest.raises(ValueError, match=setting):
+        ours.merge_state(theirs)
+    with pytest.raises(ValueError, match=setting):
+        ours.load_state_dict(copy.deepcopy(theirs.state_dict()))
+    for key, value_now in ours.running_lists().items():
+        assert torch.equal(value_now, before[key]), key
+
+
+def test_the_lists_belong_to_the_query_rows_not_only_their_ids() -> None:
+    data = _tied_data(11, 8, 40, 3, torch.float32)
+    stream, _ = _module_pair(data, **OPTIONS)
+    stream.update(data["c"], data["c_ids"], role="corpus")
+    with pytest.raises(ValueError, match="reset"):
+        stream.set_queries(data["q"] + 1, data["q_ids"])
+
+
+def test_loaded_lists_without_their_queries_raise_instead_of_nan() -> None:
+    data = _tied_data(12, 8, 40, 3, torch.float32)
+    stream, _ = _module_pair(data, **OPTIONS)
+    stream.persistent(True)
+    stream.update(data["c"], data["c_ids"], role="corpus")
+    loaded = em.DenseRetrieval(data["qrels"], **OPTIONS)
+    loaded.persistent(True)
+    loaded.load_state_dict(copy.deepcopy(stream.state_dict()))
+    with pytest.raises(ValueError, match="set_queries"):
+        loaded.compute()
+    with pytest.raises(ValueError, match="set_queries"):
+        loaded.update(data["q"], data["q_ids"], role="query")

@@ -347,3 +347,28 @@ def test_peak_memory_does_not_grow_with_the_corpus(tmp_path: Path) -> None:
     float32_kib = 400_000 * width * 4 // 1024
     assert large - small < float32_kib // 5, (small, large, float32_kib)
     assert not math.isnan(json.loads((tmp_path / "big.npy.json").read_text())["dense"]["ndcg@10"])
+
+
+def test_review_findings_same_named_shards_and_a_damaged_checkpoint(tmp_path: Path) -> None:
+    from embedmetrics._io.corpus_files import open_corpus
+    from embedmetrics._io.errors import ReportInputError
+
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    rows = np.ones((3, 4), dtype=np.float32)
+    np.save(shards / "a.npy", rows)
+    np.savez(shards / "a.npz", embeddings=rows, ids=np.array(["x", "y", "z"]))
+    (shards / "a.ids.txt").write_text("p\nq\nr\n")
+    with pytest.raises(ReportInputError, match="has its name"):
+        open_corpus(str(shards))
+
+
+def test_a_damaged_checkpoint_is_named_without_torch_advice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = _inputs(tmp_path)
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "dense_lists.pt").write_bytes(b"garbage")
+    _error(capsys, files, files["c"], "not a readable checkpoint", "--checkpoint", str(ckpt))
+    assert "weights_only" not in capsys.readouterr().err

@@ -385,3 +385,24 @@ def test_a_long_stream_keeps_no_bank_row() -> None:
     assert int(n_rows) == 200_000
     assert 0.0 <= float(top1) <= 1.0
     assert int(growth) < 25 * 2**20, f"peak RSS grew by {int(growth) / 2**20:.1f} MiB"
+
+
+def test_review_findings_merges_of_other_k_layouts_after_reset_and_lists_without_queries() -> None:
+    g = torch.Generator().manual_seed(21)
+    q, ql = torch.randn(6, 4, generator=g), torch.randint(0, 3, (6,), generator=g)
+    bank, bl = torch.randn(40, 4, generator=g), torch.randint(0, 3, (40,), generator=g)
+    a, c = em.KNNAccuracy(k=10), em.KNNAccuracy(k=5)
+    for m, rows in ((a, slice(0, 20)), (c, slice(20, 40))):
+        m.set_queries(q, ql)
+        m.update(bank[rows], bl[rows])
+    with pytest.raises(ValueError, match="k"):
+        a.merge_state(c)
+    a.reset()  # empty lists: a query set of another width may replace the earlier one
+    a.set_queries(torch.randn(5, 6, generator=g), ql[:5])
+    a.persistent(True)
+    a.update(torch.randn(9, 6, generator=g), bl[:9])
+    loaded = em.KNNAccuracy(k=10)
+    loaded.persistent(True)
+    loaded.load_state_dict(a.state_dict())
+    with pytest.raises(ValueError, match="set_queries"):
+        loaded.compute()
