@@ -93,7 +93,9 @@ class RunningListStates:
         error_msgs: list[str],
     ) -> None:
         """Lists of other settings refused before anything is loaded."""
-        self._refuse_other_list_settings(state_dict.get(prefix + LIST_SETTINGS), "load_state_dict")
+        streamed = state_dict.get(prefix + QUERY_IDS)
+        if isinstance(streamed, Tensor) and streamed.numel() > 0:  # a stored route's state has no lists
+            self._refuse_other_list_settings(state_dict.get(prefix + LIST_SETTINGS), "load_state_dict")
         super()._load_from_state_dict(  # type: ignore[misc]
             state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
         )
@@ -148,7 +150,8 @@ class RunningListStates:
         ours = {name: getattr(self, name) for name in names}
         theirs = {name: incoming_state[name] for name in names if name in incoming_state}
         self._refuse_mixed_routes(ours, theirs, incoming_state)
-        self._refuse_other_list_settings(incoming_state.get(LIST_SETTINGS), "merge_state")
+        if all(d and d[QUERY_IDS].numel() > 0 for d in (ours, theirs)):  # lists on both sides
+            self._refuse_other_list_settings(incoming_state.get(LIST_SETTINGS), "merge_state")
         merged = self._merged_lists(ours, theirs)
         # torchmetrics' pass would stack the incoming lists on ours (of other shapes): it gets ours
         kept = {LIST_SETTINGS: getattr(self, LIST_SETTINGS)}
