@@ -114,11 +114,11 @@ class DenseRetrieval(RunningListStates, BaseMetric):
         *(f"stream_{name}" for name in ("keys", "ids", "tail", "judged_keys", "scores", "n_docs")),
     )  # fmt: skip
     #: The running lists of a streamed corpus (``set_queries``): engine field -> state.
-    running_states: ClassVar[dict[str, str]] = {
+    _running_states: ClassVar[dict[str, str]] = {
         name: f"stream_{name}" for name in ("keys", "ids", "tail", "judged_keys", "scores", "n_docs")
     }
-    stored_route_states: ClassVar[tuple[str, ...]] = ("query", "corpus")
-    running_settings: ClassVar[tuple[str, ...]] = ("depth", "similarity", "exclude_self", "return_run")
+    _stored_route_states: ClassVar[tuple[str, ...]] = ("query", "corpus")
+    _running_settings: ClassVar[tuple[str, ...]] = ("depth", "similarity", "exclude_self", "return_run")
     _embedding_states = ("query", "corpus")
     # ``merge_state`` refuses known ids, as ``update``
     _unique_id_states = ("query_ids", "corpus_ids", "streamed_ids")

@@ -413,17 +413,17 @@ class KNNAccuracy(RunningListStates, _RepresentationMetric):
     query: list[Tensor]
     query_labels: list[Tensor]
     #: The streamed route's running vote lists: engine field -> state (``running_lists``).
-    running_states: ClassVar[dict[str, str]] = {
+    _running_states: ClassVar[dict[str, str]] = {
         "keys": "stream_keys", "labels": "stream_labels", "tail": "stream_tail", "extra": "stream_extra",
         "bank_labels": "stream_bank_labels", "n_bank": "stream_n_bank", "nonfinite": "stream_nonfinite",
     }  # fmt: skip
-    running_count: ClassVar[str] = "n_bank"
-    stored_route_states: ClassVar[tuple[str, ...]] = ("bank", "query")
-    running_settings: ClassVar[tuple[str, ...]] = ("k",)
+    _running_count: ClassVar[str] = "n_bank"
+    _stored_route_states: ClassVar[tuple[str, ...]] = ("bank", "query")
+    _running_settings: ClassVar[tuple[str, ...]] = ("k",)
     #: The bank shards (and the running lists) stay on their process at a sync; ``compute`` merges their
     #: neighbour lists.
     _process_local_states: ClassVar[tuple[str, ...]] = (
-        "bank", "bank_labels", *running_states.values(), QUERY_IDS, LIST_SETTINGS,
+        "bank", "bank_labels", *_running_states.values(), QUERY_IDS, LIST_SETTINGS,
     )  # fmt: skip
     batch_spec = BatchSpec(
         (Arg("embeddings"), Arg("labels", "class_labels", rows_of="embeddings")), roles=("bank", "query")

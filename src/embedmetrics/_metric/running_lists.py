@@ -29,36 +29,36 @@ from embedmetrics._metric.sync import first_rows
 
 #: The state holding the ids (or row numbers) of the query set the running lists belong to.
 QUERY_IDS = "stream_query_ids"
-#: The state holding a code of each setting the running lists depend on (``running_settings``).
+#: The state holding a code of each setting the running lists depend on (``_running_settings``).
 LIST_SETTINGS = "stream_settings"
 
 
 class RunningListStates:
     """Mixin for a ``BaseMetric`` whose streamed reference side is folded into running lists (see the
-    module docstring). The class names its list states (``running_states``, engine field -> state
+    module docstring). The class names its list states (``_running_states``, engine field -> state
     name) and merges two sets of lists (``merge_running_lists``)."""
 
     #: Engine field name -> state name of every running-list state (the query ids' state aside).
-    running_states: ClassVar[Mapping[str, str]] = {}
+    _running_states: ClassVar[Mapping[str, str]] = {}
     #: The engine field counting the reference rows folded in.
-    running_count: ClassVar[str] = "n_docs"
+    _running_count: ClassVar[str] = "n_docs"
     #: The row stores of the stored route: empty while streaming (a state holding rows is not merged in).
-    stored_route_states: ClassVar[tuple[str, ...]] = ()
+    _stored_route_states: ClassVar[tuple[str, ...]] = ()
     #: The settings the running lists depend on (their width, their keys): lists of other values are
     #: never merged or loaded (``IncompatibleStateError`` / ``ValueError`` naming the setting).
-    running_settings: ClassVar[tuple[str, ...]] = ()
+    _running_settings: ClassVar[tuple[str, ...]] = ()
 
     def add_running_lists(self) -> None:
         """Register the list states (before any query set: empty placeholders)."""
-        for name in (*self.running_states.values(), QUERY_IDS):
+        for name in (*self._running_states.values(), QUERY_IDS):
             self.add_state(name, default=torch.zeros(0), dist_reduce_fx=None)  # type: ignore[attr-defined]
-        codes = [zlib.crc32(repr(getattr(self, n)).encode()) for n in self.running_settings]
+        codes = [zlib.crc32(repr(getattr(self, n)).encode()) for n in self._running_settings]
         self.add_state(  # type: ignore[attr-defined]
             LIST_SETTINGS, default=torch.tensor(codes, dtype=torch.int64), dist_reduce_fx=None
         )
 
     def _refuse_other_list_settings(self, theirs: Any, action: str) -> None:
-        """Lists made with other values of ``running_settings`` are refused, naming the settings."""
+        """Lists made with other values of ``_running_settings`` are refused, naming the settings."""
         ours = getattr(self, LIST_SETTINGS)
         if (
             not isinstance(theirs, Tensor)
@@ -66,7 +66,7 @@ class RunningListStates:
             or torch.equal(theirs.cpu(), ours.cpu())
         ):
             return
-        names = [n for n, a, b in zip(self.running_settings, ours.tolist(), theirs.tolist()) if a != b]
+        names = [n for n, a, b in zip(self._running_settings, ours.tolist(), theirs.tolist()) if a != b]
         ours_text = ", ".join(f"{n}={getattr(self, n)!r}" for n in names)
         raise IncompatibleStateError(
             f"{type(self).__name__}.{action}: the incoming running lists were made with other values of "
@@ -117,7 +117,7 @@ class RunningListStates:
                 f"set ({held.shape[0]} queries, got {query_ids.shape[0]}); call `reset` first."
             )
         defaults: dict[str, Tensor] = self._defaults  # type: ignore[attr-defined]
-        values = {self.running_states[field]: t for field, t in empty.items()}
+        values = {self._running_states[field]: t for field, t in empty.items()}
         values[QUERY_IDS] = query_ids
         for name, t in values.items():
             defaults[name] = t.detach().clone()
@@ -127,17 +127,17 @@ class RunningListStates:
 
     def holds_documents(self) -> bool:
         """Whether the running lists hold any reference row (of this process)."""
-        count = getattr(self, self.running_states.get(self.running_count, ""), None)
+        count = getattr(self, self._running_states.get(self._running_count, ""), None)
         return isinstance(count, Tensor) and count.numel() == 1 and int(count) > 0
 
     def running_lists(self) -> dict[str, Tensor]:
         """The current lists by engine field name."""
-        return {field: getattr(self, name) for field, name in self.running_states.items()}
+        return {field: getattr(self, name) for field, name in self._running_states.items()}
 
     def set_running_lists(self, lists: Mapping[str, Tensor]) -> None:
         """Replace the current lists (engine field -> tensor)."""
         for field, t in lists.items():
-            setattr(self, self.running_states[field], t)
+            setattr(self, self._running_states[field], t)
 
     def merge_running_lists(self, ours: dict[str, Tensor], theirs: dict[str, Tensor]) -> dict[str, Tensor]:
         """The lists of two disjoint reference parts merged (override: the engine's merge)."""
@@ -146,7 +146,7 @@ class RunningListStates:
     def _reduce_states(self, incoming_state: dict[str, Any]) -> None:
         """torchmetrics' merge for the other states; the running lists merged exactly (lists of other
         queries refused with ``IncompatibleStateError``, nothing merged)."""
-        names = [*self.running_states.values(), QUERY_IDS]
+        names = [*self._running_states.values(), QUERY_IDS]
         ours = {name: getattr(self, name) for name in names}
         theirs = {name: incoming_state[name] for name in names if name in incoming_state}
         self._refuse_mixed_routes(ours, theirs, incoming_state)
@@ -165,8 +165,8 @@ class RunningListStates:
         """A stream's lists and a stored route's rows are never merged (``IncompatibleStateError``)."""
         streams = [bool(d) and d[QUERY_IDS].numel() > 0 for d in (ours, theirs)]
         stored = [
-            any(first_rows(getattr(self, n)) is not None for n in self.stored_route_states),
-            any(first_rows(incoming.get(n)) is not None for n in self.stored_route_states),
+            any(first_rows(getattr(self, n)) is not None for n in self._stored_route_states),
+            any(first_rows(incoming.get(n)) is not None for n in self._stored_route_states),
         ]
         if (streams[0] and stored[1]) or (streams[1] and stored[0]):
             raise IncompatibleStateError(
@@ -185,10 +185,10 @@ class RunningListStates:
                 f"({theirs[QUERY_IDS].numel()} queries, ours {ours[QUERY_IDS].numel()}): lists of different "
                 "queries cannot be merged."
             )
-        by_field = {v: k for k, v in self.running_states.items()}
+        by_field = {v: k for k, v in self._running_states.items()}
         mine = {by_field[n]: t for n, t in ours.items() if n != QUERY_IDS}
         other = {by_field[n]: t.to(ours[QUERY_IDS].device) for n, t in theirs.items() if n != QUERY_IDS}
         merged = self.merge_running_lists(mine, other)
-        out = {self.running_states[f]: t for f, t in merged.items()}
+        out = {self._running_states[f]: t for f, t in merged.items()}
         out[QUERY_IDS] = ours[QUERY_IDS]
         return out

@@ -183,7 +183,7 @@ def test_num_classes_below_the_labels_raises_as_the_stored_route() -> None:
 
 
 def _stream_states(metric: em.KNNAccuracy) -> dict[str, torch.Tensor]:
-    return {name: getattr(metric, name).clone() for name in (*metric.running_states.values(), QUERY_IDS)}
+    return {name: getattr(metric, name).clone() for name in (*metric._running_states.values(), QUERY_IDS)}
 
 
 def _assert_states_equal(metric: em.KNNAccuracy, before: dict[str, torch.Tensor]) -> None:
