@@ -499,7 +499,7 @@ class KNNAccuracy(RunningListStates, _RepresentationMetric):
         batch, which = self.read_batch(embeddings, labels, role)
         self.refuse_lists_without_queries()
         t, lab = batch["embeddings"], batch["labels"]
-        if not self.streaming:
+        if not self.is_streaming():
             self.append_rows(str(which), t)
             self.append_rows(f"{which}_labels", lab)
             return
@@ -518,7 +518,7 @@ class KNNAccuracy(RunningListStates, _RepresentationMetric):
     def compute(self) -> Tensor:
         """Accuracy of every query against the whole bank (NaN without a bank row or a query)."""
         self.refuse_lists_without_queries()
-        if self.streaming:
+        if self.is_streaming():
             return self._stream_value()
         bank, bank_labels = self.stored_rows("bank"), self.stored_rows("bank_labels")
         query, query_labels = self.stored_rows("query"), self.stored_rows("query_labels")

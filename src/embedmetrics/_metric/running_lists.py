@@ -76,7 +76,7 @@ class RunningListStates:
     def refuse_lists_without_queries(self) -> None:
         """``ValueError`` where the lists hold reference rows but no query set is fixed (a state loaded
         or merged into a metric before ``set_queries``): their queries are needed to read them."""
-        if self.holds_documents() and not self.streaming:
+        if self.holds_documents() and not self.is_streaming():
             raise ValueError(
                 f"{type(self).__name__}: the state holds running lists of a streamed reference set (loaded "
                 "or merged); call `set_queries` with their queries first."
@@ -100,8 +100,7 @@ class RunningListStates:
             state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
         )
 
-    @property
-    def streaming(self) -> bool:
+    def is_streaming(self) -> bool:
         """Whether a query set was fixed (``set_queries``): reference chunks are folded, not stored."""
         return bool(self.__dict__.get("_streaming", False))
 
