@@ -155,7 +155,7 @@ class RunningListStates:
         # torchmetrics' pass would stack the incoming lists on ours (of other shapes): it gets ours
         kept = {LIST_SETTINGS: getattr(self, LIST_SETTINGS)}
         super()._reduce_states({**incoming_state, **ours, **kept})  # type: ignore[misc]
-        for name, t in merged.items():
+        for name, t in {**merged, **kept}.items():
             setattr(self, name, t)
 
     def _refuse_mixed_routes(
