@@ -222,7 +222,7 @@ def test_functional_iterable_errors_and_numpy() -> None:
     for key in expected:
         assert isinstance(got[key], np.float64), key
         assert got[key] == expected[key] or np.isnan(expected[key]), key
-    with pytest.raises(ValueError, match="chunk 1 must be new and unique, got"):
+    with pytest.raises(ValueError, match="corpus chunk 1` must hold new ids, got"):
         dense_retrieval(q, iter([(c[:5], ids[:5]), (c[5:9], ids[3:7])]), qrels)
     with pytest.raises(ValueError, match="dtype and width"):
         dense_retrieval(q, iter([(c[:5].float(), ids[:5])]), qrels)

@@ -52,7 +52,7 @@ from embedmetrics._engine.dense.measures import (
     ordered_run,
     values_of_lists,
 )
-from embedmetrics._engine.dense.qrels import Judgements, check_unique_ids, find_sorted
+from embedmetrics._engine.dense.qrels import Judgements, check_new_ids, check_unique_ids
 from embedmetrics._engine.dense.scan import (
     CorpusScan,
     TopLists,
@@ -61,6 +61,7 @@ from embedmetrics._engine.dense.scan import (
     merge_lists,
     query_side,
 )
+from embedmetrics._metric.seen_ids import SeenIds
 
 __all__ = [
     "RunningLists",
@@ -182,14 +183,14 @@ def _chunk_lists(
     self_pos = scan.ordered(columns_of(fixed.query_ids, corpus_ids)) if opts.exclude_self else None
     bound = _wide_bound(lists, docs, q, dtype)
     fast = scan.lists(q, depth + FAST_EXTRA, self_pos, canonical=False, bound=bound)
+    chunk = None
     if bound is not None:
-        chunk = _bounded_lists(fast, bound, depth, q, docs)
-    else:
-        chunk = _full_lists(_padded(fast, depth + FAST_EXTRA), depth, q, docs)
-    if chunk is None:  # near ties past the fast lists: those rows again, with canonical keys
+        fast, chunk = _bounded_lists(fast, bound, depth, q, docs)
+    if chunk is None:
         chunk, redo = exact_lists(_padded(fast, depth + FAST_EXTRA), depth, q, docs, values=True)
-        exact = scan.lists(q[redo], depth, None if self_pos is None else self_pos[redo], canonical=True)
-        chunk.keys[redo], chunk.ids[redo], chunk.tail[redo] = exact.keys, exact.ids, exact.tail
+        if redo.numel() > 0:  # near ties past the fast lists: those rows again, with canonical keys
+            exact = scan.lists(q[redo], depth, None if self_pos is None else self_pos[redo], canonical=True)
+            chunk.keys[redo], chunk.ids[redo], chunk.tail[redo] = exact.keys, exact.ids, exact.tail
     self_ids = fixed.query_ids if opts.exclude_self else None
     judged = judged_keys(q, docs, fixed.judgements, self_ids)
     scores = lists.scores[:, :0]
@@ -199,40 +200,28 @@ def _chunk_lists(
     return RunningLists(chunk.keys, chunk.ids, chunk.tail, judged, scores, n)
 
 
-def _full_lists(fast: TopLists, depth: int, q: Tensor, docs: DocFactors) -> Optional[TopLists]:
-    """The canonical lists read off the fast lists, or ``None`` where some row needs a second scan."""
-    chunk, redo = exact_lists(fast, depth, q, docs, values=True)
-    return chunk if redo.numel() == 0 else None
-
-
 def _bounded_lists(
     fast: TopLists, bound: Tensor, depth: int, q: Tensor, docs: DocFactors
-) -> Optional[TopLists]:
-    """The canonical lists of a chunk scanned up to ``bound`` (the running lists' reach). A row's plain
-    ``topk`` lists keys past the bound: none can enter the lists, they are dropped. Where no row keeps
-    ``depth`` keys, every key up to the bound is listed: each is rescored and the lists are as wide as the
-    most keys of a row (the merge takes lists of any width); else ``_full_lists``."""
+) -> tuple[TopLists, Optional[TopLists]]:
+    """The fast lists of a chunk scanned up to ``bound`` (the running lists' reach) without the keys past
+    it (a row's plain ``topk`` lists some: none can enter the lists), and, where no row keeps ``depth``
+    keys, the chunk's canonical lists: every key up to the bound rescored, as wide as the most keys of a
+    row (the merge takes lists of any width); ``None`` otherwise (``exact_lists`` reads them)."""
     past = fast.keys > bound[:, None]
     keys, ids = fast.keys.masked_fill(past, math.inf), fast.ids.masked_fill(past, -1)
+    kept = TopLists(keys, ids, fast.tail, fast.judged_keys)
     finite = torch.isfinite(keys)
     width = max(1, int(finite.sum(dim=1).max()))  # one column at least: a list has a last place
     if width >= depth:
-        return _full_lists(
-            _padded(TopLists(keys, ids, fast.tail, fast.judged_keys), depth + FAST_EXTRA), depth, q, docs
-        )
+        return kept, None
     keys, ids, finite = keys[:, :width], ids[:, :width], finite[:, :width]  # ascending: the finite first
     canon = torch.full(keys.shape, math.inf, dtype=torch.float64, device=keys.device)
     listed = finite.nonzero()
     canon[listed[:, 0], listed[:, 1]] = docs.dots(q, listed[:, 0], ids[listed[:, 0], listed[:, 1]])
     order = by_key_then_id(canon, torch.where(finite, ids, torch.iinfo(torch.int64).max))
     canon, ids = canon.gather(1, order), ids.gather(1, order)
-    last = canon[:, -1:] if width else canon[:, :0]
-    tail = (
-        (canon == last).sum(dim=1)
-        if width
-        else torch.zeros(keys.shape[0], dtype=torch.int64, device=keys.device)
-    )
-    return TopLists(canon, torch.where(torch.isfinite(canon), ids, -1), tail, fast.judged_keys)
+    tail = (canon == canon[:, -1:]).sum(dim=1)
+    return kept, TopLists(canon, torch.where(torch.isfinite(canon), ids, -1), tail, fast.judged_keys)
 
 
 def _padded(lists: TopLists, width: int) -> TopLists:
@@ -315,10 +304,12 @@ def stream_chunks(
     (read once), and whether the chunks were NumPy arrays. Every chunk must have the queries' width and
     dtype and ids never given before (``ValueError`` naming the chunk)."""
     fixed = StreamQueries.build(queries, query_ids, qrels, opts)
-    lists, seen, numpy = fixed.empty_lists(), SortedRuns(), False
+    given: list[Tensor] = []  # each chunk's ids, looked up through ``seen``
+    lists, seen, numpy = fixed.empty_lists(), SeenIds(), False
     for number, chunk in enumerate(chunks):
         rows, ids, numpy = _checked_chunk(number, chunk, fixed.queries, validate_args)
-        seen.add_new(f"the ids of corpus chunk {number}", ids)
+        check_new_ids(f"ids of corpus chunk {number}", ids, given, seen)
+        given.append(ids)
         lists = fold_chunk(fixed, lists, rows, ids)
     return stream_values(fixed, lists, compute_dtype(fixed.queries)), numpy
 
@@ -344,28 +335,6 @@ def _checked_chunk(
         check_finite(name, rows)
     ids = check_ids(f"ids of {name}", as_tensor(f"ids of {name}", chunk[1]).to(queries.device), rows.shape[0])
     return rows, ids, isinstance(chunk[0], np.ndarray)
-
-
-class SortedRuns:
-    """The ids given so far as sorted runs (merged as they grow): a new batch is refused where it repeats
-    one (``ValueError`` naming it). Memory: 8 bytes an id."""
-
-    def __init__(self) -> None:
-        self.runs: list[Tensor] = []
-
-    def add_new(self, what: str, ids: Tensor) -> None:
-        ordered = torch.sort(ids).values
-        twice = ordered[1:][ordered[1:] == ordered[:-1]]
-        known = [ordered[find_sorted(run, ordered) >= 0] for run in self.runs]
-        repeated = torch.cat([twice, *known])
-        if repeated.numel():
-            raise ValueError(
-                f"Argument `corpus`: {what} must be new and unique, got {int(repeated[0])} again."
-            )
-        self.runs.append(ordered)
-        while len(self.runs) > 1 and self.runs[-1].numel() >= self.runs[-2].numel():
-            newer, older = self.runs.pop(), self.runs.pop()
-            self.runs.append(torch.sort(torch.cat([older, newer])).values)
 
 
 def check_query_set(
