@@ -37,6 +37,7 @@ class Inputs:
     trec: JoinedRun | None = None
     dense: DenseInputs | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    views_are: str = "--view1 and --view2 (row i of each: one item)"
 
 
 def _load_embedding_family(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
@@ -76,7 +77,7 @@ def load_inputs(args: argparse.Namespace, trec: JoinedRun | None = None) -> Inpu
     if args.checkpoint is not None and args.queries is None:
         raise ReportInputError("--checkpoint saves the scan of --queries/--corpus; give those too.")
     if args.embeddings is None and args.view1 is None and args.run is None and args.queries is None:
-        from embedmetrics._report.default import NOISE, QUERY_STEP, RUN_DEPTH, load_default
+        from embedmetrics._report.default import NOISE, QUERY_STEP, RUN_DEPTH, VIEWS_ARE, load_default
 
         data = load_default()
         inputs = Inputs(source="built-in example: scikit-learn digits (1797 images, 10 classes)")
@@ -89,6 +90,7 @@ def load_inputs(args: argparse.Namespace, trec: JoinedRun | None = None) -> Inpu
             data.class_names,
         )
         inputs.views = (data.view1, data.view2)
+        inputs.views_are = VIEWS_ARE
         inputs.trec = join_run(data.run, data.qrels, trec_eval_ties=args.ties == "trec_eval")
         n = int(data.embeddings.shape[0])
         inputs.info = {
@@ -137,17 +139,29 @@ class Report:
     results: dict[str, dict[str, float]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     written: list[str] = field(default_factory=list)
+    default_k: bool = False  # --k not given: the default cut-offs, clipped to small data
+
+
+def _family_ks(
+    inputs: Inputs, report: Report, family: str, ks: list[int], limit: tuple[int, str], clip: tuple[int, str]
+) -> list[int]:
+    """The cut-offs of one family: the default ones clipped to ``clip`` (its value and why, in a note),
+    given ones as they are, refused above ``limit`` (its value and what it counts)."""
+    if report.default_k and max(ks) > clip[0] >= 1:
+        ks = evaluate.clip_default_ks(ks, clip[0])
+        inputs.info[family]["k"] = ks
+        report.notes.append(output.clipped_k_note(family, ks, clip[1]))
+    if max(ks) > limit[0]:
+        raise ReportInputError(f"--k {max(ks)} asks for more neighbours than {limit[1]}; lower --k.")
+    return ks
 
 
 def _embeddings_family(inputs: Inputs, ks: list[int], figures: plots.Figures | None, report: Report) -> None:
     assert inputs.embeddings is not None
     query, ql, reference, rl, same, names = inputs.embeddings
     n_available = reference.shape[0] - (1 if same else 0)
-    if max(ks) > n_available:
-        raise ReportInputError(
-            f"--k {max(ks)} asks for more neighbours than the {n_available} reference embeddings "
-            "available to each query; lower --k."
-        )
+    limit = (n_available, f"the {n_available} reference embeddings available to each query")
+    ks = _family_ks(inputs, report, "embeddings", ks, limit, limit)
     try:
         emb = evaluate.evaluate_embeddings(
             query, ql, reference, rl, same_source=same, ks=ks, n_classes=len(names)
@@ -185,6 +199,12 @@ def _embeddings_family(inputs: Inputs, ks: list[int], figures: plots.Figures | N
 def _views_family(inputs: Inputs, ks: list[int], figures: plots.Figures | None, report: Report) -> None:
     assert inputs.views is not None
     z1, z2 = inputs.views
+    n = int(z1.shape[0])
+    limit = (n - 1, f"the {n - 1} other rows of each view (k = {n} scores 1 whatever the embeddings)")
+    clip = (n // 2, f"half the {n} rows of a view (unrelated views score k/{n} on average)")
+    if n > 1:  # one row: the library's check says why
+        ks = _family_ks(inputs, report, "views", ks, limit, clip)
+    report.notes.append(output.views_note(inputs.views_are, n))
     try:
         report.results["views"] = evaluate.evaluate_views(z1, z2, ks)
     except (ValueError, TypeError) as err:
@@ -235,6 +255,10 @@ def _trec_family(
         f"trec: {n_eval} queries evaluated; skipped (as trec_eval does) {skipped_run} run queries without "
         f"qrels and {skipped_qrels} judged queries absent from the run; ties: {ties}"
     )
+    missed = inputs.info["trec"]["relevant_not_retrieved"]
+    if missed and n_eval:
+        relevant = int((data.target > 0).sum()) / n_eval
+        report.notes.append(output.run_depth_note(depth, relevant, missed))
 
 
 def _dense_family(inputs: Inputs, args: argparse.Namespace, ks: list[int], report: Report) -> None:
@@ -334,7 +358,7 @@ def _run_report(args: argparse.Namespace, ks: list[int], trec: JoinedRun | None)
     if trec is None:  # otherwise the caller checked the command before reading the TREC files
         preflight(args)
     inputs = load_inputs(args, trec)
-    report = Report(notes=[f"inputs: {inputs.source}"])
+    report = Report(notes=[f"inputs: {inputs.source}"], default_k=args.k is None)
     steps: list[tuple[str, object, Callable[[], None]]] = [
         (
             "embeddings: kNN scans, k-means",

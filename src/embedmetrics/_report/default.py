@@ -24,6 +24,9 @@ NOISE = 0.5
 RUN_DEPTH = 100
 QUERY_STEP = 3
 
+#: What the example's two views are (the note under the table).
+VIEWS_ARE = f"each digit plus Gaussian noise (standard deviation {NOISE}), drawn twice"
+
 
 @dataclass
 class DefaultData:

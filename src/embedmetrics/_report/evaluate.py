@@ -21,6 +21,22 @@ from embedmetrics._io.trec import TrecTensors
 #: The AccuracyCalculator's default metrics, in the order the report lists them.
 DEFAULT_EMBEDDING_KEYS = ("precision_at_1", "r_precision", "mean_average_precision_at_r", "NMI", "AMI")
 
+#: The number of nearest references whose weighted vote gives the report's kNN accuracy.
+KNN_VOTE_K = 20
+
+
+def clip_default_ks(ks: Sequence[int], limit: int) -> list[int]:
+    """The default cut-offs clipped to ``limit`` (every ``k`` above it becomes ``limit``), for data too
+    small for them; ``ks`` unchanged when ``limit < 1`` (the family's own check then says why).
+
+    Example:
+        >>> clip_default_ks([1, 5, 10], 9)
+        [1, 5, 9]
+        >>> clip_default_ks([1, 5, 10], 3)
+        [1, 3]
+    """
+    return list(ks) if limit < 1 else sorted({min(k, limit) for k in ks})
+
 
 @dataclass
 class EmbeddingResult:
@@ -153,21 +169,23 @@ def representation_health(
     query: Tensor, query_labels: Tensor, reference: Tensor, reference_labels: Tensor, same_source: bool
 ) -> dict[str, float]:
     """RankMe and α-ReQ (``alpha_fit_range``) of the query embeddings, and the weighted k-NN
-    accuracy (k=20, T=0.07, top 1 and 5) of the queries against the references (leave-one-out when
-    they are the same rows)."""
+    accuracy of the queries against the references (leave-one-out when they are the same rows): a vote
+    of the ``KNN_VOTE_K`` nearest (T=0.07) is right when the query's class gets the most votes
+    (``_top1``) or is among the 5 classes with the most (``_top5``); the keys name the vote's k, so that
+    neither reads as a cut-off."""
     from embedmetrics._engine.neighbors.vote import knn_vote_hits
     from embedmetrics.functional import alpha_req, rankme
 
     hits = knn_vote_hits(
-        reference, reference_labels, query, query_labels, k=20, temperature=0.07, tops=(1, 5),
+        reference, reference_labels, query, query_labels, k=KNN_VOTE_K, temperature=0.07, tops=(1, 5),
         exclude_self=same_source,
     )  # fmt: skip
     acc = _floats(hits / query.shape[0])
     return {
         "rankme": _floats(rankme(query))[0],
         "alpha_req": _floats(alpha_req(query, fit_range=alpha_fit_range(query.shape[1])))[0],
-        "knn_accuracy@1": acc[0],
-        "knn_accuracy@5": acc[1],
+        f"knn_accuracy_k{KNN_VOTE_K}_top1": acc[0],
+        f"knn_accuracy_k{KNN_VOTE_K}_top5": acc[1],
     }
 
 
@@ -182,7 +200,8 @@ def evaluate_embeddings(
     n_classes: int,
 ) -> EmbeddingResult:
     """precision_at_1, r_precision, mean_average_precision_at_r, NMI, AMI, representation health
-    (RankMe, α-ReQ, weighted k-NN accuracy), precision@k, and precision_at_1 per class.
+    (RankMe, α-ReQ, weighted k-NN accuracy), precision@k for every ``k > 1`` of ``ks`` (at ``k = 1``
+    it is ``precision_at_1``, listed once), and precision_at_1 per class.
 
     Two scans keep memory bounded: the calculator's default metrics (``k`` = the largest class, no
     neighbour lists kept), then a ``k = max(ks)`` scan whose neighbour lists give precision@k
@@ -210,7 +229,7 @@ def evaluate_embeddings(
     )
     mask = found.not_lone
     indices = found.result.indices
-    for k in klist:
+    for k in (k for k in klist if k > 1):  # precision@1 is precision_at_1 (tie-averaged): one row
         if not bool(mask.any()) or indices is None:
             metrics[f"precision@{k}"] = math.nan
             continue

@@ -40,6 +40,29 @@ def format_table(results: dict[str, dict[str, float]], notes: list[str]) -> str:
     return "\n".join(lines)
 
 
+def clipped_k_note(family: str, ks: list[int], why: str) -> str:
+    """The note of a family whose default cut-offs were clipped to its data."""
+    return f"{family}: --k not given: its default clipped to {','.join(map(str, ks))}, at most {why}"
+
+
+def views_note(views_are: str, n: int) -> str:
+    """The note that says what the two views are and what contrastive accuracy counts."""
+    return (
+        f"views: the two views are {views_are}; contrastive_accuracy@k: how often a row's pair is among "
+        f"its k most similar of the other view's {n} rows"
+    )
+
+
+def run_depth_note(depth: int, relevant_per_query: float, not_retrieved: int) -> str:
+    """The note of a run shorter than its qrels: relevant documents it does not list count as misses."""
+    r = f"{relevant_per_query:.1f}"
+    return (
+        f"trec: the qrels judge {r} documents a query relevant on average, the run lists at most {depth}: "
+        f"recall@k is about k/{r} at best, and map and r_precision count the {not_retrieved} relevant "
+        "documents not in the run as misses"
+    )
+
+
 def _clean(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None  # strict JSON has no NaN
