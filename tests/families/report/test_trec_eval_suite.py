@@ -18,6 +18,7 @@ import gzip
 import io
 import os
 import shlex
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,6 +162,20 @@ def test_the_suite_holds_every_quicktest_line() -> None:
     assert sum(line.refused for line in ALL_LINES) == 3 + 5
     for line in ALL_LINES:
         assert (line.folder / line.expected).is_file(), line.id
+
+
+@pytest.mark.parametrize(("version", "variable"), [("9", "TREC_EVAL_9"), ("10", "TREC_EVAL")])
+def test_the_binary_prints_the_vendored_out_files(version: str, variable: str, tmp_path: Path) -> None:
+    """Where ``TREC_EVAL`` (10.0) / ``TREC_EVAL_9`` name a binary: the vendored files are what it prints,
+    every quicktest line (the preference and ``_jg`` ones included)."""
+    program = os.environ.get(variable, "")
+    if not os.access(program, os.X_OK):
+        pytest.skip(f"{variable} does not name a trec_eval {version} binary")
+    for line in quicktest(version):
+        args = [program, *local_paths(line, tmp_path)]
+        done = subprocess.run(args, cwd=line.folder, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, (line.id, done.stderr)
+        assert done.stdout.splitlines() == expected_lines(line), line.id
 
 
 def captured_run(line: QuickLine, scratch: Path) -> tuple[int, list[str]]:
