@@ -32,8 +32,6 @@ PARAMETERS = [
     *("-m", "ndcg_cut.10,20,23.4", "-m", "success.2,5", "-m", "map_cut.3,100", "-m", "set_F.0.5"),
     *("-m", "relstring.10", "-m", "Rndcg.2=1", "-m", "G.0=1,2=3", "-m", "yaap"),
 ]
-#: Measures of 10.0 alone, with parameters.
-PARAMETERS_10 = ["-m", "rbp.p=0.8", "-m", "rbp_resid", "-m", "unj.3,7"]
 #: The option sets, by name.
 OPTION_SETS = {
     "default": [],
@@ -51,6 +49,10 @@ OPTION_SETS = {
     "official": ["-m", "official"],
     "parameters": ["-q", *PARAMETERS],
 }
+#: 10.0's own measures with parameters. ``rbp`` without other measures: trec_eval 10.0 normalizes rbp's
+#: gains with a minimum and a maximum it never initializes, so beside other measures its values change
+#: with them (``-m rbp.p=0.8 -m G.0=1,2=3`` prints 0.0126 where ``-m rbp.p=0.8`` alone prints 0.2436).
+OPTION_SETS_10 = {"rbp": ["-q", "-m", "rbp.p=0.8", "-m", "rbp_resid.p=0.95", "-m", "unj.3,7"]}
 
 
 @dataclass(frozen=True)
@@ -167,13 +169,13 @@ def ours(version: str, args: list[str]) -> int:
 def compare(program: str, version: str, args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     """What differs between the binary and ``embedmetrics trec_eval`` on ``args`` ("" if nothing): the
     printed lines where the binary succeeds; where it refuses the input (10.0 exits 4 on a judged query
-    absent from the run without ``-c``), a refusal too, with one line on stderr."""
+    absent from the run without ``-c``), a refusal with the same exit status and one line on stderr."""
     want = subprocess.run([program, *args], capture_output=True, text=True, timeout=60)
     status = ours(version, args)
     captured = capsys.readouterr()
     got, err = captured.out.splitlines(), captured.err.strip()
     if want.returncode != 0:
-        if status != 0 and len(err.splitlines()) == 1:
+        if status == want.returncode and len(err.splitlines()) == 1:
             return ""
         return f"the binary exits {want.returncode} ({want.stderr.strip()}); we exit {status}: {err}"
     if status != 0 or got != want.stdout.splitlines():
@@ -191,10 +193,9 @@ def test_every_option_set_prints_the_binary_s_lines(
         pytest.skip("trec_eval 9.0.8 reads no comment lines")
     qrels, run = write(case, tmp_path)
     failures = []
-    for name, options in OPTION_SETS.items():
-        if name == "parameters" and version == "10":
-            options = [*options, *PARAMETERS_10]
+    option_sets = {**OPTION_SETS, **(OPTION_SETS_10 if version == "10" else {})}
+    for name, options in option_sets.items():
         failure = compare(program, version, [*options, qrels, run], capsys)
         if failure:
             failures.append(f"[{name}] {' '.join(options)}: {failure}")
-    assert not failures, f"{len(failures)} / {len(OPTION_SETS)} option sets differ\n" + "\n\n".join(failures)
+    assert not failures, f"{len(failures)} / {len(option_sets)} option sets differ\n" + "\n\n".join(failures)
