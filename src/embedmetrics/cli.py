@@ -130,7 +130,7 @@ def _dense_flags(report: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``embedmetrics`` parser with its ``report`` subcommand."""
+    """The ``embedmetrics`` parser with its ``report`` and ``trec_eval`` subcommands."""
     parser = _Parser(
         prog="embedmetrics", description="Retrieval and embedding evaluation from the command line."
     )
@@ -140,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
         "report",
         help=(
             "evaluate labelled embeddings, two views, a TREC run and/or dense retrieval, or compare "
-            "systems (--run A --run B --qrels Q [--test t --ci]: paired tests); print one table"
+            "systems (two or more --run with --qrels: paired tests, --test --ci); print one table"
         ),
         description=(
             "Evaluate what you have on disk and print one table. Four modes, combinable: labelled "
@@ -183,11 +183,21 @@ def build_parser() -> argparse.ArgumentParser:
     trec_eval_mode.add_flags(report)
     _comparison_flags(report)
     _dense_flags(report)
+    _output_flags(report)
+    commands.add_parser(  # parsed by trec_eval_command (main hands it its arguments)
+        "trec_eval", add_help=False, help="trec_eval's calling form: embedmetrics trec_eval [options] QRELS "
+        "RUN [RUN ...] prints what trec_eval 10.0 (or 9.0.8: --trec-eval 9) prints, run after run",
+    )  # fmt: skip
+    return parser
+
+
+def _output_flags(report: argparse.ArgumentParser) -> None:
+    """The report's other options: arrays' keys, cut-offs, the JSON and the figures."""
     group = report.add_argument_group("options")
     group.add_argument("--key", metavar="NAME", help="array to read from .npz files or .pt dicts")
     group.add_argument("--labels-key", metavar="NAME", help="array to read for labels (default: --key)")
     group.add_argument(
-        "--k", metavar="K,K,...", help="cut-offs (default 1,5,10, clipped to small data)"
+        "--k", metavar="K,K,...", default=",".join(map(str, DEFAULT_K)), help="cut-offs (default 1,5,10)"
     )
     group.add_argument(
         "--json", metavar="PATH", help="also write the numbers as JSON ('-': JSON on stdout instead)"
@@ -199,7 +209,6 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument(
         "--dpi", metavar="N", type=int, default=100, help="resolution of the figures (default: 100)"
     )
-    return parser
 
 
 def run() -> NoReturn:
@@ -217,13 +226,21 @@ def run() -> NoReturn:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit status (0 success, 2 bad input)."""
+    """Run the command line; return the exit status (0 success, 2 bad input; ``trec_eval``: trec_eval's)."""
+    words = list(argv) if argv is not None else sys.argv[1:]
+    if words[:1] == ["trec_eval"]:  # its own parser: trec_eval's options, getopt's way
+        from embedmetrics._report.trec_eval_command import main as trec_eval_main
+
+        return trec_eval_main(words[1:])
     parser = build_parser()
     try:
-        args = parser.parse_args(list(argv) if argv is not None else None)
+        args = parser.parse_args(words)
         if args.command is None:
-            raise ReportInputError("choose a command: `embedmetrics report` (see `embedmetrics --help`).")
-        ks = parse_ks(args.k) if args.k is not None else list(DEFAULT_K)  # None: the default, clipped
+            raise ReportInputError(
+                "choose a command: `embedmetrics report` or `embedmetrics trec_eval` (see `embedmetrics "
+                "--help`)."
+            )
+        ks = parse_ks(args.k)
         runs = args.run or []
         if trec_eval_mode.requested(args):
             return trec_eval_mode.run_trec_eval(args, runs)

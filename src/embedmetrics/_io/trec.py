@@ -8,6 +8,11 @@ Qrels lines: ``qid iter docno rel`` (four fields, ``rel`` an integer; ``iter`` i
 field is an error, as it is to trec_eval's qrels reader.
 Blank lines and lines starting with ``#`` are skipped.
 
+``read_run`` and ``read_qrels`` given ``trec_eval=10`` or ``9`` read the files as that trec_eval version
+does where the two readings differ (``docs/trec-eval.md``, "Inputs"): ``-`` is a run on standard input;
+a run's score may be infinite (a NaN score is refused: trec_eval's order of it is undefined); a decimal
+grade is truncated (``atol``); under 9, a ``#`` line is refused (9.0.8 has no comments).
+
 What is evaluated follows trec_eval 9 with its default options:
 
 - queries of the run without any qrels line are skipped, and so are queries of the qrels that the run
@@ -26,6 +31,8 @@ import itertools
 import math
 import operator
 import os
+import re
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
@@ -66,6 +73,7 @@ class Run:
     line: np.ndarray
     queries: np.ndarray
     docs: np.ndarray
+    tag: str = ""  # the tag (sixth field) of the last line: trec_eval's ``runid`` (read with ``trec_eval=``)
 
     def __post_init__(self) -> None:
         _order_ids(self, "Run")
@@ -265,6 +273,13 @@ def _coded(names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes, distinct.astype(str)
 
 
+class DuplicateDocument(ReportInputError):
+    """A document listed twice for one query: ``embedmetrics trec_eval`` exits with trec_eval's status
+    (4: ``form_res_rels`` refuses it, and the measure cannot be calculated)."""
+
+    status = 4
+
+
 def _check_unique(path: str, table: Run | Qrels) -> None:
     """Reject a document listed twice for the same query (trec_eval refuses these too)."""
     keys = table.qid * max(len(table.docs), 1) + table.docno
@@ -276,7 +291,7 @@ def _check_unique(path: str, table: Run | Qrels) -> None:
     repeat = np.flatnonzero(first[inverse] != np.arange(keys.size))
     if repeat.size:
         i = int(repeat[0])
-        raise ReportInputError(
+        raise DuplicateDocument(
             f"{path}:{table.line[i]}: document {str(table.docs[table.docno[i]])!r} appears twice for query "
             f"{str(table.queries[table.qid[i]])!r} (first on line {table.line[first[inverse[i]]]})."
         )
@@ -300,6 +315,33 @@ def _score(text: str) -> float:
     return score
 
 
+def _trec_eval_score(text: str) -> float:
+    """A score as trec_eval reads it (``atof``): infinities rank first or last; a NaN is refused (every
+    comparison with it is false, so trec_eval's order of it depends on its sort's algorithm)."""
+    try:
+        score = float(text)
+    except ValueError:
+        raise ValueError(f"score {text!r} is not a number.") from None
+    if math.isnan(score):
+        raise ValueError(
+            f"score {text!r} is not a number (NaN): trec_eval compares it with nothing, so its rank there "
+            "is undefined."
+        )
+    return score
+
+
+_DECIMAL = re.compile(r"([+-]?)([0-9]*)\.[0-9]*")
+
+
+def _atol_grade(text: str) -> int:
+    """A grade as trec_eval reads it (``atol``): a decimal is truncated toward zero (``1.7`` -> 1,
+    ``-0.5`` -> 0)."""
+    decimal = _DECIMAL.fullmatch(text)
+    if decimal is not None and text.strip("+-.") != "":
+        return _relevance(f"{decimal[1]}{decimal[2] or '0'}")
+    return _relevance(text)
+
+
 def _relevance(text: str) -> int:
     try:
         rel = int(text)
@@ -321,6 +363,7 @@ class TableFormat:
     dtype: type
     parse: Callable[[str], float | int]
     extra_fields: bool
+    finite: bool = True  # a value must be finite (else: only not NaN)
 
     @property
     def n_fields(self) -> int:
@@ -336,6 +379,13 @@ class TableFormat:
 
 RUN = TableFormat(RUN_FORMAT, "the run is empty", 4, np.float64, _score, extra_fields=True)
 QRELS = TableFormat(QRELS_FORMAT, "the qrels are empty", 3, np.int64, _relevance, extra_fields=False)
+#: The two formats as trec_eval reads them (``trec_eval=`` of ``read_run`` and ``read_qrels``).
+TREC_EVAL_RUN = TableFormat(
+    RUN_FORMAT, "the run is empty", 4, np.float64, _trec_eval_score, extra_fields=True, finite=False
+)
+TREC_EVAL_QRELS = TableFormat(
+    QRELS_FORMAT, "the qrels are empty", 3, np.int64, _atol_grade, extra_fields=False
+)
 
 
 def fast_table(cols: Columns, fmt: TableFormat) -> Optional[_Table]:
@@ -345,7 +395,7 @@ def fast_table(cols: Columns, fmt: TableFormat) -> Optional[_Table]:
         value: np.ndarray = cols.fields[2].astype(fmt.dtype)
     except (ValueError, OverflowError):
         return None
-    if value.dtype.kind == "f" and not np.isfinite(value).all():
+    if value.dtype.kind == "f" and (np.isnan(value) if not fmt.finite else ~np.isfinite(value)).any():
         return None
     qid, queries = _coded(cols.fields[0])
     docno, docs = _coded(cols.fields[1])
@@ -394,11 +444,11 @@ def _refuse_nul(path: str, data: bytes) -> None:
         raise ReportInputError(f"{path}:{line}: a NUL byte (\\0) in the line; TREC files are text.")
 
 
-def _read_table(path: str, fmt: TableFormat) -> _Table:
+def _read_table(path: str, fmt: TableFormat, data: bytes | None = None) -> _Table:
     """Plain files are read by Arrow's CSV reader (``trec_arrow``), other
     well-formed ASCII files without a loop over lines (``fast_columns``); anything else goes through
     the line parser, which gives the same result or names the offending line."""
-    data = _read_bytes(path)
+    data = _read_bytes(path) if data is None else data
     _refuse_nul(path, data)
     plain = arrow_table(data, fmt.n_fields, (0, 2, fmt.value), fmt.dtype, fmt.extra_fields)
     if plain is not None:
@@ -408,16 +458,61 @@ def _read_table(path: str, fmt: TableFormat) -> _Table:
     return parse_lines(path, data, fmt) if table is None else table
 
 
-def read_run(path: str) -> Run:
-    """Parse a TREC run file; a malformed line raises with its line number."""
-    run = Run(*_read_table(path, RUN))
+#: The name of standard input in messages (a run given as ``-``).
+STDIN = "<stdin>"
+_COMMENT = re.compile(rb"^[ \t]*#", re.MULTILINE)
+
+
+def _trec_eval_bytes(path: str, trec_eval: int, stdin: bool = False) -> tuple[str, bytes]:
+    """The name and bytes of a file trec_eval reads: ``-`` is standard input where ``stdin`` (a run); under
+    9, a ``#`` line is refused (trec_eval 9.0.8 reads it as data, or refuses it as malformed)."""
+    if path == "-" and stdin:
+        path, data = STDIN, sys.stdin.buffer.read()
+    else:
+        data = _read_bytes(path)
+    comment = _COMMENT.search(data, 3 if data.startswith(b"\xef\xbb\xbf") else 0) if trec_eval == 9 else None
+    if comment is not None:
+        line = data.count(b"\n", 0, comment.start()) + 1
+        raise ReportInputError(
+            f"{path}:{line}: a '#' comment line: trec_eval 9.0.8 reads no comments (it takes the line as "
+            "data or refuses it); --trec-eval 10 skips them."
+        )
+    return path, data
+
+
+def _last_tag(data: bytes) -> str:
+    """The sixth field of the last line that is neither blank nor a comment (trec_eval keeps the last
+    line's ``run_id``)."""
+    end = len(data)
+    while end > 0:
+        start = data.rfind(b"\n", 0, end - 1) + 1
+        fields = data[start:end].split()
+        if fields and not fields[0].startswith(b"#"):
+            return fields[5].decode("utf-8", "replace") if len(fields) > 5 else ""
+        end = start
+    return ""
+
+
+def read_run(path: str, *, trec_eval: int | None = None) -> Run:
+    """Parse a TREC run file; a malformed line raises with its line number. ``trec_eval`` (10 or 9): read
+    it as that trec_eval version does (see the module's docstring)."""
+    if trec_eval is None:
+        run = Run(*_read_table(path, RUN))
+    else:
+        path, data = _trec_eval_bytes(path, trec_eval, stdin=True)
+        run = Run(*_read_table(path, TREC_EVAL_RUN, data), tag=_last_tag(data))
     _check_unique(path, run)
     return run
 
 
-def read_qrels(path: str) -> Qrels:
-    """Parse a TREC qrels file; a malformed line raises with its line number."""
-    qrels = Qrels(*_read_table(path, QRELS))
+def read_qrels(path: str, *, trec_eval: int | None = None) -> Qrels:
+    """Parse a TREC qrels file; a malformed line raises with its line number. ``trec_eval`` (10 or 9):
+    read it as that trec_eval version does (see the module's docstring)."""
+    if trec_eval is None:
+        qrels = Qrels(*_read_table(path, QRELS))
+    else:
+        path, data = _trec_eval_bytes(path, trec_eval)
+        qrels = Qrels(*_read_table(path, TREC_EVAL_QRELS, data))
     _check_unique(path, qrels)
     return qrels
 
@@ -446,7 +541,9 @@ def _vocabulary_names(vocabulary: np.ndarray) -> list[str]:
     return [str(name) for name in names.tolist()]
 
 
-def _trec_eval_order(score: np.ndarray, doc: np.ndarray, n_docs: int, query: np.ndarray) -> np.ndarray:
+def _trec_eval_order(
+    score: np.ndarray, doc: np.ndarray, n_docs: int, query: np.ndarray, single: bool = True
+) -> np.ndarray:
     """An order of the rows that ranks every query's rows as trec_eval does: score descending, then
     docno descending (doc codes follow the sorted docno strings); rows of different queries are never
     compared, so only their order within each query counts.
@@ -455,9 +552,12 @@ def _trec_eval_order(score: np.ndarray, doc: np.ndarray, n_docs: int, query: np.
     already except inside runs of equal scores: a stable sort of ``tie run * n_docs + reversed doc code``,
     sorted already but for those runs (timsort's best case), orders it. Any other file: one sort by
     score, then the same stable sort with the score's rank; the two-key ``lexsort`` where that key would
-    not fit in 64 bits. The scores are compared as trec_eval stores them: single precision (its
-    ``float sim``), so scores equal in float32 are tied and ordered by docno."""
-    score = score.astype(np.float32)
+    not fit in 64 bits. The scores are compared as trec_eval stores them: with ``single``, in single
+    precision (9.0.8's ``float sim``: scores equal in float32 are tied and ordered by docno, and one past
+    float32's range is infinite, silently), else as doubles (10.0's ``double sim``)."""
+    if single:
+        with np.errstate(over="ignore"):  # 1e39 is infinite in single precision, as in trec_eval 9
+            score = score.astype(np.float32)
     grouped = _grouped_order(score, doc, n_docs, query)
     if grouped is not None:
         return grouped

@@ -8,7 +8,7 @@ grade (``RELVALUE_UNJUDGED``: in the pool, not judged).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -16,6 +16,18 @@ from embedmetrics._io.errors import ReportInputError
 from embedmetrics._io.trec import Qrels, Run, _joint_codes, _trec_eval_order, _vocabulary_names
 
 NOT_IN_QRELS, NEGATIVE_GRADE = -1, -2
+
+
+class NoCommonQueries(ReportInputError):
+    """No query of the run is judged: ``embedmetrics trec_eval`` exits with trec_eval's status, 7."""
+
+    status = 7
+
+
+class AbsentQuery(ReportInputError):
+    """A judged query the run lacks, which trec_eval 10.0 refuses without ``-c`` (exit status 4)."""
+
+    status = 4
 
 
 @dataclass
@@ -34,6 +46,9 @@ class GradedLists:
     n_run_queries: int
     n_qrels_queries: int
     positive_judged: int  # qrels lines with a grade > 0, over every judged query (``num_rel`` with ``-c``)
+    #: Per listed query: whether the run lacks it (``complete``: trec_eval 10's ``-c`` ranks for it one
+    #: document that no qrels list, its ``bogus_ranking``).
+    absent: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
 
 def _lookup(run_q: np.ndarray, run_d: np.ndarray, qr_q: np.ndarray, qr_d: np.ndarray, qr_rel: np.ndarray,
@@ -61,42 +76,79 @@ def _levels(qr_q: np.ndarray, qr_rel: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return query[at], grade[at], np.diff(np.append(at, query.size)).astype(np.int64)
 
 
-def graded_lists(run: Run, qrels: Qrels, *, max_docs: int | None = None) -> GradedLists:
+def graded_lists(run: Run, qrels: Qrels, *, max_docs: int | None = None, judged_only: bool = False,
+                 version: int = 10, complete: bool = False, refuse_absent: bool = False
+                 ) -> GradedLists:  # fmt: skip
     """The lists trec_eval evaluates: queries of the run that the qrels judge, each ranked by score
-    descending then docno descending, cut at ``max_docs`` (``-M``). (trec_eval 9's ``-c`` changes only
-    the summary: ``trec_eval.summarize``.)"""
+    descending then docno descending (scores compared in single precision under ``version`` 9, as doubles
+    under 10), cut at ``max_docs`` (``-M``); with ``judged_only`` (``-J``), the documents the qrels judge
+    (grade ``>= 0``) alone, in that order (``form_res_rels.c``). With ``complete`` (trec_eval 10's ``-c``),
+    every judged query the run lacks too, ranking one document that no qrels list (``absent``; trec_eval
+    9's ``-c`` changes only the summary: ``trec_eval.summarize``). ``refuse_absent``: a judged query the
+    run lacks raises ``AbsentQuery`` (trec_eval 10.0 without ``-c``: "result qid not found", exit 4)."""
     queries, run_q, qr_q = _joint_codes(run.queries, run.qid, qrels.queries, qrels.qid)
     docs, run_d, qr_d = _joint_codes(run.docs, run.docno, qrels.docs, qrels.docno)
     in_run, judged = np.zeros(queries.size, dtype=bool), np.zeros(queries.size, dtype=bool)
     in_run[run_q], judged[qr_q] = True, True
     evaluated = in_run & judged
     if not evaluated.any():
-        raise ReportInputError(
+        raise NoCommonQueries(
             "no query of the run has relevance judgements in the qrels (the query ids do not match)."
         )
+    listed = judged if complete else evaluated
     names = np.array(_vocabulary_names(queries), dtype=object)
-    codes = np.flatnonzero(evaluated)
+    if refuse_absent and not complete and (judged & ~in_run).any():
+        first = min(str(n) for n in names[judged & ~in_run])
+        raise AbsentQuery(
+            f"query {first!r} of the qrels is not in the run: trec_eval 10.0 stops there without -c (exit 4, "
+            "'result qid not found in qrels'); -c evaluates it as retrieving nothing, --trec-eval 9 skips it."
+        )
+    codes = np.flatnonzero(listed)
     codes = codes[np.argsort(names[codes].astype(str), kind="stable")]  # trec_eval: qrels sorted by qid
     position = np.full(queries.size, -1, dtype=np.int64)
     position[codes] = np.arange(codes.size)
     keep = evaluated[run_q]
     rq, rd, rs = run_q[keep], run_d[keep], run.score[keep]
-    order = _trec_eval_order(rs, rd, max(docs.size, 1), rq) if rs.size else np.zeros(0, dtype=np.int64)
+    single = version == 9
+    order = (
+        _trec_eval_order(rs, rd, max(docs.size, 1), rq, single) if rs.size else np.zeros(0, dtype=np.int64)
+    )
     order = order[np.argsort(position[rq[order]], kind="stable")]
     rq, rd = position[rq[order]], rd[order]
-    counts = np.bincount(rq, minlength=codes.size)
-    starts = np.concatenate([[0], np.cumsum(counts)])
-    if max_docs is not None and counts.size and int(counts.max()) > max_docs:
-        rank = np.arange(rq.size) - starts[rq]
-        cut = rank < max_docs
-        rq, rd = rq[cut], rd[cut]
-        starts = np.concatenate([[0], np.cumsum(np.minimum(counts, max_docs))])
-    keep_qr = evaluated[qr_q]
+    keep_qr = listed[qr_q]
     qq, qd, qrel = position[qr_q[keep_qr]], qr_d[keep_qr], qrels.rel[keep_qr]
     grade = _lookup(rq, rd, qq, qd, qrel, max(docs.size, 1))
+    rq, grade = _cut(rq, grade, codes.size, max_docs, judged_only, ~in_run[codes])
     level_query, level_grade, level_count = _levels(qq, qrel)
     return GradedLists(
-        query_ids=[str(n) for n in names[codes]], starts=starts, grade=grade, level_query=level_query,
-        level_grade=level_grade, level_count=level_count, n_run_queries=int(in_run.sum()),
-        n_qrels_queries=int(judged.sum()), positive_judged=int((qrels.rel > 0).sum()),
+        query_ids=[str(n) for n in names[codes]], starts=_starts(rq, codes.size), grade=grade,
+        level_query=level_query, level_grade=level_grade, level_count=level_count,
+        n_run_queries=int(in_run.sum()), n_qrels_queries=int(judged.sum()),
+        positive_judged=int((qrels.rel > 0).sum()), absent=~in_run[codes],
     )  # fmt: skip
+
+
+def _starts(query: np.ndarray, n_queries: int) -> np.ndarray:
+    """Row offsets of the lists of ``query`` (sorted positions ``0..n_queries - 1``)."""
+    return np.concatenate([[0], np.cumsum(np.bincount(query, minlength=n_queries))]).astype(np.int64)
+
+
+def _cut(query: np.ndarray, grade: np.ndarray, n_queries: int, max_docs: int | None, judged_only: bool,
+         absent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The rows trec_eval evaluates, ranked: the first ``max_docs`` of each list, then (``judged_only``) the
+    judged ones among them; an ``absent`` query gets its one document that no qrels list (trec_eval 10's
+    bogus ranking, ``-M`` and ``-J`` applying to it as to any)."""
+    if absent.any():
+        extra = np.flatnonzero(absent)
+        query = np.concatenate([query, extra])
+        grade = np.concatenate([grade, np.full(extra.size, NOT_IN_QRELS, dtype=grade.dtype)])
+        order = np.argsort(query, kind="stable")
+        query, grade = query[order], grade[order]
+    if max_docs is not None and query.size:
+        rank = np.arange(query.size) - _starts(query, n_queries)[query]
+        cut = rank < max_docs
+        query, grade = query[cut], grade[cut]
+    if judged_only:
+        judged = grade >= 0
+        query, grade = query[judged], grade[judged]
+    return query, grade

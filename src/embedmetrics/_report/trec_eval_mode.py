@@ -5,6 +5,9 @@ three columns (``meas_print_single.c``, ``meas_print_final.c``): ``%-22s\\t%s\\t
 each query's lines in qrels order, then ``all``.
 
 The lists are ranked in trec_eval's order (score descending, then docno descending) whatever ``--ties``.
+``--trec-eval 10`` (the default) or ``9`` picks the version whose output is printed where the two differ
+(``docs/trec-eval.md``). ``evaluate_run`` and ``run_lines`` are the evaluation and the printing that
+``embedmetrics trec_eval`` (``trec_eval_command``) shares.
 """
 
 from __future__ import annotations
@@ -12,10 +15,13 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import threading
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Optional
 
 from embedmetrics._io.errors import ReportInputError
+
+#: The trec_eval versions whose output can be printed (``--trec-eval``), the default first.
+VERSIONS = (10, 9)
 
 #: The flags that ask for trec_eval's measures (the table's TREC family otherwise).
 TREC_EVAL_FLAGS = ("per_query", "all_judged_queries", "max_docs", "relevance_level", "measure")
@@ -50,6 +56,15 @@ def add_flags(report: argparse.ArgumentParser) -> None:
         "--format", choices=("table", "trec_eval"), default="table",
         help="the table, or trec_eval's three columns (measure, query or 'all', value)",
     )  # fmt: skip
+    version_flag(group)
+
+
+def version_flag(group: Any) -> None:
+    """``--trec-eval {10,9}``: the trec_eval version whose output is printed where the two differ."""
+    group.add_argument(
+        "--trec-eval", type=int, choices=VERSIONS, default=VERSIONS[0], metavar="{10,9}",
+        help="the trec_eval version to equal where 10.0 and 9.0.8 differ (default: 10; 9: as pytrec_eval)",
+    )  # fmt: skip
 
 
 def requested(args: argparse.Namespace) -> bool:
@@ -58,10 +73,15 @@ def requested(args: argparse.Namespace) -> bool:
     return args.format == "trec_eval" or any(v is not None and v is not False for v in given)
 
 
+def measures_of(specs: Optional[list[str]], version: int) -> list[Any]:
+    """The measures ``-m`` names (trec_eval's ``official`` without one); a bad one raises ``ValueError``."""
+    from embedmetrics._engine.trec_eval.names import parse_measures
+
+    return parse_measures(specs or ["official"], version=version)
+
+
 def check(args: argparse.Namespace, runs: list[str]) -> list[Any]:
     """The measures asked for; a refused combination or value raises ``ReportInputError`` (exit 2)."""
-    from embedmetrics._engine.ranking.trec_names import parse_measures
-
     if len(runs) != 1 or args.qrels is None:
         raise ReportInputError(
             "trec_eval's measures (-q, -c, -M, -l, -m, --format trec_eval) need one --run and --qrels."
@@ -86,19 +106,43 @@ def check(args: argparse.Namespace, runs: list[str]) -> list[Any]:
     if args.relevance_level is not None and args.relevance_level < 0:
         raise ReportInputError(f"-l/--relevance-level must be 0 or more, got {args.relevance_level}.")
     try:
-        return parse_measures(args.measure or ["official"])
+        return measures_of(args.measure, args.trec_eval)
     except ValueError as err:
         raise ReportInputError(f"-m: {err}") from None
 
 
-def _run_tag(path: str) -> str:
-    """The tag (sixth field) of the run's first line: trec_eval's ``runid``."""
-    with open(path, encoding="utf-8-sig", errors="replace") as handle:
-        for line in handle:
-            fields = line.split()
-            if fields and not fields[0].startswith("#"):
-                return fields[5] if len(fields) > 5 else ""
-    return ""
+@dataclass(frozen=True)
+class Settings:
+    """trec_eval's options: what is evaluated and printed."""
+
+    measures: list[Any]
+    """The measures (``measures_of``)."""
+    version: int = VERSIONS[0]
+    """The trec_eval version (10 or 9)."""
+    per_query: bool = False
+    """``-q``: every query's values too."""
+    complete: bool = False
+    """``-c``: average over every judged query (10.0 also prints the absent ones with ``-q``)."""
+    max_docs: Optional[int] = None
+    """``-M``: each query's first documents only."""
+    relevance_level: int = 1
+    """``-l``: the lowest relevant grade."""
+    judged_only: bool = False
+    """``-J``: the judged documents only."""
+    summary: bool = True
+    """Whether the summary is printed (``-n``: not)."""
+    num_docs: int = 0
+    """``-N``: documents in the collection (``utility``'s fourth coefficient reads it)."""
+    zscores: Optional[dict[str, Any]] = field(default=None, hash=False)
+    """``-Z``: the means and deviations of ``trec_zscores.read_zscores``."""
+    refuse_absent: bool = False
+    """Whether a judged query the run lacks is refused under 10 without ``-c``, as trec_eval 10.0 refuses it
+    (``embedmetrics trec_eval``; the report skips it, as 9.0.8 does)."""
+
+
+#: The values trec_eval 10.0 clears for a judged query the run lacks (``-c``; ``trec_eval.c``): the
+#: labels, and the prefix of ``unj_5`` and its cut-offs.
+_CLEARED, _CLEARED_PREFIX = ("num_ret", "utility", "rbp_resid"), "unj"
 
 
 def _text(value: float, integer: bool) -> str:
@@ -111,9 +155,12 @@ def _text(value: float, integer: bool) -> str:
 
 def _texts(values: Any, integer: bool) -> list[str]:
     """``_text`` of every value of a column (values from 0 to 10 without a Python format each)."""
+    import numpy as np
+
+    column = np.asarray(values)
     if integer:
-        return [_text(v, True) for v in values.tolist()]
-    return four_decimals(values.numpy())
+        return [_text(v, True) for v in column.tolist()]
+    return four_decimals(column.astype(np.float64, copy=False))
 
 
 def four_decimals(values: Any) -> list[str]:
@@ -147,62 +194,130 @@ def relstrings(lists: Any, length: float) -> list[str]:
 
 
 def trec_eval_lines(lists: Any, values: dict[str, Any], summary: dict[str, float], measures: list[Any],
-                    per_query: bool, run_tag: str) -> list[str]:  # fmt: skip
+                    per_query: bool, run_tag: str, *, summary_lines: bool = True,
+                    zscore: bool = False) -> list[str]:  # fmt: skip
     """trec_eval's output: each query's lines (``per_query``: one string per query, its measures in
-    trec_eval's order), then ``runid`` and the summary's lines."""
+    trec_eval's order), then ``runid`` and the summary's lines (unless not ``summary_lines``: ``-n``).
+    ``zscore`` (``-Z``): every value but ``runid``'s and ``relstring``'s named with a ``Z`` first and
+    printed as ``%6.4f`` (``meas_print_single.c``, ``meas_print_final.c``)."""
     lines: list[str] = []
+    mark = "Z" if zscore else ""
     if per_query and any(m.name == "relstring" or m.kind.per_query for m in measures):
         labels, columns = [], []  # the printed values, one column (a text per query) per label
         for measure in measures:
             if measure.name == "relstring":
                 labels.append(measure.labels()[0])
-                columns.append([f"'{t}'" for t in relstrings(lists, measure.params[0])])
+                columns.append(_relstring_texts(lists, measure))
             elif measure.kind.per_query:
                 labels += measure.labels()
-                columns += [_texts(values[label], measure.kind.integer) for label in measure.labels()]
-        query_lines = "\n".join(f"{label.replace('{', '{{').replace('}', '}}'):<22}\t{{0}}\t{{{j + 1}}}"
-                                for j, label in enumerate(labels))  # fmt: skip
+                integer = measure.kind.integer and not zscore
+                columns += [_texts(values[label], integer) for label in measure.labels()]
+        query_lines = "\n".join(
+            f"{'' if label.startswith('relstring') else mark}{_escaped(label):<22}\t{{0}}\t{{{j + 1}}}"
+            for j, label in enumerate(labels)
+        )
         lines = [query_lines.format(query, *texts) for query, *texts in zip(lists.query_ids, *columns)]
-    for measure in measures:
+    for measure in measures if summary_lines else ():
         if measure.name == "runid":
             lines.append(f"{'runid':<22}\tall\t{run_tag}")
         if measure.kind.summary == "none":
             continue
-        lines += [
-            f"{label:<22}\tall\t{_text(summary[label], measure.kind.integer)}" for label in measure.labels()
-        ]
+        integer = measure.kind.integer and not zscore
+        lines += [f"{mark}{label:<22}\tall\t{_text(summary[label], integer)}" for label in measure.labels()]
     return lines
+
+
+def _escaped(label: str) -> str:
+    """``label`` as ``str.format`` prints it (its braces doubled)."""
+    return label.replace("{", "{{").replace("}", "}}")
+
+
+def _relstring_texts(lists: Any, measure: Any) -> list[str]:
+    """``relstring``'s quoted text per query; ``''`` for a query the run lacks where trec_eval 10.0 clears
+    it (its default length only: ``clear_relstr`` is called for the value named ``relstring``)."""
+    texts = [f"'{t}'" for t in relstrings(lists, measure.params[0])]
+    if measure.labels()[0] == "relstring":
+        texts = ["''" if gone else t for t, gone in zip(texts, lists.absent.tolist() or [False] * len(texts))]
+    return texts
+
+
+def evaluate_run(run: Any, qrels: Any, settings: Settings) -> tuple[Any, dict[str, Any], dict[str, float]]:
+    """The graded lists, each query's values (``{label: (Q,)}``) and the summary of one run, as trec_eval
+    computes them with ``settings``."""
+    from embedmetrics._io.trec_eval_lists import graded_lists
+
+    s = settings
+    lists = graded_lists(
+        run, qrels, max_docs=s.max_docs, judged_only=s.judged_only, version=s.version,
+        complete=s.complete and s.version == 10, refuse_absent=s.refuse_absent and s.version == 10,
+    )  # fmt: skip
+    from embedmetrics._engine.trec_eval.values import summarize, trec_eval_values
+
+    values, summary = trec_eval_values(lists, s.measures, s.relevance_level, s.complete, version=s.version)
+    adjusted = _adjusted(lists, values, s)
+    if adjusted is None:
+        return lists, values, summary
+    n_queries = lists.n_qrels_queries if s.complete else None
+    positive = lists.positive_judged if s.complete else None
+    return lists, adjusted, summarize(adjusted, s.measures, n_queries, positive)
+
+
+def _adjusted(lists: Any, values: dict[str, Any], settings: Settings) -> Optional[dict[str, Any]]:
+    """The values as trec_eval prints and averages them where they need more than the measures: ``-N``
+    in ``utility`` (its fourth coefficient times the collection's size), the values trec_eval 10.0 clears
+    for a query the run lacks (``-c``), then ``-Z``'s z-scores; ``None`` where nothing changes."""
+    import numpy as np
+
+    utility = [m for m in settings.measures if m.name == "utility" and m.params[3] and settings.num_docs]
+    absent = lists.absent if lists.absent.size and lists.absent.any() else None
+    if not utility and absent is None and settings.zscores is None:
+        return None
+    out = {label: np.array(column, dtype=np.float64) for label, column in values.items()}
+    for measure in utility:  # trec_eval: p4 * (N + rel_ret - ret - rel); the measures read N = 0
+        out[measure.labels()[0]] += measure.params[3] * settings.num_docs
+    for label in out if absent is not None else ():
+        if label in _CLEARED or label.startswith(_CLEARED_PREFIX):
+            out[label][absent] = 0.0
+    if settings.zscores is not None:
+        from embedmetrics._io.trec_zscores import to_zscores
+
+        out = to_zscores(out, lists.query_ids, settings.zscores)
+    return out
+
+
+def run_lines(run: Any, qrels: Any, settings: Settings) -> str:
+    """trec_eval's output for one run, as one text (a line per value, each ended by a newline)."""
+    lists, values, summary = evaluate_run(run, qrels, settings)
+    lines = trec_eval_lines(
+        lists, values, summary, settings.measures, settings.per_query, run.tag,
+        summary_lines=settings.summary, zscore=settings.zscores is not None,
+    )  # fmt: skip
+    return "".join(line + "\n" for line in lines)
 
 
 def run_trec_eval(args: argparse.Namespace, runs: list[str]) -> int:
     """Read, evaluate and print (``--format``), or write the JSON (``--json``) with every query's values."""
     from embedmetrics._io.trec import read_qrels, read_run
-    from embedmetrics._io.trec_eval_lists import graded_lists
     from embedmetrics._report import output
-    from embedmetrics._report.preflight import _import_quietly
 
     measures = check(args, runs)
     if args.json not in (None, "-"):
         output.check_writable(args.json)
     level = 1 if args.relevance_level is None else args.relevance_level
-    engine = "embedmetrics._engine.ranking.trec_eval"
-    worker = threading.Thread(target=_import_quietly, args=(engine,), daemon=True)
-    worker.start()  # torch imports while the files are read (Arrow's and NumPy's native code)
-    try:
-        lists = graded_lists(read_run(runs[0]), read_qrels(args.qrels), max_docs=args.max_docs)
-    finally:
-        worker.join()
-    from embedmetrics._engine.ranking.trec_eval import trec_eval_values
-
-    values, summary = trec_eval_values(lists, measures, level, args.all_judged_queries)
+    settings = Settings(
+        measures, version=args.trec_eval, per_query=args.per_query, complete=args.all_judged_queries,
+        max_docs=args.max_docs, relevance_level=level,
+    )  # fmt: skip
+    run = read_run(runs[0], trec_eval=args.trec_eval)
+    lists, values, summary = evaluate_run(run, read_qrels(args.qrels, trec_eval=args.trec_eval), settings)
     if args.json is not None:
-        text = output.dump(_document(lists, values, summary, measures, args, _run_tag(runs[0])))
+        text = output.dump(_document(lists, values, summary, measures, args, run.tag))
         if args.json == "-":
             sys.stdout.write(text + "\n")
             return 0
         output.write_json(args.json, text)
     if args.format == "trec_eval":
-        lines = trec_eval_lines(lists, values, summary, measures, args.per_query, _run_tag(runs[0]))
+        lines = trec_eval_lines(lists, values, summary, measures, args.per_query, run.tag)
     else:
         rows = {label: summary[label] for label in summary}
         lines = [output.format_table({"trec": rows}, _notes(lists, args))]
@@ -229,16 +344,18 @@ def _document(lists: Any, values: dict[str, Any], summary: dict[str, float], mea
               args: argparse.Namespace, run_tag: str) -> dict[str, Any]:  # fmt: skip
     """``{"trec_eval": {"all": {...}, "per_query": {qid: {...}}}, "info": {...}}``: trec_eval's names; a
     query's values are the ones ``-q`` prints (not the geometric means' logarithms)."""
+    import numpy as np
+
     query_ids = lists.query_ids
     shown = [label for m in measures if m.kind.per_query for label in m.labels()]
-    columns: dict[str, list[Any]] = {label: values[label].tolist() for label in shown}
+    columns: dict[str, list[Any]] = {label: np.asarray(values[label]).tolist() for label in shown}
     columns.update({m.labels()[0]: relstrings(lists, m.params[0]) for m in measures if m.name == "relstring"})
     per_query = {q: {label: columns[label][i] for label in shown} for i, q in enumerate(query_ids)}
     info = {
         "measures": [m.name if m.given is None else f"{m.name}.{m.given}" for m in measures],
         "relevance_level": 1 if args.relevance_level is None else args.relevance_level,
         "max_docs": args.max_docs, "all_judged_queries": bool(args.all_judged_queries),
-        "queries_evaluated": len(query_ids), "ties": "trec_eval",
+        "queries_evaluated": len(query_ids), "ties": "trec_eval", "trec_eval": args.trec_eval,
     }  # fmt: skip
     every: dict[str, Any] = dict(summary)
     if any(m.name == "runid" for m in measures):
