@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.core.checks import Aggregation, ArgumentKindError, check_ranking_batch
+from embedmetrics._engine.core.checks import Aggregation, check_ranking_batch
 from embedmetrics._engine.core.inputs import Arg, BatchSpec
 from embedmetrics._engine.ranking.curves import (
     cutoffs,
@@ -254,13 +254,7 @@ class RetrievalRPrecision(RetrievalMetric):
         self, empty_target_action: str = "neg", ignore_index: int | None = None,
         aggregation: str | Callable[..., Tensor] = "mean", **kwargs: Any,
     ) -> None:  # fmt: skip
-        for name in ("k", "top_k"):
-            if name in kwargs:
-                raise ArgumentKindError(
-                    f"RetrievalRPrecision has no argument `{name}`: R-precision cuts each query at its own"
-                    f" number of relevant documents R. Got {name}={kwargs[name]!r}."
-                )
-        super().__init__(empty_target_action, ignore_index, None, aggregation, **kwargs)
+        super().__init__(empty_target_action, ignore_index, aggregation=aggregation, **kwargs)
 
 
 @documented("r_precision_multiple", "module")
@@ -269,7 +263,9 @@ class RetrievalRPrecisionMultiple(RetrievalMetric):
         self, multiple: float = 1.0, empty_target_action: str = "neg", ignore_index: int | None = None,
         aggregation: str | Callable[..., Tensor] = "mean", **kwargs: Any,
     ) -> None:  # fmt: skip
-        super().__init__(empty_target_action, ignore_index, None, aggregation, multiple=multiple, **kwargs)
+        super().__init__(
+            empty_target_action, ignore_index, aggregation=aggregation, multiple=multiple, **kwargs
+        )
 
 
 @documented("set_relative_precision", "module")
@@ -301,8 +297,7 @@ class RetrievalInterpolatedPrecision(RetrievalMetric):
         super().__init__(
             empty_target_action,
             ignore_index,
-            None,
-            aggregation,
+            aggregation=aggregation,
             ties=ties,
             recall_level=recall_level,
             **kwargs,
@@ -315,7 +310,7 @@ class RetrievalInfAP(RetrievalMetric):
         self, empty_target_action: str = "neg", ignore_index: int | None = None,
         aggregation: str | Callable[..., Tensor] = "mean", *, ties: str = "pessimistic", **kwargs: Any,
     ) -> None:  # fmt: skip
-        super().__init__(empty_target_action, ignore_index, None, aggregation, ties=ties, **kwargs)
+        super().__init__(empty_target_action, ignore_index, aggregation=aggregation, ties=ties, **kwargs)
 
 
 @documented("bpref", "module")
@@ -324,7 +319,7 @@ class RetrievalBpref(RetrievalMetric):
         self, empty_target_action: str = "neg", ignore_index: int | None = None,
         aggregation: str | Callable[..., Tensor] = "mean", **kwargs: Any,
     ) -> None:  # fmt: skip
-        super().__init__(empty_target_action, ignore_index, None, aggregation, **kwargs)
+        super().__init__(empty_target_action, ignore_index, aggregation=aggregation, **kwargs)
 
 
 @documented("fall_out", "module")
@@ -361,7 +356,7 @@ class RetrievalPrecisionRecallCurve(RetrievalMetric):
         ignore_index: int | None = None, aggregation: str | Callable[..., Tensor] = "mean", **kwargs: Any,
     ) -> None:  # fmt: skip
         kwargs.update(max_k=max_k, adaptive_k=adaptive_k)
-        super().__init__(empty_target_action, ignore_index, None, aggregation, **kwargs)
+        super().__init__(empty_target_action, ignore_index, aggregation=aggregation, **kwargs)
 
     def _cutoffs(self, settings: RetrievalSettings) -> tuple[tuple[int | None, ...], bool]:
         max_k = settings.values["max_k"]

@@ -41,7 +41,7 @@ from embedmetrics._engine.core.checks import IncompatibleStateError, check_same_
 from embedmetrics._engine.core.inputs import BatchSpec, read_batch
 from embedmetrics._engine.settings.options import Option, read_options
 from embedmetrics._metric import row_buffer
-from embedmetrics._metric.registry import MetricSpec, spec_of
+from embedmetrics._metric.registry import refuse_other_settings_of, spec_of_class
 from embedmetrics._metric.sync import SyncSafeMetric, first_rows, settings_fingerprint
 
 #: The dtype and the trailing shape (feature widths) of a metric's embeddings.
@@ -97,11 +97,6 @@ def _ids_text(ids: Tensor) -> str:
     return shown if len(values) == 1 else f"{shown}{', ...' if len(values) > 5 else ''} ({len(values)} ids)"
 
 
-def _spec_of_class(cls: type) -> Optional[MetricSpec]:
-    specs = (spec_of(k.__name__) for k in cls.__mro__)
-    return next((s for s in specs if s is not None), None)
-
-
 class BaseMetric(SyncSafeMetric):
     """Base of every module metric (see the module docstring for what it guarantees)."""
 
@@ -133,6 +128,7 @@ class BaseMetric(SyncSafeMetric):
         cls.__jit_unused_properties__ = sorted({*Metric.__jit_unused_properties__, *properties})
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        refuse_other_settings_of(type(self), kwargs)  # another metric's setting: refused by name
         super().__init__(*args, **kwargs)
         self._settings = {}
 
@@ -373,7 +369,7 @@ class BaseMetric(SyncSafeMetric):
 
     def settings_text(self) -> dict[str, str]:
         """Every setting that changes the result (the registry's ``settings``) as stable text."""
-        spec = _spec_of_class(type(self))
+        spec = spec_of_class(type(self))
         names = () if spec is None else spec.settings
         return {n: describe_setting(getattr(self, n)) for n in names if hasattr(self, n)}
 
@@ -405,7 +401,7 @@ class BaseMetric(SyncSafeMetric):
     @classmethod
     def options(cls) -> tuple[Option, ...]:
         """The option table of the class (of the nearest registered class; empty if none)."""
-        spec = _spec_of_class(cls)
+        spec = spec_of_class(cls)
         return () if spec is None else spec.options
 
     def add_settings_state(self, **settings: Any) -> None:

@@ -238,6 +238,32 @@ def spec_of(class_name: str) -> Optional[MetricSpec]:
     return _BY_NAME.get(class_name)
 
 
+@functools.cache
+def every_setting() -> frozenset[str]:
+    """The name of every option of every registered metric, and the aliases the faces take
+    (``top_k``): a constructor's keyword among them that its metric does not have is refused by name
+    (``refuse_other_settings``), where torchmetrics would say only "Unexpected keyword arguments"."""
+    from embedmetrics._engine.settings.options import ALIASES
+
+    return frozenset({o.name for spec in REGISTRY for o in spec.options} | set(ALIASES))
+
+
+def spec_of_class(cls: type) -> Optional[MetricSpec]:
+    """The entry of ``cls`` or of its nearest registered base (a user's subclass of a metric), or ``None``."""
+    return next((s for c in cls.__mro__ if (s := spec_of(c.__name__)) is not None), None)
+
+
+def refuse_other_settings_of(cls: type, given: dict[str, Any]) -> None:
+    """``ArgumentKindError`` naming ``cls`` where a constructor's ``**kwargs`` (``given``) hold a setting
+    of another metric that ``cls``'s entry (``spec_of_class``) does not have."""
+    from embedmetrics._engine.settings.options import refuse_other_settings
+
+    spec = spec_of_class(cls)
+    if spec is not None:
+        names = every_setting()
+        refuse_other_settings(cls.__name__, spec.options, {k: v for k, v in given.items() if k in names})
+
+
 def class_names(family: Optional[str] = None) -> tuple[str, ...]:
     """The module classes (of one family), in registry order."""
     return tuple(s.name for s in REGISTRY if s.name is not None and family in (None, s.family))

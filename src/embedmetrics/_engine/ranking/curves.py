@@ -99,10 +99,21 @@ def evaluate_curve(
     preds: Tensor, target: Tensor, max_k: int | None = None, adaptive_k: bool = False, **given: Any
 ) -> tuple[Tensor, Tensor, Tensor]:
     """The functional curve: validate, rank once, read every cut-off, reduce."""
+    return _curve((CURVE.functional, CURVE.module), preds, target, max_k, adaptive_k, given)
+
+
+def _curve(
+    owner: tuple[str, str],
+    preds: Tensor,
+    target: Tensor,
+    max_k: int | None,
+    adaptive_k: bool,
+    given: dict[str, Any],
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``evaluate_curve`` for the functional ``owner`` (its name and registry name: the settings it
+    refuses are named for it)."""
     indexes = given.pop("indexes", None)
-    settings = read_settings(
-        CURVE.functional, CURVE.module, {**given, "max_k": max_k, "adaptive_k": adaptive_k}
-    ).values
+    settings = read_settings(*owner, {**given, "max_k": max_k, "adaptive_k": adaptive_k}).values
     ignore_index = settings["ignore_index"]
     check_retrieval_inputs(
         CURVE.name, True, preds, target, indexes, ignore_index=ignore_index,
@@ -132,10 +143,17 @@ def evaluate_curve(
 
 
 def evaluate_recall_at_precision(
-    preds: Tensor, target: Tensor, min_precision: float, *curve: Any, **given: Any
+    preds: Tensor,
+    target: Tensor,
+    min_precision: float,
+    max_k: int | None = None,
+    adaptive_k: bool = False,
+    **given: Any,
 ) -> tuple[Tensor, Tensor]:
-    """The functional recall at a fixed precision: the curve (``curve``: ``max_k``, ``adaptive_k``), then
+    """The functional recall at a fixed precision: the curve up to ``max_k``, then
     ``recall_at_precision``."""
     floor = check_fraction("min_precision", min_precision)
-    precision, recall, top_k = evaluate_curve(preds, target, *curve, **given)
+    owner = ("retrieval_recall_at_fixed_precision", "RetrievalRecallAtFixedPrecision")
+    given["min_precision"] = floor  # an option of its table, as its module face's
+    precision, recall, top_k = _curve(owner, preds, target, max_k, adaptive_k, given)
     return recall_at_precision(precision, recall, top_k, floor)

@@ -28,7 +28,7 @@ from embedmetrics._engine.ranking import trec_twins
 from embedmetrics._engine.ranking.measures import RankedRows
 from embedmetrics._engine.ranking.options import COMMON, OPTIONS
 from embedmetrics._engine.settings.arguments import normalize_ks
-from embedmetrics._engine.settings.options import read_options
+from embedmetrics._engine.settings.options import read_options, refuse_other_settings
 
 Ks = tuple[Optional[int], ...]
 
@@ -99,7 +99,11 @@ class RetrievalSettings:
 
 
 def read_settings(owner: str, module: str, given: dict[str, Any], top_k: KArg = None) -> RetrievalSettings:
-    """Check ``given`` against the option table of metric ``module`` (``top_k``: the alias of ``k``)."""
+    """Check ``given`` against the option table of metric ``module`` (``top_k``: the alias of ``k``); a
+    setting the metric does not have raises ``ArgumentKindError`` (``no_setting_reasons`` says why)."""
+    table = OPTIONS[module]
+    alias = {"top_k": top_k} if top_k is not None and all(o.name != "k" for o in table) else {}
+    refuse_other_settings(owner, table, {**given, **alias}, no_setting_reasons(module))
     if top_k is not None:
         k = given.get("k")
         if k is not None and k != top_k:
@@ -108,6 +112,20 @@ def read_settings(owner: str, module: str, given: dict[str, Any], top_k: KArg = 
     values = read_options(owner, OPTIONS[module], given)
     ks, single = normalize_ks("k", values.get("k"))
     return RetrievalSettings(values, ks, single)
+
+
+def no_setting_reasons(module: str) -> dict[str, str]:
+    """Why metric ``module`` (a registry name) takes no cut-off (``k``, ``top_k``), read off its option
+    table and declaration; empty where it takes one."""
+    names = {o.name for o in OPTIONS[module]}
+    if "k" in names:
+        return {}
+    if "max_k" in names:
+        why = "it reads every cut-off from 1 to `max_k`"
+    else:
+        summary = next((m.summary for m in METRICS.values() if m.module == module), "")
+        why = "it takes no cut-off" + (f" ({summary.replace('``', '`').rstrip('.')})" if summary else "")
+    return {"k": why, "top_k": why}
 
 
 @dataclass(frozen=True)

@@ -80,13 +80,33 @@ class Option:
 def read_options(owner: str, options: Sequence[Option], given: Mapping[str, Any]) -> dict[str, Any]:
     """Every option of ``options``: the checked value given, else its default.
 
-    A name that is not an option of ``owner`` raises ``ArgumentKindError`` (a ``TypeError``).
+    A name that is not an option of ``owner`` raises ``ArgumentKindError`` (a ``TypeError``,
+    ``refuse_other_settings``).
     """
-    known = {o.name: o for o in options}
-    for name, value in given.items():
-        if name not in known:
-            raise ArgumentKindError(f"{owner} has no argument `{name}`, got {name}={value!r}.")
+    refuse_other_settings(owner, options, given)
     return {o.name: (o.read(given[o.name]) if o.name in given else o.default) for o in options}
+
+
+#: Other names of options some faces take: torchmetrics' ``top_k`` is the retrieval metrics' ``k``.
+ALIASES = {"top_k": "k"}
+
+
+def refuse_other_settings(
+    owner: str, options: Sequence[Option], given: Mapping[str, Any], reasons: Mapping[str, str] | None = None
+) -> None:
+    """``ArgumentKindError`` (a ``TypeError``) for the first name of ``given`` that is no option of
+    ``options``: the message names ``owner``, the argument and its value, why ``owner`` has no such
+    setting where ``reasons`` says, and the settings it has."""
+    known = {o.name for o in options}
+    for name, value in given.items():
+        if name in known:
+            continue
+        why = (reasons or {}).get(name)
+        settings = ", ".join(o.name for o in options) or "none"
+        raise ArgumentKindError(
+            f"{owner} has no argument `{name}`, got {name}={value!r}{f': {why}' if why else ''}. Its "
+            f"settings: {settings}."
+        )
 
 
 def options_in(options: Sequence[Option], scope: Mapping[str, Any]) -> dict[str, Any]:
