@@ -16,9 +16,10 @@ from torchmetrics.wrappers.abstract import WrapperMetric
 
 from embedmetrics._engine.comparison.bootstrap import bootstrap_interval
 from embedmetrics._engine.comparison.options import OPTIONS
+from embedmetrics._engine.core.checks import check_per_query_metric
 from embedmetrics._engine.settings.arguments import ArgumentKindError
 from embedmetrics._engine.settings.options import options_in, read_options
-from embedmetrics._metric.registry import spec_of
+from embedmetrics._metric.registry import refuse_other_settings_of, spec_of_class
 from embedmetrics._metric.sync import refuse_disagreeing_settings
 
 __all__ = ["ConfidenceInterval"]
@@ -78,10 +79,13 @@ class ConfidenceInterval(WrapperMetric):
         seed: int = 0,
         **kwargs: Any,
     ) -> None:
+        refuse_other_settings_of(type(self), kwargs)  # another metric's setting: refused by name
         super().__init__(**kwargs)
         if not isinstance(metric, Metric):
             raise ArgumentKindError(f"Argument `metric` must be a torchmetrics Metric, got {metric!r}.")
-        _check_per_query_metric(metric)
+        spec = spec_of_class(type(metric))
+        aggregation = getattr(metric, "aggregation", None)
+        check_per_query_metric(type(metric).__name__, None if spec is None else spec.options, aggregation)
         table = OPTIONS[type(self).__name__]
         for name, value in read_options(type(self).__name__, table, options_in(table, locals())).items():
             setattr(self, name, value)
@@ -145,21 +149,3 @@ class ConfidenceInterval(WrapperMetric):
                 bootstrap_interval(columns, self.confidence, self.n_resamples, self.method, self.seed)
             )
         return {key: v.reshape(shape).to(dtype) for key, v in zip(("value", "ci_low", "ci_high"), bounds)}
-
-
-def _check_per_query_metric(metric: Metric) -> None:
-    """``metric`` is a registered metric whose option table has ``aggregation``, built with
-    ``aggregation="none"`` (the registry's metrics that return one value per query)."""
-    spec = next((s for c in type(metric).__mro__ if (s := spec_of(c.__name__)) is not None), None)
-    per_query = spec is not None and any(o.name == "aggregation" for o in spec.options)
-    if not per_query:
-        raise ValueError(
-            "Argument `metric` must be an embedmetrics metric that returns per-query values (one with an "
-            f"`aggregation` argument: retrieval and dense metrics), got {type(metric).__name__}."
-        )
-    aggregation = getattr(metric, "aggregation", None)
-    if not (isinstance(aggregation, str) and aggregation == "none"):
-        raise ValueError(
-            "Argument `metric` must return per-query values: build it with aggregation='none', "
-            f"got aggregation={aggregation!r}."
-        )

@@ -51,7 +51,7 @@ except ImportError as error:  # the optional extra is not installed
         "pip install 'embedmetrics[sentence-transformers]'."
     ) from error
 
-from embedmetrics._engine.core.checks import check_score_range, largest_magnitude
+from embedmetrics._engine.core.checks import check_corpus_embeddings, check_score_range, largest_magnitude
 from embedmetrics._engine.core.row_owners import gather_rows
 from embedmetrics._engine.core.scan import compute_dtype
 from embedmetrics._engine.dense.keyed import keyed_qrels
@@ -339,7 +339,7 @@ class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):
         encoded first, then each corpus chunk is encoded (or taken from ``corpus_embeddings``), folded
         into the running lists of every score function and dropped."""
         similarities = {name: similarity_of(name, fn) for name, fn in (self.score_functions or {}).items()}
-        corpus_embeddings = self._checked_embeddings(corpus_embeddings)
+        corpus_embeddings = check_corpus_embeddings(corpus_embeddings, len(self.corpus))
         shard = self.shard_of(model)
         queries = self._encode_queries(model, shard)
         run = bool(self.write_predictions)
@@ -384,21 +384,6 @@ class InformationRetrievalEvaluator(_STInformationRetrievalEvaluator):
                 self.per_query[f"{prefix}{name}_{st_name.replace('@k', f'@{k}')}"] = per_query.numpy()
                 out[st_name][k] = float(per_query.mean())
         return out
-
-    def _checked_embeddings(self, given: Any) -> Tensor | None:
-        """``corpus_embeddings`` as a tensor of one row per corpus document (``None`` kept): strided, or
-        sparse COO (densified chunk by chunk); other layouts are densified."""
-        if given is None:
-            return None
-        rows = torch.as_tensor(given)
-        if rows.layout not in (torch.strided, torch.sparse_coo):
-            rows = rows.to_dense()
-        if rows.ndim != 2 or rows.shape[0] != len(self.corpus):
-            raise ValueError(
-                f"Argument `corpus_embeddings` must have one row per corpus document ({len(self.corpus)} "
-                f"rows), got a tensor of shape {tuple(rows.shape)}."
-            )
-        return rows
 
     def _encode_queries(self, model: Any, shard: tuple[int, int] | None) -> Tensor:
         """Every query's embedding on every rank (each rank encodes its share, then they are gathered)."""

@@ -506,3 +506,37 @@ def check_row_pair(names: tuple[str, str], x: Tensor, y: Tensor) -> None:
             f"Arguments `{names[0]}` and `{names[1]}` must be on the same device, "
             f"got {x.device} and {y.device}."
         )
+
+
+def check_per_query_metric(name: str, options: Sequence[Any] | None, aggregation: Any) -> None:
+    """A metric wrapped for per-query values (``ConfidenceInterval``): ``name`` is its class,
+    ``options`` its option table (``None``: not a registered metric) and ``aggregation`` the value it
+    was built with. Only a table with ``aggregation``, built with ``aggregation="none"``, returns one
+    value per query (the retrieval and dense metrics); anything else is a ``ValueError``."""
+    if options is None or not any(o.name == "aggregation" for o in options):
+        raise ValueError(
+            "Argument `metric` must be an embedmetrics metric that returns per-query values (one with an "
+            f"`aggregation` argument: retrieval and dense metrics), got {name}."
+        )
+    if not (isinstance(aggregation, str) and aggregation == "none"):
+        raise ValueError(
+            "Argument `metric` must return per-query values: build it with aggregation='none', "
+            f"got aggregation={aggregation!r}."
+        )
+
+
+def check_corpus_embeddings(given: Any, n_documents: int) -> Tensor | None:
+    """``corpus_embeddings`` (sentence-transformers' evaluator) as a tensor of one row per corpus
+    document (``None`` kept): strided, or sparse COO (densified chunk by chunk by its caller); other
+    layouts are densified. Another shape is a ``ValueError`` naming the argument and the shape."""
+    if given is None:
+        return None
+    rows = torch.as_tensor(given)
+    if rows.layout not in (torch.strided, torch.sparse_coo):
+        rows = rows.to_dense()
+    if rows.ndim != 2 or rows.shape[0] != n_documents:
+        raise ValueError(
+            f"Argument `corpus_embeddings` must have one row per corpus document ({n_documents} "
+            f"rows), got a tensor of shape {tuple(rows.shape)}."
+        )
+    return rows
