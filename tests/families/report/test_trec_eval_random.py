@@ -13,8 +13,10 @@ saying so, where its variable is unset.
 from __future__ import annotations
 
 import difflib
+import io
 import os
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,15 +66,31 @@ class Case:
     missing: bool = False
     big: bool = False
     comments: bool = False
+    decimal_grades: bool = False
 
     @property
     def id(self) -> str:
         """The test id."""
         flags = [("missing", self.missing), ("2000docs", self.big), ("comments", self.comments)]
+        flags.append(("decimal-grades", self.decimal_grades))
         return "-".join([f"seed{self.seed}", *(name for name, on in flags if on)])
 
 
-CASES = [Case(1, missing=True), Case(2), Case(3, big=True), Case(4, comments=True), Case(5, missing=True)]
+CASES = [
+    Case(1, missing=True),
+    Case(2, decimal_grades=True),
+    Case(3, big=True),
+    Case(4, comments=True),
+    Case(5, missing=True),
+]
+
+
+def grade_texts(rng: np.random.Generator, n: int, top: int, decimal: bool) -> list[str]:
+    """``n`` grades in -1..``top - 1``; ``decimal``: a third written with decimals (``2.7``, ``-1.3``,
+    which trec_eval reads as 2 and -1)."""
+    grades = rng.integers(-1, top, size=n)
+    marks = rng.integers(0, 3, size=n) if decimal else np.ones(n, dtype=int)
+    return [f"{g}.{rng.integers(0, 10)}" if k == 0 else str(g) for g, k in zip(grades, marks)]
 
 
 def scores(rng: np.random.Generator, n: int) -> list[str]:
@@ -110,7 +128,8 @@ def draw(case: Case) -> tuple[list[str], list[str]]:
         if kind != "run only":
             judged = [d for d in pool[: size + 20] if rng.random() < 0.5] or pool[:1]
             top = 4 if rng.random() < 0.85 else 1  # some queries without a relevant document
-            qrels += [f"{query} 0 {d} {g}" for d, g in zip(judged, rng.integers(-1, top, size=len(judged)))]
+            grades = grade_texts(rng, len(judged), top, case.decimal_grades)
+            qrels += [f"{query} 0 {d} {g}" for d, g in zip(judged, grades)]
     run, qrels = [run[i] for i in rng.permutation(len(run))], [qrels[i] for i in rng.permutation(len(qrels))]
     if case.comments:
         run, qrels = with_comments(rng, run, several=True), with_comments(rng, qrels, several=False)
@@ -199,3 +218,20 @@ def test_every_option_set_prints_the_binary_s_lines(
         if failure:
             failures.append(f"[{name}] {' '.join(options)}: {failure}")
     assert not failures, f"{len(failures)} / {len(option_sets)} option sets differ\n" + "\n\n".join(failures)
+
+
+def test_a_run_on_standard_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``-`` for the run: read from standard input, as trec_eval 10.0 reads it."""
+    program = binary("10")
+    qrels, run = write(CASES[1], tmp_path)
+    args = ["-q", "-m", "all_trec", qrels, "-"]
+    with open(run, "rb") as stdin:
+        want = subprocess.run([program, *args], stdin=stdin, capture_output=True, text=True, timeout=60)
+    assert want.returncode == 0, want.stderr
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(Path(run).read_bytes()), encoding="utf-8"))
+    status = ours("10", args)
+    got = capsys.readouterr().out.splitlines()
+    assert status == 0
+    assert got == want.stdout.splitlines(), differences(got, want.stdout.splitlines())
