@@ -444,13 +444,20 @@ def _refuse_nul(path: str, data: bytes) -> None:
         raise ReportInputError(f"{path}:{line}: a NUL byte (\\0) in the line; TREC files are text.")
 
 
+#: The size from which Arrow's reader reads a file (its import alone takes about as long as the NumPy
+#: reader takes on a file of this size).
+ARROW_MIN_BYTES = 1 << 20
+
+
 def _read_table(path: str, fmt: TableFormat, data: bytes | None = None) -> _Table:
     """Plain files are read by Arrow's CSV reader (``trec_arrow``), other
     well-formed ASCII files without a loop over lines (``fast_columns``); anything else goes through
     the line parser, which gives the same result or names the offending line."""
     data = _read_bytes(path) if data is None else data
     _refuse_nul(path, data)
-    plain = arrow_table(data, fmt.n_fields, (0, 2, fmt.value), fmt.dtype, fmt.extra_fields)
+    plain = None
+    if len(data) >= ARROW_MIN_BYTES:  # (a smaller file is read sooner than pyarrow is imported)
+        plain = arrow_table(data, fmt.n_fields, (0, 2, fmt.value), fmt.dtype, fmt.extra_fields)
     if plain is not None:
         return plain  # type: ignore[return-value]
     cols = fast_columns(data, fmt.n_fields, (0, 2, fmt.value), fmt.extra_fields)
