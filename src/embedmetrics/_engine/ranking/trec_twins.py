@@ -1,4 +1,4 @@
-"""trec_eval's rank measures that the report computes (``trec_measures``) as closed forms of the
+"""trec_eval's rank measures that the report computes (``_engine/trec_eval``) as closed forms of the
 grouped-ranking engine's ``RankedRows``, for the retrieval family's faces: with ``ties="average"`` each is
 the exact expected value under a uniformly random order of tied documents (docs/ties.md), and with
 ``"pessimistic"`` / ``"optimistic"`` its value when relevant documents come last / first among ties.
