@@ -17,6 +17,28 @@ import torch
 from embedmetrics._io.errors import ReportInputError
 
 SUFFIXES = (".npy", ".npz", ".pt", ".pth")
+#: How a file of each NumPy format starts: NumPy's ``.npy`` magic string (``numpy.lib.format``), a zip
+#: archive (an empty one included), as ``numpy.load`` tells them apart.
+MAGIC = {".npy": (b"\x93NUMPY",), ".npz": (b"PK\x03\x04", b"PK\x05\x06")}
+
+
+def check_numpy_file(path: str, flag: str | None = None) -> None:
+    """A ``.npy`` / ``.npz`` file (``path``, given with ``flag``) that does not start as NumPy writes one
+    (a text file of that name, say) is refused in one line naming the file and the flag; numpy itself
+    would call it pickled data and point at ``allow_pickle``, which no flag sets. Other suffixes pass."""
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix not in MAGIC:
+        return
+    with open(path, "rb") as handle:
+        head = handle.read(8)
+    if not head.startswith(MAGIC[suffix]):
+        where = f"{flag} {path}" if flag else path
+        starts = f"it starts with {head!r}" if head else "it is empty"
+        writer = "numpy.save" if suffix == ".npy" else "numpy.savez"
+        raise ReportInputError(
+            f"{where}: is not a NumPy {suffix} file ({starts}, not {MAGIC[suffix][0]!r}); write the array "
+            f"with {writer}."
+        )
 
 
 def _pick(container: dict[str, Any], path: str, key: str | None, option: str) -> Any:
@@ -47,11 +69,14 @@ def _torch_load(path: str) -> Any:
             ) from None
 
 
-def load_array(path: str, *, key: str | None = None, option: str = "--key") -> np.ndarray:
+def load_array(
+    path: str, *, key: str | None = None, option: str = "--key", flag: str | None = None
+) -> np.ndarray:
     """Read one array from ``path`` (``.npy``, ``.npz`` with ``key``, ``.pt``/``.pth``) as NumPy.
 
     ``.pt``/``.pth`` files are read with ``torch.load(weights_only=True)`` (no code runs) and may hold
-    a tensor, a NumPy array, or a dict of them (then ``key`` picks one).
+    a tensor, a NumPy array, or a dict of them (then ``key`` picks one). ``flag``: the command line
+    flag that named the file, for the messages (``check_numpy_file``).
     """
     if not os.path.exists(path):
         raise ReportInputError(f"{path}: no such file.")
@@ -62,6 +87,7 @@ def load_array(path: str, *, key: str | None = None, option: str = "--key") -> n
         raise ReportInputError(
             f"{path}: unsupported file type {suffix or '(none)'!r}; expected one of {', '.join(SUFFIXES)}."
         )
+    check_numpy_file(path, flag)
     try:
         if suffix == ".npy":
             obj: Any = np.load(path, allow_pickle=False)

@@ -24,7 +24,7 @@ from typing import IO, Any, Optional
 
 import numpy as np
 
-from embedmetrics._io.arrays import SUFFIXES, load_array
+from embedmetrics._io.arrays import SUFFIXES, check_numpy_file, load_array
 from embedmetrics._io.errors import ReportInputError
 
 IDS_KEY = "ids"
@@ -231,8 +231,9 @@ class CorpusFiles:
         return [s.fingerprint(root) for s in self.shards]
 
 
-def open_corpus(path: str, key: Optional[str] = None) -> CorpusFiles:
-    """The corpus ``path`` names (see the module docstring), its headers checked; nothing else read."""
+def open_corpus(path: str, key: Optional[str] = None, flag: Optional[str] = None) -> CorpusFiles:
+    """The corpus ``path`` names (see the module docstring), its headers checked; nothing else read.
+    ``flag``: the command line flag that named it, for the messages."""
     if not os.path.exists(path):
         raise ReportInputError(f"{path}: no such file.")
     if not os.path.isdir(path):
@@ -242,7 +243,7 @@ def open_corpus(path: str, key: Optional[str] = None) -> CorpusFiles:
                 f"{path}: unsupported file type {suffix or '(none)'!r}; expected one of "
                 f"{', '.join(SUFFIXES)}, or a directory of .npy / .npz shards."
             )
-        shard = _open_shard(path, key, single=True)
+        shard = _open_shard(path, key, single=True, flag=flag)
         if shard.rows == 0:
             raise ReportInputError(f"{path}: embeddings are empty, shape {(0, shard.width)}.")
         return CorpusFiles(path, (shard,))
@@ -259,7 +260,7 @@ def open_corpus(path: str, key: Optional[str] = None) -> CorpusFiles:
                 f"{b}: another shard of {path} has its name ({os.path.basename(a)}); each shard needs a name "
                 "of its own (its ids file is NAME.ids.txt)."
             )
-    shards = tuple(_open_shard(f, key, single=False) for f in files)
+    shards = tuple(_open_shard(f, key, single=False, flag=flag) for f in files)
     first = shards[0]
     for shard in shards[1:]:
         if (shard.width, shard.dtype) != (first.width, first.dtype):
@@ -272,7 +273,8 @@ def open_corpus(path: str, key: Optional[str] = None) -> CorpusFiles:
     return CorpusFiles(path, shards)
 
 
-def _open_shard(path: str, key: Optional[str], single: bool) -> Shard:
+def _open_shard(path: str, key: Optional[str], single: bool, flag: Optional[str] = None) -> Shard:
+    check_numpy_file(path, flag)  # a text file named .npy: said so, not read as a header
     suffix = os.path.splitext(path)[1].lower()
     if suffix == ".npy":
         return _npy_shard(path, _ids_source(path, single))

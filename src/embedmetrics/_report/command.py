@@ -42,9 +42,9 @@ class Inputs:
 
 def _load_embedding_family(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     labels_key = args.labels_key if args.labels_key is not None else args.key
-    query = as_embeddings(load_array(args.embeddings, key=args.key), args.embeddings)
+    query = as_embeddings(load_array(args.embeddings, key=args.key, flag="--embeddings"), args.embeddings)
     q_labels = check_labels(
-        load_array(args.labels, key=labels_key, option="--labels-key"),
+        load_array(args.labels, key=labels_key, option="--labels-key", flag="--labels"),
         args.labels,
         query.shape[0],
         args.embeddings,
@@ -53,14 +53,14 @@ def _load_embedding_family(args: argparse.Namespace) -> tuple[Any, dict[str, Any
         (ql,), names = encode_labels(q_labels)
         info = {"n_query": int(query.shape[0]), "n_reference": int(query.shape[0]), "same_source": True}
         return (query, ql, query, ql, True, names), info
-    reference = as_embeddings(load_array(args.reference, key=args.key), args.reference)
+    reference = as_embeddings(load_array(args.reference, key=args.key, flag="--reference"), args.reference)
     if reference.shape[1] != query.shape[1]:
         raise ReportInputError(
             f"{args.reference}: reference embeddings have {reference.shape[1]} features, the queries in "
             f"{args.embeddings} have {query.shape[1]}."
         )
     r_labels = check_labels(
-        load_array(args.reference_labels, key=labels_key, option="--labels-key"),
+        load_array(args.reference_labels, key=labels_key, option="--labels-key", flag="--reference-labels"),
         args.reference_labels,
         reference.shape[0],
         args.reference,
@@ -104,8 +104,8 @@ def load_inputs(args: argparse.Namespace, trec: JoinedRun | None = None) -> Inpu
     if args.embeddings is not None:
         inputs.embeddings, inputs.info["embeddings"] = _load_embedding_family(args)
     if args.view1 is not None:
-        z1 = as_embeddings(load_array(args.view1, key=args.key), args.view1)
-        z2 = as_embeddings(load_array(args.view2, key=args.key), args.view2)
+        z1 = as_embeddings(load_array(args.view1, key=args.key, flag="--view1"), args.view1)
+        z2 = as_embeddings(load_array(args.view2, key=args.key, flag="--view2"), args.view2)
         if z1.shape != z2.shape:
             raise ReportInputError(
                 f"{args.view2}: shape {tuple(z2.shape)} differs from {args.view1}: {tuple(z1.shape)}; "

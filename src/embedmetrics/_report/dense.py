@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from embedmetrics._io.arrays import as_embeddings, load_array
+from embedmetrics._io.arrays import as_embeddings, check_numpy_file, load_array
 from embedmetrics._io.corpus_files import (
     IDS_KEY,
     CorpusFiles,
@@ -110,12 +110,13 @@ def _check_count(names: list[str], n_rows: int, where: str) -> list[str]:
     return names
 
 
-def _embeddings(path: str, key: str | None) -> tuple[torch.Tensor, list[str]]:
+def _embeddings(path: str, key: str | None, flag: str) -> tuple[torch.Tensor, list[str]]:
+    check_numpy_file(path, flag)
     suffix = os.path.splitext(path)[1].lower()
     chosen = key
     if chosen is None and suffix in (".npz", ".pt", ".pth"):
         chosen = _only_embeddings_key(path)
-    z = as_embeddings(load_array(path, key=chosen), path)
+    z = as_embeddings(load_array(path, key=chosen, flag=flag), path)
     return z, _row_names(path, chosen, z.shape[0])
 
 
@@ -141,8 +142,8 @@ def load_dense(queries: str, corpus: str, qrels: str, key: str | None) -> DenseI
         encoded = read_qrels(qrels)
     except (OSError, ValueError) as err:
         raise ReportInputError(" ".join(str(err).split()) or f"{qrels}: cannot read it.") from None
-    q, q_names = _embeddings(queries, key)
-    files = open_corpus(corpus, key)
+    q, q_names = _embeddings(queries, key, "--queries")
+    files = open_corpus(corpus, key, "--corpus")
     if q.shape[1] != files.width:
         raise ReportInputError(
             f"{corpus}: corpus embeddings have {files.width} features, "

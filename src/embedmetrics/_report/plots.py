@@ -8,6 +8,7 @@ fixed-seed sample.
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -176,6 +177,16 @@ def plot_per_class(
     return out.save(fig, "precision_at_1_per_class")
 
 
+def _horizontal_boxplot(ax: Any, data: list[np.ndarray], labels: list[str]) -> None:
+    """Horizontal box plots on every matplotlib the ``[report]`` extra allows (3.6 and later): the
+    arguments ``Axes.boxplot`` takes, ``orientation``/``tick_labels`` (3.10/3.9), where ``vert`` and
+    ``labels`` are deprecated, else ``vert``/``labels``."""
+    takes = inspect.signature(ax.boxplot).parameters
+    options: dict[str, Any] = {"orientation": "horizontal"} if "orientation" in takes else {"vert": False}
+    options["tick_labels" if "tick_labels" in takes else "labels"] = labels
+    ax.boxplot(data, **options)
+
+
 def plot_comparison(out: Figures, values: dict[str, dict[str, torch.Tensor]], measure: str) -> list[str]:
     """Comparing runs: the per-query differences of ``measure`` against the first run (box plots), and
     every run's mean of every measure with its bootstrap 95% interval."""
@@ -187,7 +198,7 @@ def plot_comparison(out: Figures, values: dict[str, dict[str, torch.Tensor]], me
     base = by_system[names[0]]
     fig, ax = plt.subplots(figsize=(6, 0.6 * len(names) + 1.5))
     diffs = [(by_system[n] - base).double().numpy() for n in names[1:]]
-    ax.boxplot(diffs, vert=False, tick_labels=[f"{n} − {names[0]}" for n in names[1:]])
+    _horizontal_boxplot(ax, diffs, [f"{n} − {names[0]}" for n in names[1:]])
     ax.axvline(0.0, color="grey", linewidth=1)
     ax.set_xlabel(f"per-query difference of {measure}")
     ax.set_title("Paired differences against the first run")

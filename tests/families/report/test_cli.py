@@ -228,7 +228,7 @@ def _bad_cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["--embeddings", str(tmp / "missing.npy"), "--labels", lab], "missing.npy: no such file"),
         (["--embeddings", str(tmp), "--labels", lab], "is a directory"),
         (["--embeddings", txt, "--labels", lab], "unsupported file type '.txt'"),
-        (["--embeddings", str(garbage), "--labels", lab], "garbage.npy: cannot read it as .npy"),
+        (["--embeddings", str(garbage), "--labels", lab], "garbage.npy: is not a NumPy .npy file"),
         (["--embeddings", str(bad_pt), "--labels", lab], "bad.pt: cannot read it as .pt"),
         (["--embeddings", str(flat), "--labels", lab], "must be 2-D"),
         (["--view1", str(cube), "--view2", str(cube)], "got 3-D shape (2, 3, 4)"),
