@@ -140,7 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
         "report",
         help=(
             "evaluate labelled embeddings, two views, a TREC run and/or dense retrieval, or compare "
-            "systems (two or more --run with --qrels: paired tests, --test --ci); print one table"
+            "systems (two or more --run with --qrels: --run A --run B --qrels Q [--test t --ci], paired "
+            "tests); print one table"
         ),
         description=(
             "Evaluate what you have on disk and print one table. Four modes, combinable: labelled "
