@@ -154,7 +154,10 @@ def _whole(measure: str, text: str) -> int:
     if not _WHOLE.fullmatch(text):
         raise ValueError(f"measure {measure!r}: cut-off {text!r} is not a number (trec_eval would read "
                          f"{_atol(text)}).")  # fmt: skip
-    return int(text.strip().split(".")[0])
+    value = int(text.strip().split(".")[0])
+    if abs(value) >= 2**31:  # comp_long compares through an int: trec_eval misorders such cut-offs
+        raise ValueError(f"measure {measure!r}: cut-off {value} is not below 2**31 (trec_eval misorders it).")
+    return value
 
 
 def _atol(text: str) -> int:
