@@ -258,7 +258,7 @@ def refuse_other_settings_of(cls: type, given: dict[str, Any]) -> None:
     of another metric that ``cls``'s entry (``spec_of_class``) does not have."""
     from embedmetrics._engine.settings.options import refuse_other_settings
 
-    spec = spec_of_class(cls)
+    spec = spec_of_class(cls) if given else None  # no keyword: no option table imported
     if spec is not None:
         names = every_setting()
         refuse_other_settings(cls.__name__, spec.options, {k: v for k, v in given.items() if k in names})
