@@ -310,3 +310,17 @@ def test_runid_is_the_last_line_s_tag(tmp_path: Path, capsys: pytest.CaptureFixt
     qrels = write(tmp_path, "qrels", "q1 0 d1 1\n")
     run = write(tmp_path, "run", "q1 Q0 d1 1 0.9 first\nq1 Q0 d2 2 0.5 last\n# a comment\n\n")
     assert te(capsys, "-m", "runid", qrels, run)[1] == ["runid                 \tall\tlast"]
+
+
+def test_the_calling_form_example_of_the_docs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``docs/trec-eval.md``: ``embedmetrics trec_eval --trec-eval 9 -q -m map ... qrels.txt run.txt``
+    prints the page's lines (the report's files); under 10, exit 4 (the page says why)."""
+    from families.report.test_cli import QRELS, RUN
+
+    page = (Path(__file__).resolve().parents[3] / "docs" / "trec-eval.md").read_text(encoding="utf-8")
+    block = page.split("```text\n", 1)[1].split("```", 1)[0].splitlines()
+    qrels, run = write(tmp_path, "qrels.txt", QRELS), write(tmp_path, "run.txt", RUN)
+    measures = ["-q", "-m", "map", "-m", "P.1,2", "-m", "ndcg_cut.3", "-m", "num_rel", qrels, run]
+    assert te(capsys, "--trec-eval", "9", *measures)[:2] == (0, block)
+    assert te(capsys, *measures)[:2] == (4, [])  # 10.0: q3 is judged, not in the run
+    assert "embedmetrics trec_eval -q -m map -m P.1,2 -m ndcg_cut.3 -m num_rel qrels.txt run.txt" in page
