@@ -44,5 +44,11 @@ DEVICE ?= cpu
 bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/run_all.py --device $(DEVICE) $(BENCH_ARGS)
 
+## On a machine with a GPU, in at most 8 minutes, nothing installed (the system Python with CUDA torch):
+## the CUDA tests, the contract suite on CUDA, the NCCL contracts (two GPUs), the quick benchmarks, one table.
+.PHONY: gpu-check
+gpu-check:
+	PYTHONPATH=src $(PYTHON) benchmarks/gpu_check.py
+
 clean:
 	rm -rf $(VENV) site .mypy_cache .ruff_cache

@@ -8,6 +8,7 @@ them); a peer that is not installed leaves its cells empty. Usage::
     python benchmarks/run_all.py                  # the CPU sizes (about 6 minutes on 2 cores)
     python benchmarks/run_all.py --device cuda    # the same rows on a GPU (CPU-only peers stay on the CPU)
     python benchmarks/run_all.py --quick          # smaller sizes, a minute: checks that everything runs
+    python benchmarks/run_all.py --quick --only bench_neighbors --script-args "--n 1000"  # smaller still
     python benchmarks/run_all.py --json out.json  # the rows, machine-readable
 
 The table (and the JSON) opens with the machine it was measured on: the CPU's model, the instruction
@@ -28,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import time
@@ -187,6 +189,11 @@ def main() -> None:
     parser.add_argument("--only", default=None, help="comma-separated script names (bench_dense, ...)")
     parser.add_argument("--json", default=None, help="also write the machine and the rows to this JSON file")
     parser.add_argument("--ranx-python", default=None, help="a Python with ranx, for bench_comparison.py")
+    parser.add_argument(
+        "--script-args",
+        default="",
+        help='more arguments for every script, e.g. "--n 1000" (the later flag wins)',
+    )
     args = parser.parse_args()
     only = None if args.only is None else {name.removesuffix(".py") for name in args.only.split(",")}
     rows: list[dict[str, Any]] = []
@@ -197,6 +204,7 @@ def main() -> None:
         script_args = (quick if args.quick else full) + (["--device", args.device] if takes_device else [])
         if script == "bench_comparison.py" and args.ranx_python:
             script_args += ["--ranx-python", args.ranx_python]
+        script_args += shlex.split(args.script_args)
         start = time.perf_counter()
         print(f"{script} {' '.join(script_args)} ...", end=" ", file=sys.stderr, flush=True)
         found, failure = run_script(script, script_args)

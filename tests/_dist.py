@@ -149,8 +149,11 @@ def _worker(file: str, name: str, rank: int, world: int, collective_timeout: flo
     spec.loader.exec_module(module)
     target = getattr(module, name)
     kwargs = torch.load(Path(tmpdir) / "kwargs.pt", weights_only=False)
+    backend = os.environ.get("EMBEDMETRICS_TEST_BACKEND", "gloo")  # ``nccl``: one GPU per rank
+    if backend == "nccl":
+        torch.cuda.set_device(rank)
     dist.init_process_group(
-        "gloo",
+        backend,
         init_method=(Path(tmpdir) / "rendezvous").resolve().as_uri(),
         rank=rank,
         world_size=world,

@@ -4,7 +4,9 @@ batches, spoil a batch, snapshot a state, compare results. Nothing here names a 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
+import os
 from collections.abc import Iterator
 from typing import Any, Optional
 
@@ -14,6 +16,37 @@ from torch import Tensor
 
 from embedmetrics._metric.cases import Case, Stream
 from embedmetrics._metric.registry import REGISTRY, MetricSpec
+
+#: The device of the suite's inputs and metrics: ``EMBEDMETRICS_TEST_DEVICE`` (``cpu`` when unset; ``make
+#: gpu-check`` runs the suite with ``cuda``). Off the CPU, every ``make_case`` gives its case on the device.
+DEVICE = torch.device(os.environ.get("EMBEDMETRICS_TEST_DEVICE", "cpu"))
+
+
+def on_device(value: Any) -> Any:
+    """``value`` with every tensor (and metric) in it moved to ``DEVICE``: dicts, tuples, lists walked."""
+    if isinstance(value, dict):
+        return {k: on_device(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return type(value)(on_device(v) for v in value)
+    return value.to(DEVICE) if isinstance(value, (Tensor, torch.nn.Module)) else value
+
+
+def _case_on_device(case: Case) -> Case:
+    streams = [
+        dataclasses.replace(s, args=on_device(s.args), kwargs=on_device(s.kwargs)) for s in case.streams
+    ]
+    return dataclasses.replace(case, init=on_device(case.init), streams=streams)
+
+
+_PLAIN_MAKE_CASE = MetricSpec.make_case
+
+
+def _make_case_on_device(spec: MetricSpec, **kwargs: Any) -> Any:
+    return _case_on_device(_PLAIN_MAKE_CASE(spec, **kwargs))
+
+
+if DEVICE.type != "cpu":  # every test that asks the registry for a case gets it on the device
+    MetricSpec.make_case = _make_case_on_device  # type: ignore[method-assign]
 
 #: Every module metric that accumulates a state (a ``torchmetrics.Metric``).
 STATEFUL = [s for s in REGISTRY if s.name is not None and not s.loss]
@@ -32,7 +65,8 @@ def build(spec: MetricSpec, case: Case, **overrides: Any) -> Any:
         and "validate_args" not in {o.name for o in spec.options}
     ):
         inner.validate_args = init.pop("validate_args")  # a wrapper: the setting is its metric's
-    return spec.load_class()(**init)
+    metric = spec.load_class()(**init)
+    return metric if DEVICE.type == "cpu" else metric.to(DEVICE)
 
 
 def call(stream: Stream) -> Call:

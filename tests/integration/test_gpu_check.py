@@ -1,0 +1,85 @@
+"""``make gpu-check`` (``benchmarks/gpu_check.py``) runs on the CPU as well, so it cannot rot while no GPU
+is lent: the dry run runs every part at small sizes and ends in the one table; without CUDA the check says
+so in one line and exits 0; the plan runs the NCCL contracts only where two GPUs are present."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
+HEADER = "| workload | device | ours | bare product | ours / bare | equal values |"
+
+
+def _gpu_check() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=280
+    )
+
+
+def test_dry_run_on_the_cpu_runs_every_part_and_ends_in_one_table() -> None:
+    proc = _run("--device", "cpu", "--dry-run")
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    parts = [
+        line for line in lines if line.startswith(("CUDA tests:", "contract suite", "distributed", "bench"))
+    ]
+    assert [p.split(":")[1].split()[0] for p in parts] == ["passed", "passed", "skipped", "passed"], parts
+    assert "needs two CUDA devices, 0 found" in parts[2]
+    start = lines.index(HEADER)  # the table ends the output: header, rule, one row per benchmark row
+    rows = lines[start + 2 :]
+    assert rows, lines
+    assert all(row.startswith("| ") and row.count(" | ") == HEADER.count(" | ") for row in rows), rows
+    assert rows[0].split(" | ")[1] == "cpu"
+    assert rows[0].split(" | ")[-1] in ("yes |", "NO |", "- |")
+
+
+def test_without_cuda_it_says_so_in_one_line_and_exits_0() -> None:
+    if torch.cuda.is_available():
+        return  # the GPU machine runs the real check instead
+    proc = _run()
+    assert proc.returncode == 0
+    assert proc.stdout.strip().splitlines() == [
+        "gpu-check: no CUDA device on this machine (torch sees none): nothing to check."
+    ]
+
+
+def test_the_nccl_part_runs_where_two_gpus_are_present_only() -> None:
+    check = _gpu_check()
+    for gpus, skipped in ((0, True), (1, True), (2, False)):
+        nccl = check.plan("cuda", gpus, dry_run=False, bench_json="rows.json")[2]
+        assert bool(nccl.skip) == skipped, (gpus, nccl)
+        assert nccl.env == {"EMBEDMETRICS_TEST_DEVICE": "cuda", "EMBEDMETRICS_TEST_BACKEND": "nccl"}
+        assert nccl.argv[-1] == "tests/contracts/test_distributed.py"
+    parts = check.plan("cuda", 1, dry_run=False, bench_json="rows.json")
+    assert parts[1].env == {"EMBEDMETRICS_TEST_DEVICE": "cuda"}
+    assert parts[3].argv[-5:] == ["--device", "cuda", "--quick", "--json", "rows.json"]
+
+
+def test_the_table_has_the_bare_product_and_the_ratio() -> None:
+    row = {"workload": "scan", "unit": "s", "ours": 0.3, "bound": "the bare product", "bound_value": 0.1,
+           "equal": True, "device": "cuda"}  # fmt: skip
+    memory = {"workload": "scan, peak memory", "unit": "GB", "ours": 0.1, "bound": None, "bound_value": None,
+              "equal": None, "device": "cuda"}  # fmt: skip
+    lines = _gpu_check().table([row, memory]).splitlines()
+    assert lines[0] == HEADER
+    assert lines[2] == "| scan | cuda | 0.300 s | 0.100 s | 3.00x | yes |"
+    assert lines[3] == "| scan, peak memory | cuda | 0.100 GB | - | - | - |"
