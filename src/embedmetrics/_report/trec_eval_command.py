@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from embedmetrics._io.errors import ReportInputError
-from embedmetrics._report.trec_eval_mode import Settings, measures_of, version_flag
+from embedmetrics._report.trec_eval_mode import Settings, measures_of, version_flag, wrong_limit
 
 PROG = "embedmetrics trec_eval"
 #: ``-R``'s judgement formats of trec_eval that are not read here (preferences, ``_jg``).
@@ -106,10 +106,9 @@ def settings_of(args: argparse.Namespace) -> Settings:
         raise ReportInputError(f"-R {args.rel_format}: {known}; only qrels is.")
     if args.results_format != "trec_results":
         raise ReportInputError(f"-T {args.results_format}: only trec_results runs are read.")
-    if args.max_docs is not None and args.max_docs < 1:
-        raise UsageError(f"-M must be a positive number of documents, got {args.max_docs}.")
-    if args.level < 0:
-        raise UsageError(f"-l must be 0 or more, got {args.level}.")
+    wrong = wrong_limit(args.max_docs, args.level)
+    if wrong is not None:
+        raise UsageError(wrong)
     try:
         measures = measures_of(args.measure, args.trec_eval)
     except ValueError as err:

@@ -80,6 +80,15 @@ def measures_of(specs: Optional[list[str]], version: int) -> list[Any]:
     return parse_measures(specs or ["official"], version=version)
 
 
+def wrong_limit(max_docs: Optional[int], relevance_level: Optional[int]) -> Optional[str]:
+    """What is wrong with ``-M`` (a positive number of documents) or ``-l`` (0 or more), or ``None``."""
+    if max_docs is not None and max_docs < 1:
+        return f"-M/--max-docs must be a positive number of documents, got {max_docs}."
+    if relevance_level is not None and relevance_level < 0:
+        return f"-l/--relevance-level must be 0 or more, got {relevance_level}."
+    return None
+
+
 def check(args: argparse.Namespace, runs: list[str]) -> list[Any]:
     """The measures asked for; a refused combination or value raises ``ReportInputError`` (exit 2)."""
     if len(runs) != 1 or args.qrels is None:
@@ -101,10 +110,9 @@ def check(args: argparse.Namespace, runs: list[str]) -> list[Any]:
         raise ReportInputError(
             f"--ties {args.ties}: trec_eval's measures rank ties in trec_eval's order (docno descending)."
         )
-    if args.max_docs is not None and args.max_docs < 1:
-        raise ReportInputError(f"-M/--max-docs must be a positive number of documents, got {args.max_docs}.")
-    if args.relevance_level is not None and args.relevance_level < 0:
-        raise ReportInputError(f"-l/--relevance-level must be 0 or more, got {args.relevance_level}.")
+    wrong = wrong_limit(args.max_docs, args.relevance_level)
+    if wrong is not None:
+        raise ReportInputError(wrong)
     try:
         return measures_of(args.measure, args.trec_eval)
     except ValueError as err:
