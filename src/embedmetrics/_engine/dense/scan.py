@@ -44,7 +44,9 @@ from embedmetrics._engine.core.row_owners import gather_same
 from embedmetrics._engine.core.scan import block_budget, l2_normalize
 from embedmetrics._engine.dense.qrels import find_sorted
 
-#: Default budget of one key block (all queries x a block of corpus columns), bytes.
+#: Default budget of one key block (all queries x a block of corpus columns) on the CPU, bytes: one
+#: constant on every CPU (no probe of the instruction set, the caches or the threads), so the blocks of
+#: given sizes, and the peak memory, are the same on every CPU (``block_columns``).
 DENSE_BLOCK_BYTES = 64 * 2**20
 
 _NO_ID = torch.iinfo(torch.int64).max
@@ -176,6 +178,14 @@ def _padded_width(n_cols: int, depth: int) -> tuple[int, Optional[tuple[int, int
     return (n_cols if groups is None else groups[0] * GROUP_SIZE), groups
 
 
+def block_columns(n_queries: int, n_corpus: int, width: int, itemsize: int, depth: int, budget: int) -> int:
+    """Corpus columns of one block: a column costs ``(n_queries + width) * itemsize`` bytes (its keys for
+    every query and its row of the product's right factor), and a block's columns fit ``budget``
+    (``block_budget``: ``DENSE_BLOCK_BYTES`` on the CPU), in whole groups of the candidate filter
+    (``_block_width``). The sizes and the budget alone decide it: on every CPU the same blocks."""
+    return _block_width(n_corpus, max(1, budget // ((n_queries + width) * itemsize)), depth)
+
+
 def _block_width(n_cols: int, budget_columns: int, depth: int) -> int:
     """Columns per block: at most ``budget_columns``, whole coarse groups of the candidate filter (a full
     block needs no padding columns: no zero rows to copy, no ``+inf`` columns to write), spread evenly
@@ -260,11 +270,9 @@ class CorpusScan:
         if layout.order is not None:
             position = torch.empty_like(position).scatter_(0, layout.order, position)
             ordered_ids = corpus_ids[layout.order]
-        # a block holds its keys and its corpus rows as the product's right factor
         width = corpus_width(corpus.shape[1], similarity)
         budget = block_budget(block_bytes, q.device, DENSE_BLOCK_BYTES)
-        columns = _block_width(n_c, max(1, budget // ((n_q + width) * q.element_size())), depth)
-        blocks = layout.blocks(columns)
+        blocks = layout.blocks(block_columns(n_q, n_c, width, q.element_size(), depth, budget))
         widest = max(_padded_width(b[3] - b[2], d)[0] for b in blocks for d in depths)
         distinct = None if layout.order is None else q.new_empty(n_q * (max(b[1] - b[0] for b in blocks) + 1))
         buffers = KeyBuffers(q.new_empty(n_q * widest), distinct, q.new_empty((widest + 1) * width))
