@@ -198,7 +198,7 @@ def _output_flags(report: argparse.ArgumentParser) -> None:
     group.add_argument("--key", metavar="NAME", help="array to read from .npz files or .pt dicts")
     group.add_argument("--labels-key", metavar="NAME", help="array to read for labels (default: --key)")
     group.add_argument(
-        "--k", metavar="K,K,...", default=",".join(map(str, DEFAULT_K)), help="cut-offs (default 1,5,10)"
+        "--k", metavar="K,K,...", help="cut-offs (default 1,5,10, clipped to small data)"
     )
     group.add_argument(
         "--json", metavar="PATH", help="also write the numbers as JSON ('-': JSON on stdout instead)"
@@ -241,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "choose a command: `embedmetrics report` or `embedmetrics trec_eval` (see `embedmetrics "
                 "--help`)."
             )
-        ks = parse_ks(args.k)
+        ks = parse_ks(args.k) if args.k is not None else list(DEFAULT_K)  # None: the default, clipped
         runs = args.run or []
         if trec_eval_mode.requested(args):
             return trec_eval_mode.run_trec_eval(args, runs)

@@ -11,11 +11,13 @@ Requires ``lightning`` (``pip install embedmetrics[lightning]``).
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping, Sequence
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Union
 
 import torch
 from torch import Tensor
+from torch.utils.data import DistributedSampler
 from torchmetrics import Metric, MetricCollection
 
 from embedmetrics._engine.core.checks import ArgumentKindError
@@ -23,6 +25,7 @@ from embedmetrics._engine.core.checks import ArgumentKindError
 try:
     from lightning.pytorch import LightningModule, Trainer
     from lightning.pytorch.callbacks import Callback
+    from lightning.pytorch.utilities import rank_zero_warn
 except ImportError as err:  # pragma: no cover - depends on the environment
     raise ImportError(
         "`embedmetrics.integrations.lightning` needs Lightning: `pip install embedmetrics[lightning]`."
@@ -35,6 +38,19 @@ UpdateArguments = Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]
 InputSpec = Union[Mapping[str, str], Sequence[str], Callable[[Mapping[str, Any]], UpdateArguments]]
 
 _STAGES = {"validate": "val", "test": "test"}
+_STAGE_WORDS = {"validate": "validation", "test": "test"}
+
+
+class RepeatedRowsWarning(UserWarning):
+    """The distributed sampler of a stage repeats items, so the epoch values count some rows twice.
+
+    ``DistributedSampler`` (which Lightning puts in every evaluation loader under DDP unless
+    ``use_distributed_sampler=False``) pads a dataset of ``N`` items to ``ceil(N / world) * world`` by
+    repeating its first items; `EmbeddingMetricsCallback` warns once per stage with the number of
+    repeated items and the metrics they reach.
+    """
+
+
 _K_ATTRS = ("topk", "top_k", "k", "ks", "top")
 
 
@@ -63,6 +79,74 @@ def _ks(metric: Metric, n: int) -> list[Any] | None:
         if isinstance(value, Tensor) and value.numel() == n:
             return value.tolist()
     return None
+
+
+def repeated_rows(n_items: int, world_size: int) -> int:
+    """The items ``DistributedSampler`` (``drop_last=False``) repeats to give each of ``world_size``
+    processes as many: ``ceil(n_items / world_size) * world_size - n_items``.
+
+    Examples:
+        >>> repeated_rows(399, 2)
+        1
+        >>> repeated_rows(400, 2)
+        0
+    """
+    return math.ceil(n_items / world_size) * world_size - n_items
+
+
+def _loaders(iterables: Any) -> list[Any]:
+    """The data loaders of a stage (``trainer.val_dataloaders``: one, a list or a dict of them)."""
+    if iterables is None:
+        return []
+    if isinstance(iterables, Mapping):
+        return list(iterables.values())
+    return list(iterables) if isinstance(iterables, (list, tuple)) else [iterables]
+
+
+def _distributed_sampler(loader: Any) -> DistributedSampler[Any] | None:
+    """The loader's ``DistributedSampler`` (Lightning's wrapper of a custom sampler is one), or ``None``."""
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    for sampler in (getattr(loader, "sampler", None), getattr(batch_sampler, "sampler", None)):
+        if isinstance(sampler, DistributedSampler):
+            return sampler
+    return None
+
+
+def _stage_padding(trainer: Trainer, stage: str) -> tuple[int, int, int]:
+    """``(repeated, items, world_size)`` over the stage's loaders whose distributed sampler repeats items
+    and whose last batch is evaluated (the repeated items are each process's last)."""
+    if stage == "validate":
+        loaders = _loaders(trainer.val_dataloaders)
+        batches = trainer.num_sanity_val_batches if trainer.sanity_checking else trainer.num_val_batches
+    else:
+        loaders = _loaders(trainer.test_dataloaders)
+        batches = trainer.num_test_batches
+    repeated = items = world = 0
+    for i, loader in enumerate(loaders):
+        sampler = _distributed_sampler(loader)
+        if sampler is None or (i < len(batches) and batches[i] < len(loader)):
+            continue  # no distributed sampler, or limited batches: the last (where the repeats are) not run
+        n = len(sampler.dataset)  # type: ignore[arg-type]
+        # what the sampler draws over what it holds: `repeated_rows` for DistributedSampler, 0 with
+        # drop_last=True (it drops instead) and for a sampler that repeats nothing (its total_size is n)
+        extra = max(int(sampler.total_size) - n, 0)
+        if extra:
+            repeated, items, world = repeated + extra, items + n, sampler.num_replicas
+    return repeated, items, world
+
+
+def _repeated_rows_message(stage: str, names: Iterable[str], padding: tuple[int, int, int]) -> str:
+    repeated, items, world = padding
+    word = _STAGE_WORDS[stage]
+    listed = ", ".join(f"`{name}`" for name in names)
+    return (
+        f"EmbeddingMetricsCallback: the {word} loader's DistributedSampler repeats {repeated} of its "
+        f"{items} items (it pads them to a multiple of the {world} processes), so the {word} values of "
+        f"{listed} count {repeated} item(s) twice (a metric grouped by `indexes` sees that query's rows "
+        "twice; one given ids, such as DenseRetrieval, refuses the repeated id). Evaluate on one process, "
+        "give a multiple of "
+        f"{world} items, or use a sampler that repeats nothing (see the Lightning page of the docs)."
+    )
 
 
 def flatten_value(name: str, value: Any, metric: Metric | None = None) -> dict[str, Tensor]:
@@ -165,6 +249,7 @@ class EmbeddingMetricsCallback(Callback):
         self._log_kwargs = dict(log_kwargs or {})
         # one independent copy per stage: validation inside `fit` never mixes with `test`
         self._metrics: dict[str, dict[str, Metric]] = {s: copy.deepcopy(names) for s in stages}
+        self._warned: set[str] = set()  # stages warned of repeated rows (once each)
 
     @property
     def state_key(self) -> str:
@@ -214,6 +299,16 @@ class EmbeddingMetricsCallback(Callback):
         for metric in self._metrics.get(stage, {}).values():
             metric.to(pl_module.device)
 
+    def _warn_repeated_rows(self, stage: str, trainer: Trainer) -> None:
+        """Warn once per stage (rank zero) when the stage's distributed sampler repeats items."""
+        if stage not in self._metrics or stage in self._warned or trainer.world_size < 2:
+            return
+        padding = _stage_padding(trainer, stage)
+        if padding[0] > 0:
+            self._warned.add(stage)
+            message = _repeated_rows_message(stage, self._metrics[stage], padding)
+            rank_zero_warn(message, category=RepeatedRowsWarning)
+
     def _log_and_reset(self, stage: str, trainer: Trainer, pl_module: LightningModule) -> None:
         if stage not in self._metrics:
             return
@@ -231,9 +326,11 @@ class EmbeddingMetricsCallback(Callback):
 
     def on_validation_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._to_device("validate", pl_module)
+        self._warn_repeated_rows("validate", trainer)
 
     def on_test_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._to_device("test", pl_module)
+        self._warn_repeated_rows("test", trainer)
 
     def on_validation_batch_end(
         self,
@@ -312,4 +409,4 @@ def _to(value: Any, device: torch.device) -> Any:
     return value
 
 
-__all__ = ["EmbeddingMetricsCallback", "InputSpec", "flatten_value"]
+__all__ = ["EmbeddingMetricsCallback", "InputSpec", "RepeatedRowsWarning", "flatten_value", "repeated_rows"]
