@@ -596,7 +596,10 @@ def _grouped_order(
     run = np.cumsum(new_run) - 1
     if int(run[-1]) >= (2**62) // n_docs:
         return None
-    return np.argsort(run * n_docs + (n_docs - 1 - doc), kind="stable")
+    key = run * n_docs + (n_docs - 1 - doc)
+    if not bool((key[1:] < key[:-1]).any()):  # no tie to reorder (the usual run): in order already
+        return np.arange(key.size)
+    return np.argsort(key, kind="stable")
 
 
 def _judged(

@@ -113,7 +113,9 @@ def graded_lists(run: Run, qrels: Qrels, *, max_docs: int | None = None, judged_
     order = (
         _trec_eval_order(rs, rd, max(docs.size, 1), rq, single) if rs.size else np.zeros(0, dtype=np.int64)
     )
-    order = order[np.argsort(position[rq[order]], kind="stable")]
+    by_query = position[rq[order]]
+    if bool((by_query[1:] < by_query[:-1]).any()):  # (a run written query by query, in name order: not)
+        order = order[np.argsort(by_query, kind="stable")]
     rq, rd = position[rq[order]], rd[order]
     keep_qr = listed[qr_q]
     qq, qd, qrel = position[qr_q[keep_qr]], qr_d[keep_qr], qrels.rel[keep_qr]
