@@ -264,6 +264,11 @@ def _trec_family(
 def _dense_family(inputs: Inputs, args: argparse.Namespace, ks: list[int], report: Report) -> None:
     assert inputs.dense is not None
     data = inputs.dense
+    # a given --k may reach past the corpus (trec_eval's @k divide by k); the default stays below its size,
+    # where every document is retrieved and recall and hit rate are 1 whatever the embeddings
+    n = data.corpus.rows
+    clip = (n - 1, f"{n - 1}, below the {n} documents of the corpus (at k = {n} a query retrieves them all)")
+    ks = _family_ks(inputs, report, "dense", ks, (max(ks), ""), clip)
     if args.depth is not None and args.depth < max(ks):
         raise ReportInputError(
             f"--depth {args.depth} retrieves fewer documents than the largest --k {max(ks)}."
