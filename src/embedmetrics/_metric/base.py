@@ -22,7 +22,11 @@
   corpus ids, declared in ``_unique_id_states``), ``merge_state`` refuses an incoming state that holds
   one of ours or repeats one, and ``load_state_dict`` a state that repeats one (``ValueError`` naming
   the argument and the ids), before anything is merged or loaded: a merge with a copy of itself no
-  longer breaks every later ``compute``.
+  longer breaks every later ``compute``. A row stored with its id that comes back exactly (the same id,
+  equal rows in the other stores of its ``_aligned_row_stores`` group: an item a ``DistributedSampler``
+  padded in, evaluated on two processes) is one item: ``merge_state`` merges it once, as ``compute``
+  after a sync counts it once (``_engine/dense/repeats.py``); only the same id with other rows is
+  refused. Ids stored without their rows (a streamed corpus) are refused whenever they repeat.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from torchmetrics import Metric
 
 from embedmetrics._engine.core.checks import IncompatibleStateError, check_same_settings
 from embedmetrics._engine.core.inputs import BatchSpec, read_batch
+from embedmetrics._engine.dense.repeats import keep_first, repeated_positions
 from embedmetrics._engine.settings.options import Option, read_options
 from embedmetrics._metric import row_buffer
 from embedmetrics._metric.registry import refuse_other_settings_of, spec_of_class
@@ -88,6 +93,12 @@ def _rows_of(state: Any) -> int:
     """The rows of a list (or tensor) state: the leading sizes of its tensors, added up."""
     items = state if isinstance(state, list) else [state]
     return sum(int(t.shape[0]) if t.ndim else 1 for t in items if isinstance(t, Tensor))
+
+
+def _joined(ours: Any, theirs: Any, device: torch.device) -> Tensor:
+    """The rows of a list (or tensor) state of ours, then of theirs, as one tensor on ``device``."""
+    items = [t for state in (ours, theirs) for t in (state if isinstance(state, list) else [state])]
+    return torch.cat([t.to(device) for t in items if isinstance(t, Tensor) and t.ndim and t.shape[0]])
 
 
 def _ids_text(ids: Tensor) -> str:
@@ -484,10 +495,44 @@ class BaseMetric(SyncSafeMetric):
                     f"of {', '.join(f'`{n}`' for n in group)}, got {shown}; nothing was changed."
                 )
 
+    def _without_exact_repeats(
+        self, incoming: Mapping[str, Any], argument: str, action: str
+    ) -> dict[str, Any]:
+        """``incoming`` less its rows that repeat one of ours, or an earlier one of its own, exactly: the same
+        id in a ``_unique_id_states`` store and equal rows in the other stores of its ``_aligned_row_stores``
+        group (an item a sampler's padding evaluated twice; ``_engine/dense/repeats.py``). The same id with
+        other rows raises ``ValueError`` naming ``argument``. Touches nothing; skipped with
+        ``validate_args=False``, as the id checks. A host sync."""
+        out = dict(incoming)
+        if not bool(getattr(self, "validate_args", True)):
+            return out
+        for group in self._aligned_row_stores:
+            keyed = [name for name in group if name in self._unique_id_states]
+            if len(keyed) != 1 or any(name not in incoming for name in group):
+                continue
+            theirs = _ids_of(incoming[keyed[0]])
+            if theirs is None:
+                continue
+            ours = _ids_of(getattr(self, keyed[0]))
+            n_ours = 0 if ours is None else ours.numel()
+            ids = theirs if ours is None else torch.cat([ours.to(theirs.device), theirs])
+            if repeated_positions(ids) is None:
+                continue
+            rows = {name: _joined(getattr(self, name), incoming[name], theirs.device) for name in group}
+            where = f"{type(self).__name__}.{action}: argument `{argument}` (`{keyed[0]}`)"
+            keep = keep_first(where, ids, [rows[name] for name in group if name != keyed[0]])
+            if keep is not None:
+                for name in group:
+                    kept = rows[name][n_ours:][keep[n_ours:]]
+                    out[name] = [kept] if isinstance(incoming[name], list) else kept
+        return out
+
     def merge_state(self, incoming_state: dict[str, Any] | Metric) -> None:
         """torchmetrics' ``merge_state``; a state computed with other settings, or holding ids that
         ``update`` would refuse (``_unique_id_states``), raises ``ValueError`` with nothing merged, and
-        the next ``compute`` sees the merged state (torchmetrics would return a value cached before)."""
+        the next ``compute`` sees the merged state (torchmetrics would return a value cached before).
+        A row that repeats one of ours exactly (the same id and the same rows: an item a sampler's padding
+        evaluated on two processes) is merged once; the same id with other rows is refused."""
         theirs: Optional[dict[str, Any]] = None
         if isinstance(incoming_state, BaseMetric) and isinstance(incoming_state, type(self)):
             self._refuse_other_settings(incoming_state._settings, "merge_state")
@@ -498,8 +543,9 @@ class BaseMetric(SyncSafeMetric):
         self._refuse_other_rows(incoming_state, "merge_state")
         if theirs is not None:
             self._refuse_unaligned_rows(theirs, "incoming_state", "merge_state")
+            theirs = self._without_exact_repeats(theirs, "incoming_state", "merge_state")
             self._refuse_repeated_ids(theirs, "incoming_state", "merge_state", adds=True)
-        super().merge_state(incoming_state)
+        super().merge_state(incoming_state if theirs is None else theirs)
         self._computed = None  # torchmetrics keeps the value cached before the merge
 
     def state_dict(  # type: ignore[override]

@@ -45,11 +45,11 @@ from embedmetrics._engine.core.checks import (
     normalize_ks,
 )
 from embedmetrics._engine.core.pair_scores import pair_similarity
-from embedmetrics._engine.core.row_owners import gather_rows
 from embedmetrics._engine.core.scan import compute_dtype
 from embedmetrics._engine.dense.exact_lists import scan_corpus
 from embedmetrics._engine.dense.options import DENSE_METRICS
-from embedmetrics._engine.dense.qrels import Judgements, check_unique_ids, per_row_sorted
+from embedmetrics._engine.dense.qrels import Judgements, per_row_sorted
+from embedmetrics._engine.dense.repeats import distinct_rows
 from embedmetrics._engine.dense.scan import TopLists, by_key_then_id, columns_of, gather_lists
 from embedmetrics._engine.ranking.measures import aggregate
 
@@ -248,12 +248,13 @@ def dense_values(
     queries, corpus = queries.detach(), corpus.detach()  # values and the run never keep a graph
     if queries.shape[0] == 0:  # the same on every process (the queries are gathered)
         return _no_queries(queries, corpus, opts)
+    # a row given twice (same id, same values: a sampler's padding) counts once; the same id with other
+    # rows raises. The queries are the same on every process; the corpus ids of every process are
+    # checked by every process (the same error everywhere, never a mixed result)
+    queries, query_ids = distinct_rows("Argument `query_ids`", queries, query_ids)
+    corpus, corpus_ids = distinct_rows("Argument `corpus_ids`", corpus, corpus_ids, distributed=distributed)
     order = torch.argsort(query_ids)
     query_ids = query_ids[order]
-    check_unique_ids("query_ids", query_ids)
-    # every process checks the ids of every process (the same error everywhere, never a mixed result)
-    every_corpus_id = torch.cat(gather_rows(corpus_ids)) if distributed else corpus_ids
-    check_unique_ids("corpus_ids", torch.sort(every_corpus_id).values)
     queries = queries[order]
     judgements = Judgements.build(qrels, query_ids)
     # no list is longer than the corpus: a huge ``depth`` costs nothing (the cut-offs stay addressable)
