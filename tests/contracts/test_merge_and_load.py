@@ -5,8 +5,9 @@ setting changes what the state means (the registry's ``state_settings``); elsewh
 the receiver's settings on the union of the rows. Another width or dtype is always refused. After
 ``load_state_dict`` the width and dtype are those of the loaded state (nothing cached goes stale).
 Where ``update`` refuses an id given before (a stream of ``unique`` ids), ``merge_state`` refuses a
-state holding one of ours (a copy of itself, say) and ``load_state_dict`` a state repeating one, with
-the state bit for bit unchanged; states of disjoint ids merge into the functional's value.
+state holding one of ours with other rows (a changed copy of itself, say) and ``load_state_dict`` a
+state repeating one, with the state bit for bit unchanged; a row repeated exactly (the same id and the
+same rows: a sampler's padding) is merged once; states of disjoint ids merge into the functional's value.
 """
 
 from __future__ import annotations
@@ -143,9 +144,10 @@ def _assert_unchanged(metric: Any, states: dict[str, list[torch.Tensor]], snap: 
             assert torch.equal(got, want), name
 
 
-def _overlapping(case: Case, index: int) -> tuple[list[tuple], list[tuple], int]:
+def _overlapping(case: Case, index: int, changed: bool = True) -> tuple[list[tuple], list[tuple], int]:
     """The first halves of the streams, and the second halves with the first row of stream ``index``'s
-    first half added: the two states share exactly that row's id (returned)."""
+    first half added, its id kept and ``changed`` its embedding: the two states share exactly that row's
+    id (returned)."""
     first, second = [], []
     shared = 0
     for i, s in enumerate(case.streams):
@@ -154,17 +156,17 @@ def _overlapping(case: Case, index: int) -> tuple[list[tuple], list[tuple], int]
         if i == index:
             b = s.take(torch.cat([torch.arange(s.rows // 2, s.rows), torch.tensor([0])]))
             shared = int(s.args[s.unique][0])  # type: ignore[index]
+            if changed and s.embeddings is not None:
+                b.args[s.embeddings][-1] += 1  # the same id, another row
         second.append((b.args, b.kwargs))
     return first, second, shared
 
 
 def _refusals(spec: MetricSpec) -> list[tuple[str, Any, Any, str]]:
     """(what, receiver, incoming metric, the ids the message must name) of every refused merge: a
-    copy of itself, and a state sharing one id of each stream of unique ids."""
+    state sharing one id of each stream of unique ids, with another row."""
     case = spec.make_case()
-    whole = build(spec, case)
-    feed(whole, whole_calls(case))
-    out = [("copy", whole, copy.deepcopy(whole), "")]
+    out = []
     for index, stream in enumerate(case.streams):
         if stream.unique is None:
             continue
@@ -172,7 +174,7 @@ def _refusals(spec: MetricSpec) -> list[tuple[str, Any, Any, str]]:
         ours, theirs = build(spec, case), build(spec, case)
         feed(ours, first)
         feed(theirs, second)
-        out.append((f"one id of stream {index}", ours, theirs, f"got {shared},"))
+        out.append((f"one id of stream {index}", ours, theirs, f"got {shared} "))
     return out
 
 
@@ -183,11 +185,32 @@ def test_merge_of_known_ids_is_refused_and_keeps_the_state(spec: MetricSpec, for
         value = copy.deepcopy(ours).compute()  # on a copy: ``ours`` keeps no cached value
         states, snap = _states(ours), snapshot(ours)
         incoming = theirs if form == "metric" else {n: getattr(theirs, n) for n in theirs._defaults}
-        with pytest.raises(ValueError, match=r"argument `incoming_state` must hold new ids") as refused:
+        with pytest.raises(ValueError, match=r"argument `incoming_state` .*must hold unique ids") as refused:
             ours.merge_state(incoming)
         assert named in str(refused.value), (what, str(refused.value))
         _assert_unchanged(ours, states, snap)
         assert_same(ours.compute(), value, exact=True, what=f"{spec.key} {what}")
+
+
+@pytest.mark.parametrize("spec", _UNIQUE, ids=lambda s: s.key)
+def test_merge_of_exactly_repeated_rows_counts_them_once(spec: MetricSpec) -> None:
+    """A copy of itself, or a state sharing one row (id and rows) of each stream, merges into the value
+    of the distinct rows (issue 49, item 9: a DistributedSampler's padding, merged)."""
+    case = spec.make_case()
+    whole = build(spec, case)
+    feed(whole, whole_calls(case))
+    value = copy.deepcopy(whole).compute()
+    whole.merge_state(copy.deepcopy(whole))
+    assert_same(whole.compute(), value, exact=True, what=f"{spec.key} copy")
+    for index, stream in enumerate(case.streams):
+        if stream.unique is None:
+            continue
+        first, second, _ = _overlapping(case, index, changed=False)
+        ours, theirs = build(spec, case), build(spec, case)
+        feed(ours, first)
+        feed(theirs, second)
+        ours.merge_state(theirs)
+        assert_same(ours.compute(), case.functional(case.streams), exact=case.exact, what=spec.key)
 
 
 def _holds(state: Any, ids: torch.Tensor) -> bool:
