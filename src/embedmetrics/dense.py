@@ -70,6 +70,12 @@ class DenseRetrieval(RunningListStates, BaseMetric):
     ``set_queries`` raises, as do a chunk of another width or dtype than the queries and a repeated id;
     the lists stay as they were.
 
+    **Rows given twice** (stored route): a query or corpus row that comes back with the same id and the
+    same embedding, on another process (a ``DistributedSampler`` pads an evaluation set by repeating
+    items on other processes) or in a state given to ``merge_state``, counts once: the value is that of
+    the distinct rows. The same id with another embedding raises ``ValueError`` naming the id. A
+    streamed corpus keeps no rows to compare: a repeated document id raises at ``compute``.
+
     Args:
         qrels: ``(n, 3)`` integer relevance judgements, or ``None`` to set them later.
         k: a cut-off or a sequence of them.
@@ -216,6 +222,14 @@ class DenseRetrieval(RunningListStates, BaseMetric):
     def merge_running_lists(self, ours: dict[str, Tensor], theirs: dict[str, Tensor]) -> dict[str, Tensor]:
         """The lists of two disjoint corpus parts merged exactly (``merge_running``)."""
         return merge_running([RunningLists(**ours), RunningLists(**theirs)]).as_dict()
+
+    @property
+    def counts_repeated_rows_once(self) -> bool:
+        """``True`` on the stored route: a query or corpus row given again with the same id and the same
+        embedding (a ``DistributedSampler``'s padding under DDP, a merged state) counts once, the same id
+        with another embedding raises. ``False`` after ``set_queries``: a streamed corpus keeps no rows to
+        compare, so a repeated document id raises at ``compute``."""
+        return self._stream is None
 
     def input_layout(self) -> Layout | None:
         """The dtype and width every batch must have: the queries' when streaming, else the rows'."""

@@ -495,6 +495,14 @@ class BaseMetric(SyncSafeMetric):
                     f"of {', '.join(f'`{n}`' for n in group)}, got {shown}; nothing was changed."
                 )
 
+    @property
+    def counts_repeated_rows_once(self) -> bool:
+        """Whether a row given again with the same id and the same values, on another process or in a
+        merged state (a ``DistributedSampler``'s padding), counts once, so that the value is that of the
+        distinct rows (the same id with other rows raises). ``False`` unless the metric keys its rows by
+        ids (``DenseRetrieval``'s stored queries and corpus)."""
+        return False
+
     def _without_exact_repeats(
         self, incoming: Mapping[str, Any], argument: str, action: str
     ) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Union
 
 import torch
@@ -47,7 +47,9 @@ class RepeatedRowsWarning(UserWarning):
     ``DistributedSampler`` (which Lightning puts in every evaluation loader under DDP unless
     ``use_distributed_sampler=False``) pads a dataset of ``N`` items to ``ceil(N / world) * world`` by
     repeating its first items; `EmbeddingMetricsCallback` warns once per stage with the number of
-    repeated items and the metrics they reach.
+    repeated items and the metrics they reach (a metric that counts an exactly repeated row once,
+    ``counts_repeated_rows_once``, such as ``DenseRetrieval`` given ids, is named apart; where every
+    metric does, nothing is warned).
     """
 
 
@@ -135,17 +137,21 @@ def _stage_padding(trainer: Trainer, stage: str) -> tuple[int, int, int]:
     return repeated, items, world
 
 
-def _repeated_rows_message(stage: str, names: Iterable[str], padding: tuple[int, int, int]) -> str:
+def _repeated_rows_message(stage: str, metrics: Mapping[str, Metric], padding: tuple[int, int, int]) -> str:
+    """The warning's text: the metrics that count the repeated items twice, and those (given ids with
+    their rows, ``counts_repeated_rows_once``) that count them once."""
     repeated, items, world = padding
     word = _STAGE_WORDS[stage]
-    listed = ", ".join(f"`{name}`" for name in names)
+    once = [name for name, m in metrics.items() if bool(getattr(m, "counts_repeated_rows_once", False))]
+    listed = ", ".join(f"`{name}`" for name in metrics if name not in once)
+    exact = ", ".join(f"`{name}`" for name in once)
+    apart = f"; {exact}, given ids, count(s) an item repeated exactly (same id, same rows) once" * bool(once)
     return (
         f"EmbeddingMetricsCallback: the {word} loader's DistributedSampler repeats {repeated} of its "
         f"{items} items (it pads them to a multiple of the {world} processes), so the {word} values of "
         f"{listed} count {repeated} item(s) twice (a metric grouped by `indexes` sees that query's rows "
-        "twice; one given ids, such as DenseRetrieval, refuses the repeated id). Evaluate on one process, "
-        "give a multiple of "
-        f"{world} items, or use a sampler that repeats nothing (see the Lightning page of the docs)."
+        f"twice){apart}. Evaluate on one process, give a multiple of {world} items, or use a sampler that "
+        "repeats nothing (see the Lightning page of the docs)."
     )
 
 
@@ -304,10 +310,11 @@ class EmbeddingMetricsCallback(Callback):
         if stage not in self._metrics or stage in self._warned or trainer.world_size < 2:
             return
         padding = _stage_padding(trainer, stage)
-        if padding[0] > 0:
+        metrics = self._metrics[stage]
+        every_once = all(bool(getattr(m, "counts_repeated_rows_once", False)) for m in metrics.values())
+        if padding[0] > 0 and not every_once:  # metrics that all count a repeat once need no warning
             self._warned.add(stage)
-            message = _repeated_rows_message(stage, self._metrics[stage], padding)
-            rank_zero_warn(message, category=RepeatedRowsWarning)
+            rank_zero_warn(_repeated_rows_message(stage, metrics, padding), category=RepeatedRowsWarning)
 
     def _log_and_reset(self, stage: str, trainer: Trainer, pl_module: LightningModule) -> None:
         if stage not in self._metrics:
