@@ -27,11 +27,12 @@ from embedmetrics._engine.core.row_owners import gather_rows
 def repeated_positions(ids: Tensor) -> Optional[tuple[Tensor, Tensor]]:
     """``(repeat, first)``: the positions of the ids seen before in ``ids`` and, for each, the position of
     its first occurrence; ``None`` when every id is distinct. A host sync."""
+    values = torch.sort(ids).values  # the common case, nothing repeated, costs one plain sort
+    if not bool((values[1:] == values[:-1]).any()):
+        return None
     order = torch.argsort(ids, stable=True)  # equal ids stay in the order of their positions
     ranked = ids[order]
     same = ranked[1:] == ranked[:-1]
-    if not bool(same.any()):
-        return None
     starts = torch.ones_like(ranked, dtype=torch.bool)
     starts[1:] = ~same
     positions = torch.arange(ranked.numel(), device=ids.device)
