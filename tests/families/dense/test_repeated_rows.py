@@ -106,10 +106,10 @@ def test_merge_state_merges_an_exact_repeat_once_and_refuses_a_changed_one() -> 
     _assert_reference(ours.compute(), "merge_state")
 
 
-def _padded_ranks(rank: int, world: int, change: bool) -> dict[str, Any]:
-    """Rank ``r`` holds items ``r, r + 2, ...`` of 5 queries and 9 documents: rank 1 gets item 0 again,
-    as ``DistributedSampler`` pads 9 items (its query 0 is the fifth query id's padding twin);
-    ``change``: rank 1's copy of document 0 differs."""
+def _padded(rank: int, change: bool) -> dict[str, Any]:
+    """Rank ``r`` holds items ``r, r + 2, ...`` of 9 documents and of the first 6 as queries: rank 1 gets
+    item 0 again, as ``DistributedSampler`` pads 9 items for 2 processes; ``change``: rank 1's copy of
+    document 0 (and its own documents) differ."""
     queries, corpus, qrels = _data()
     metric = em.DenseRetrieval(qrels, k=KS)
     items = torch.tensor([0, 2, 4, 6, 8]) if rank == 0 else torch.tensor([1, 3, 5, 7, 0])
@@ -122,10 +122,14 @@ def _padded_ranks(rank: int, world: int, change: bool) -> dict[str, Any]:
         return {"error": str(err)}
 
 
+def _padded_ranks(rank: int, world: int) -> dict[str, Any]:
+    return {"exact": _padded(rank, False), "changed": _padded(rank, True)}
+
+
 def test_two_processes_count_the_padded_item_once() -> None:
-    exact = run_distributed(_padded_ranks, 2, timeout=120, kwargs={"change": False})
-    for rank, result in enumerate(exact):
-        _assert_reference(result, f"rank {rank}")
-    changed = run_distributed(_padded_ranks, 2, timeout=120, kwargs={"change": True})
-    assert changed[0] == changed[1]  # the same error everywhere
-    assert changed[0]["error"].startswith("Argument `corpus_ids` must hold unique ids, got 0 more than once")
+    results = run_distributed(_padded_ranks, 2, timeout=120)
+    for rank, result in enumerate(results):
+        _assert_reference(result["exact"], f"rank {rank}")
+    assert results[0]["changed"] == results[1]["changed"]  # the same error everywhere
+    error = results[0]["changed"]["error"]
+    assert error.startswith("Argument `corpus_ids` must hold unique ids, got 0 more than once")
