@@ -28,7 +28,9 @@ def plot_metric(metric: Any, val: Any, ax: Any, ks: Sequence[int | None] | None 
     try:
         import matplotlib.pyplot as plt
     except ImportError as err:  # pragma: no cover - depends on the environment
-        raise ModuleNotFoundError("Plotting needs matplotlib: pip install 'embedmetrics[plot]'.") from err
+        raise ModuleNotFoundError(
+            "Plotting needs matplotlib: pip install matplotlib (the [plot] extra)."
+        ) from err
     value = metric.compute() if val is None else val
     fig, ax = plt.subplots() if ax is None else (None, ax)
     labels = ["all" if k is None else str(k) for k in ks]
@@ -57,7 +59,9 @@ def plot_curve(metric: Any, curve: Any, ax: Any) -> Any:
     try:
         import matplotlib.pyplot as plt
     except ImportError as err:  # pragma: no cover - depends on the environment
-        raise ModuleNotFoundError("Plotting needs matplotlib: pip install 'embedmetrics[plot]'.") from err
+        raise ModuleNotFoundError(
+            "Plotting needs matplotlib: pip install matplotlib (the [plot] extra)."
+        ) from err
     curves = [curve] if isinstance(curve[0], Tensor) else list(curve)
     fig, ax = plt.subplots() if ax is None else (None, ax)
     for precision, recall, *_ in curves:

@@ -46,7 +46,7 @@ def _digits() -> tuple[np.ndarray, np.ndarray]:
         from sklearn.datasets import load_digits
     except ImportError:
         raise ReportInputError(
-            "the built-in example needs scikit-learn: pip install 'embedmetrics[report]' "
+            "the built-in example needs scikit-learn: pip install scikit-learn (the [report] extra) "
             "(or pass --embeddings/--labels, --view1/--view2 or --run/--qrels)."
         ) from None
     x, y = load_digits(return_X_y=True)

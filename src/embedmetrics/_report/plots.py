@@ -29,7 +29,9 @@ def _pyplot() -> Any:
     try:
         import matplotlib
     except ImportError:
-        raise ReportInputError("--plot needs matplotlib: pip install 'embedmetrics[report]'.") from None
+        raise ReportInputError(
+            "--plot needs matplotlib: pip install matplotlib (the [report] extra)."
+        ) from None
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 

@@ -5,7 +5,7 @@ return, logs their epoch values as ``val/<name>`` / ``test/<name>``, resets them
 the module's device. Under DDP the metrics sync through torchmetrics (every rank computes the same
 value on all ranks' data), so nothing else is needed.
 
-Requires ``lightning`` (``pip install embedmetrics[lightning]``).
+Requires ``lightning`` (``pip install lightning``, the ``[lightning]`` extra).
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ try:
     from lightning.pytorch.utilities import rank_zero_warn
 except ImportError as err:  # pragma: no cover - depends on the environment
     raise ImportError(
-        "`embedmetrics.integrations.lightning` needs Lightning: `pip install embedmetrics[lightning]`."
+        "`embedmetrics.integrations.lightning` needs Lightning: "
+        "`pip install lightning` (the [lightning] extra)."
     ) from err
 
 #: How one metric's ``update`` arguments come out of a step's returned dict: ``{argument: key}``

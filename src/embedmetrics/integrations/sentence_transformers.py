@@ -48,7 +48,7 @@ try:
 except ImportError as error:  # the optional extra is not installed
     raise ImportError(
         "embedmetrics.integrations.sentence_transformers needs sentence-transformers 6.2 or later: "
-        "pip install 'embedmetrics[sentence-transformers]'."
+        "pip install sentence-transformers (the [sentence-transformers] extra of embedmetrics)."
     ) from error
 
 from embedmetrics._engine.core.checks import check_corpus_embeddings, check_score_range, largest_magnitude
