@@ -50,6 +50,12 @@ from embedmetrics._engine.dense.qrels import find_sorted
 DENSE_BLOCK_BYTES = 64 * 2**20
 
 _NO_ID = torch.iinfo(torch.int64).max
+#: Parts of rows in which a block's candidate filter runs on the CPU: its temporaries (index vectors of
+#: every candidate) take about 0.8 of the block while the running lists still hold far keys (the first
+#: blocks), the largest share of the peak memory; in quarters, 0.2, at no cost in time (docs/benchmarks.md,
+#: issue 49). A row's list is its own: the same lists. On a GPU (a budget of a quarter of the free memory,
+#: where fewer, larger kernels pay) the filter runs on all rows at once.
+FILTER_PARTS = 4
 
 
 @dataclass
@@ -340,7 +346,7 @@ def _scan_block(
         wide = None if bound is None else rescore.widened(bound.to(s.dtype))
         vals, idx = smallest_keys(s, min(depth + 1, n_cols), groups, wide, rescore, n_real=n_cols)
     else:
-        vals, idx = smallest_keys(s, min(depth + 1, n_cols), groups, bound, n_real=n_cols)
+        vals, idx = _smallest_in_parts(s, min(depth + 1, n_cols), groups, bound, n_cols)
     width = min(depth, vals.shape[1])
     top = vals[:, :width]
     ids = block_ids[idx[:, :width]]
@@ -356,6 +362,28 @@ def _scan_block(
     part.ids[:, :width] = torch.where(torch.isfinite(top), ids, -1)
     part.tail = tail
     return part
+
+
+def _smallest_in_parts(
+    s: Tensor, kk: int, groups: Optional[tuple[int, int]], bound: Optional[Tensor], n_real: int
+) -> tuple[Tensor, Tensor]:
+    """``smallest_keys`` of the rows of ``s`` in ``FILTER_PARTS`` parts of rows, each part's result
+    padded to the widest with ``+inf`` (column 0), as ``smallest_keys`` pads a row of fewer keys."""
+    step = max(1, -(-s.shape[0] // (FILTER_PARTS if s.device.type == "cpu" else 1)))
+    if s.shape[0] <= step:
+        return smallest_keys(s, kk, groups, bound, n_real=n_real)
+    parts = [
+        smallest_keys(
+            s[r : r + step], kk, groups, None if bound is None else bound[r : r + step], n_real=n_real
+        )
+        for r in range(0, s.shape[0], step)
+    ]
+    width = max(p[0].shape[1] for p in parts)
+    vals = s.new_full((s.shape[0], width), float("inf"))
+    idx = torch.zeros(s.shape[0], width, dtype=torch.int64, device=s.device)
+    for r, (v, i) in zip(range(0, s.shape[0], step), parts):
+        vals[r : r + v.shape[0], : v.shape[1]], idx[r : r + v.shape[0], : v.shape[1]] = v, i
+    return vals, idx
 
 
 def _spilled_block(
