@@ -87,8 +87,11 @@ def plan(device: str, gpus: int, *, dry_run: bool, bench_json: str) -> list[Part
 
 
 def summary(output: str) -> str:
-    """The last line of a pytest run (``3 passed, 1 skipped in 2.1s``), or of any other output."""
+    """The last line of a pytest run (``3 passed, 1 skipped in 2.1s``), the number of rows of a table that
+    ends the output (``run_all.py``), or the last line of any other output."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
+    if lines and lines[-1].startswith("|"):
+        return f"{sum(line.startswith('|') for line in lines) - 2} benchmark rows"
     return lines[-1].strip("= ") if lines else ""
 
 
