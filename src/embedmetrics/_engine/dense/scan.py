@@ -56,6 +56,9 @@ _NO_ID = torch.iinfo(torch.int64).max
 #: issue 49). A row's list is its own: the same lists. On a GPU (a budget of a quarter of the free memory,
 #: where fewer, larger kernels pay) the filter runs on all rows at once.
 FILTER_PARTS = 4
+#: The first blocks of a scan, whose filter runs in parts: later blocks meet the running lists' tight
+#: bound, which leaves each row a few candidates (small temporaries: in parts, more small passes alone).
+LOOSE_BLOCKS = 2
 
 
 @dataclass
@@ -309,7 +312,7 @@ class CorpusScan:
                 bound = last if given is None else torch.minimum(last, given)
             part = _scan_block(
                 q, self.layout, block, self.similarity, depth, self.ordered_ids[c0:c1], self_pos,
-                self.buffers, bound, canonical,
+                self.buffers, bound, canonical, FILTER_PARTS if done <= LOOSE_BLOCKS else 1,
             )  # fmt: skip
             running = part if running is None else merge_lists([running, part])
             block_done(done, len(self.blocks))
@@ -328,8 +331,10 @@ def _scan_block(
     buffers: KeyBuffers,
     bound: Optional[Tensor] = None,
     canonical: bool = False,
+    parts: int = 1,
 ) -> TopLists:
-    """The top-``depth`` lists of one corpus block (``(Q, depth)``; canonical keys when ``canonical``).
+    """The top-``depth`` lists of one corpus block (``(Q, depth)``; canonical keys when ``canonical``;
+    the product keys' filter in ``parts`` parts of rows on the CPU, ``_smallest_in_parts``).
 
     With ``bound`` (the running lists' last keys), only keys ``<= bound`` are listed: no larger key can
     enter the merged list, and every member of its boundary block is still listed or counted. The list
@@ -346,7 +351,7 @@ def _scan_block(
         wide = None if bound is None else rescore.widened(bound.to(s.dtype))
         vals, idx = smallest_keys(s, min(depth + 1, n_cols), groups, wide, rescore, n_real=n_cols)
     else:
-        vals, idx = _smallest_in_parts(s, min(depth + 1, n_cols), groups, bound, n_cols)
+        vals, idx = _smallest_in_parts(s, min(depth + 1, n_cols), groups, bound, n_cols, parts)
     width = min(depth, vals.shape[1])
     top = vals[:, :width]
     ids = block_ids[idx[:, :width]]
@@ -365,23 +370,24 @@ def _scan_block(
 
 
 def _smallest_in_parts(
-    s: Tensor, kk: int, groups: Optional[tuple[int, int]], bound: Optional[Tensor], n_real: int
+    s: Tensor, kk: int, groups: Optional[tuple[int, int]], bound: Optional[Tensor], n_real: int, parts: int
 ) -> tuple[Tensor, Tensor]:
-    """``smallest_keys`` of the rows of ``s`` in ``FILTER_PARTS`` parts of rows, each part's result
-    padded to the widest with ``+inf`` (column 0), as ``smallest_keys`` pads a row of fewer keys."""
-    step = max(1, -(-s.shape[0] // (FILTER_PARTS if s.device.type == "cpu" else 1)))
+    """``smallest_keys`` of the rows of ``s`` in ``parts`` parts of rows on the CPU (one elsewhere), each
+    part's result padded to the widest with ``+inf`` (column 0), as ``smallest_keys`` pads a row of fewer
+    keys."""
+    step = max(1, -(-s.shape[0] // (parts if s.device.type == "cpu" else 1)))
     if s.shape[0] <= step:
         return smallest_keys(s, kk, groups, bound, n_real=n_real)
-    parts = [
+    found = [
         smallest_keys(
             s[r : r + step], kk, groups, None if bound is None else bound[r : r + step], n_real=n_real
         )
         for r in range(0, s.shape[0], step)
     ]
-    width = max(p[0].shape[1] for p in parts)
+    width = max(p[0].shape[1] for p in found)
     vals = s.new_full((s.shape[0], width), float("inf"))
     idx = torch.zeros(s.shape[0], width, dtype=torch.int64, device=s.device)
-    for r, (v, i) in zip(range(0, s.shape[0], step), parts):
+    for r, (v, i) in zip(range(0, s.shape[0], step), found):
         vals[r : r + v.shape[0], : v.shape[1]], idx[r : r + v.shape[0], : v.shape[1]] = v, i
     return vals, idx
 
