@@ -1,7 +1,8 @@
 """Comparing systems: the randomization and bootstrap tests of ``compare`` against ranx's Fisher
 randomization test and against the bare matrix products they are made of.
 
-    python benchmarks/bench_comparison.py [--queries 100000] [--big 1000000] [--ranx-python PY]
+    python benchmarks/bench_comparison.py [--sizes 50000,100000,200000] [--big 1000000] [--queries 100000]
+                                          [--ranx-python PY]
 
 ranx (numba, pandas, ...) is not a dependency: it runs in its own process, with the Python given by
 ``--ranx-python`` (default: this one, where ``import ranx`` works; ``pip install ranx``). Both sides get
@@ -11,11 +12,14 @@ compilation excluded (one warm-up call). Reported (10 systems, ``--resamples`` r
 1. one pair, ``--queries`` queries: ranx's ``fisher_randomization_test`` against ``paired_test``, and
    whether the two p-values agree within sampling error (5 standard deviations of two independent
    estimates, plus 2 / resamples for the ``+1`` of ours);
-2. ``compare`` with the randomization test, 45 pairs, against 45 times ranx's pair and against the bare
-   bound: the matrix products of every chunk of resamples with the systems' values alone (a reused
-   buffer of ones: no random numbers, no unpacking);
-3. the same at ``--big`` queries (``0``: skipped), to see the cost grow linearly;
-4. ``compare`` with the bootstrap test (ranx has none), against the same bound.
+2. ``compare`` with the randomization test, 45 pairs, at every size of ``--sizes`` (and ``--big``, if
+   not 0), each against the bare bound: the products of every tile of resamples with the systems'
+   values alone, as ``resampling`` multiplies them (a reused tile: no random numbers, no unpacking),
+   with the ratio and the time per query and resample, to see the cost grow linearly;
+3. ``compare`` with the bootstrap test (ranx has none) at ``--queries``, against the same bound.
+
+On a shared machine, ``--repeat 3`` or more (best of) and the ratios, ours over the bound measured
+in the same process one after the other, are the figures to read.
 """
 
 from __future__ import annotations
@@ -74,17 +78,19 @@ def _systems(queries: int, count: int, seed: int = 0) -> dict[str, torch.Tensor]
     return {f"s{i}": torch.tensor(base + i * step + 0.1 * rng.standard_normal(queries)) for i in range(count)}
 
 
-def _bound(queries: int, count: int, resamples: int, repeat: int) -> float:
-    """Seconds of the matrix products alone: every chunk of resamples (a reused buffer) times the
-    ``(Q, S)`` values, as ``resampling`` multiplies them."""
-    values = torch.rand(queries, count, dtype=torch.float64)
-    sizes = resampling.chunks(resamples, queries)
-    buffer = torch.ones(sizes[0], queries, dtype=torch.float64)
-    out = torch.empty(sizes[0], count, dtype=torch.float64)
+def _bound(queries: int, count: int, resamples: int, repeat: int, test: str) -> float:
+    """Seconds of the matrix products alone: every tile of every group of resamples (one reused tile)
+    times the ``(Q, S)`` values (``S + 1`` columns for sign flips: the sum of the signs), as
+    ``resampling.tiled_products`` multiplies them."""
+    signs = test == "randomization"
+    values = torch.rand(queries, count + signs, dtype=torch.float64)
+    sizes = resampling.chunks(resamples, 8 * ((queries + 7) // 8) if signs else queries)
+    least = resampling._SIGN_ROWS if signs else resampling._COUNT_ROWS
+    parts = [[sizes[k] for k in part] for part in resampling.groups(sizes, least)]
+    blocks = [torch.empty(sum(part), 0) for part in parts]
 
     def products() -> None:
-        for rows in sizes:
-            torch.mm(buffer[:rows], values, out=out[:rows])
+        resampling.tiled_products(iter(blocks), values, parts, lambda *_: None)
 
     return timed(products, "cpu", repeat, warmup=True)[1]
 
@@ -97,9 +103,11 @@ def _agree(p: float, q: float, resamples: int) -> bool:
 
 def _row(test: str, queries: int, systems: dict[str, torch.Tensor], args: argparse.Namespace, **peer):  # type: ignore[no-untyped-def]
     _, seconds = timed(lambda: compare(systems, test=test, n_resamples=args.resamples), "cpu", args.repeat)
-    bound = _bound(queries, len(systems), args.resamples, args.repeat)
+    bound = _bound(queries, len(systems), args.resamples, args.repeat, test)
     size = f"{len(systems)} systems (45 pairs), {queries:,} queries x {args.resamples:,} resamples"
-    print(f"{test}, {size}: ours {seconds:.2f} s, the bare products {bound:.2f} s")
+    per = 1e9 * seconds / (queries * args.resamples)
+    print(f"{test}, {size}: ours {seconds:.2f} s ({per:.2f} ns per query and resample), ", end="")
+    print(f"the bare products {bound:.2f} s, ratio {seconds / bound:.2f}")
     emit(f"{test} test, {size}", seconds, bound="the bare products", bound_value=bound, **peer)
 
 
@@ -109,7 +117,8 @@ def main() -> None:
         "--ranx-python", default=None, help="a Python where `import ranx` works (default: this one, if so)"
     )
     parser.add_argument("--queries", type=int, default=100_000)
-    parser.add_argument("--big", type=int, default=1_000_000, help="queries of the large row (0: none)")
+    parser.add_argument("--sizes", default="50000,100000,200000", help="queries of the randomization rows")
+    parser.add_argument("--big", type=int, default=0, help="queries of one more row, e.g. 1000000 (0: none)")
     parser.add_argument("--systems", type=int, default=10)
     parser.add_argument("--resamples", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=1)
@@ -137,9 +146,9 @@ def main() -> None:
             peer_value=ranx["seconds"], equal=equal,
         )  # fmt: skip
         peer = {"peer": "45 x one ranx pair", "peer_value": 45 * ranx["seconds"]}
-    _row("randomization", args.queries, systems, args, **peer)
-    if args.big:
-        _row("randomization", args.big, _systems(args.big, args.systems), args)
+    for queries in [int(q) for q in args.sizes.split(",") if q] + ([args.big] if args.big else []):
+        rows = systems if queries == args.queries else _systems(queries, args.systems)
+        _row("randomization", queries, rows, args, **(peer if queries == args.queries else {}))
     _row("bootstrap", args.queries, systems, args)
 
 

@@ -134,7 +134,8 @@ def peer_rows(z1: torch.Tensor, z2: torch.Tensor, repeat: int, device: str) -> N
         bound = product_bound(a, a if uniform else b, device, half=uniform)
         title = "uniformity t=2" if uniform else "contrastive accuracy top-5"
         what = "half the bare product" if uniform else "the bare product"
-        print(f"{title}: ours {t_ours:.3f} s, {name} {t_peer:.3f} s, {what} {bound:.3f} s")
+        print(f"{title}: ours {t_ours:.3f} s, {name} {t_peer:.3f} s, {what} {bound:.3f} s; ", end="")
+        print(f"{name} over ours {t_peer / t_ours:.2f}x, ours over {what} {t_ours / bound:.2f}")
         emit(
             f"{title}, {size}",
             t_ours,
