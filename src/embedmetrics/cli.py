@@ -197,9 +197,7 @@ def _output_flags(report: argparse.ArgumentParser) -> None:
     group = report.add_argument_group("options")
     group.add_argument("--key", metavar="NAME", help="array to read from .npz files or .pt dicts")
     group.add_argument("--labels-key", metavar="NAME", help="array to read for labels (default: --key)")
-    group.add_argument(
-        "--k", metavar="K,K,...", help="cut-offs (default 1,5,10, clipped to small data)"
-    )
+    group.add_argument("--k", metavar="K,K,...", help="cut-offs (default 1,5,10, clipped to small data)")
     group.add_argument(
         "--json", metavar="PATH", help="also write the numbers as JSON ('-': JSON on stdout instead)"
     )
