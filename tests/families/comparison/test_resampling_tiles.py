@@ -85,3 +85,11 @@ def test_bootstrap_counts_that_wrap_around_are_redone_wider(monkeypatch: pytest.
     got = resampling.bootstrap_sums(values, 5, seed=0)
     assert calls == [torch.int16, torch.int32]
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_bits_unpacked_on_a_device_as_numpy_unpacks_them() -> None:
+    packed = np.random.default_rng(4).integers(0, 256, (5, 7), dtype=np.uint8)
+    for count in (56, 53, 49):
+        want = np.unpackbits(packed, axis=1, count=count, bitorder="little")
+        got = resampling.unpack_bits_on_device(torch.from_numpy(packed), count)
+        assert np.array_equal(got.numpy(), want)

@@ -169,8 +169,14 @@ def _unpack_bits(bits: Tensor, lo: int, hi: int, out: Tensor) -> None:
     if part.is_cpu:
         out.copy_(torch.from_numpy(np.unpackbits(part.numpy(), axis=1, count=hi - lo, bitorder="little")))
     else:
-        shifts = torch.arange(8, dtype=torch.uint8, device=part.device)
-        out.copy_(((part[:, :, None] >> shifts) & 1).flatten(1)[:, : hi - lo])
+        out.copy_(unpack_bits_on_device(part, hi - lo))
+
+
+def unpack_bits_on_device(part: Tensor, count: int) -> Tensor:
+    """``(rows, count)`` uint8: NumPy's ``unpackbits(part, axis=1, count=count, bitorder="little")`` in
+    torch operations, on ``part``'s device."""
+    shifts = torch.arange(8, dtype=torch.uint8, device=part.device)
+    return ((part[:, :, None] >> shifts) & 1).flatten(1)[:, :count]
 
 
 def _convert_counts(counts: Tensor, lo: int, hi: int, out: Tensor) -> None:
