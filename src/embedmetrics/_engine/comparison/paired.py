@@ -12,7 +12,7 @@ effect size:
   with the tie correction and no continuity correction; ``scipy.stats.wilcoxon``); the statistic is
   ``min(W+, W-)`` (two-sided) or ``W+``; effect size the matched-pairs rank-biserial correlation.
 - ``"randomization"``: Fisher's paired randomization (sign-flip) test of ``mean(d)``: ``n_resamples``
-  random sign vectors, shared by every pair, as random bits unpacked chunk by chunk and multiplied
+  random sign vectors, shared by every pair, as random bits unpacked tile by tile and multiplied
   with every system's values at once (``resampling.sign_flip_sums``); p-value
   ``(1 + #{resampled statistics at least as extreme}) / (1 + n_resamples)``.
 - ``"bootstrap"``: the paired bootstrap test of ``mean(d)``: ``n_resamples`` resamples of the queries
