@@ -60,10 +60,10 @@ def paired_test(
     The resampling tests work on the differences (a constant added to both systems changes nothing),
     with the queries sorted by their values first (the p-value depends on the pairs of values, not on
     their order). The random signs (bits) or resample counts are drawn on the CPU by NumPy's generator
-    from ``seed`` and multiplied with the differences chunk by chunk (one matrix product per chunk of
-    about 8 million entries; the cost is linear in the queries and in the resamples): the same seed
-    gives the same p-value on any device. Wilcoxon's normal approximation uses a tail-accurate normal
-    distribution (``erfc``): p-values equal scipy's down to ``1e-300``.
+    from ``seed`` and multiplied with the differences in tiles of a fixed size in bytes (the
+    differences read once for each group of resamples; the cost is linear in the queries and in the
+    resamples): the same seed gives the same p-value on any device. Wilcoxon's normal approximation
+    uses a tail-accurate normal distribution (``erfc``): p-values equal scipy's down to ``1e-300``.
 
     Args:
         a: per-query values of system A, ``(Q,)``.
@@ -119,7 +119,7 @@ def compare(
     """Every pair of ``S`` systems compared by a two-sided ``paired_test``, the p-values corrected
     for the ``S (S - 1) / 2`` comparisons.
 
-    The resampling tests use the same resamples for every pair (each chunk of them one matrix product
+    The resampling tests use the same resamples for every pair (each group of them multiplied in tiles
     with every system's differences from the last system, so a constant added to every system changes
     nothing); the queries are sorted by their values first (the p-values depend on the multiset of the
     queries, not on their order). System names must differ as text (keys ``1`` and ``"1"`` are
@@ -183,7 +183,8 @@ def bootstrap_ci(
     r"""A bootstrap confidence interval of the mean of per-query values.
 
     Each column is sorted, then its queries are resampled with replacement ``n_resamples`` times (the
-    resample counts drawn on the CPU by NumPy's generator from ``seed``, one matrix product per chunk);
+    resample counts drawn on the CPU by NumPy's generator from ``seed``, multiplied in tiles of a fixed
+    size in bytes);
     ``"percentile"`` takes the $(1 \pm \mathrm{confidence})/2$ quantiles of the resampled means,
     ``"bca"`` shifts them by the bias correction (resampled means equal to the estimate count half)
     and the jackknife acceleration (Efron's BCa), as ``scipy.stats.bootstrap`` does. The interval
