@@ -76,7 +76,12 @@ def _comparison_flags(report: argparse.ArgumentParser) -> None:
     group = report.add_argument_group("comparing runs (two or more --run with --qrels)")
     for option in COMPARISON_OPTIONS["compare"]:
         if option.cli:  # --test, --correction, --alpha: the options of embedmetrics.functional.compare
-            overrides = {"choices": (*option.choices, "none")} if option.name == "correction" else {}
+            overrides: dict[str, Any] = {}
+            if option.name == "correction":  # the command line's `none` is the function's None
+                choices = (*option.choices, "none")
+                words = f"{', '.join(choices[:-1])} or {choices[-1]} (no correction)"
+                help_text = f"multiple-comparison correction: {words} (default: {option.default})"
+                overrides = {"choices": choices, "help": help_text}
             option_flag(group, option, **overrides)
     group.add_argument("--ci", action="store_true", help="show a bootstrap 95%% confidence interval per mean")
     group.add_argument(
@@ -144,10 +149,11 @@ def build_parser() -> argparse.ArgumentParser:
             "tests); print one table"
         ),
         description=(
-            "Evaluate what you have on disk and print one table. Four modes, combinable: labelled "
+            "Evaluate what you have on disk and print one table. Four input families, combinable: labelled "
             "embeddings (--embeddings --labels), two views (--view1 --view2), a TREC run (--run --qrels) "
             "and dense retrieval of query embeddings against a corpus (--queries --corpus --qrels). "
-            "Two or more runs (--run A --run B --qrels Q) compare the systems: per-measure means, paired "
+            "Comparing systems is a mode of its own, not combinable: two or more runs (--run A --run B "
+            "--qrels Q, nothing else) give per-measure means, paired "
             "tests (--test), corrected p-values (--correction) and confidence intervals (--ci). "
             "Without input arguments, evaluates a built-in example (scikit-learn's digits: embeddings, "
             "views and a TREC run)."

@@ -52,7 +52,10 @@ def check_seed(name: str, value: Any) -> int:
     return value
 
 
-TEST = Option("test", "str", "t", f"the paired test: one of {TESTS}", choice(*TESTS), choices=TESTS, cli=True)
+TEST = Option(
+    "test", "str", "t", "the paired test: ``t``, ``wilcoxon``, ``randomization`` or ``bootstrap``",
+    choice(*TESTS), choices=TESTS, cli=True,
+)  # fmt: skip
 ALTERNATIVE = Option(
     "alternative", "str", "two-sided", "``two-sided``, ``greater`` (a > b) or ``less`` (a < b)",
     choice(*ALTERNATIVES), choices=ALTERNATIVES,
@@ -64,7 +67,8 @@ N_RESAMPLES = Option(
 )  # fmt: skip
 SEED = Option("seed", "int", 0, "seed of the resamples (the same seed, the same result)", check_seed)
 CORRECTION = Option(
-    "correction", "str | None", "holm", "multiple-comparison correction: ``holm``, ``bonferroni``, ``None``",
+    "correction", "str | None", "holm",
+    "multiple-comparison correction: ``holm``, ``bonferroni`` or ``None`` (no correction)",
     check_correction, choices=CORRECTIONS, cli=True,
 )  # fmt: skip
 ALPHA = Option("alpha", "float", 0.05, "significance level, in (0, 1)", check_open_unit, cli=True)
