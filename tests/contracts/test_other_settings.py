@@ -90,3 +90,47 @@ def test_the_refusal_lists_the_settings_the_class_has() -> None:
         RetrievalBpref(k=1)
     with pytest.raises(TypeError, match=r"Uniformity has no argument `topk`, got topk=3\. Its settings: t,"):
         Uniformity(topk=3)
+
+
+@pytest.mark.parametrize("spec", WITH_CLASS, ids=lambda s: s.key)
+def test_an_unknown_keyword_is_refused_naming_the_class_and_its_settings(spec: MetricSpec) -> None:
+    """Not only another metric's setting: any keyword that is neither a setting nor torchmetrics
+    ``Metric``'s own (torchmetrics said only "Unexpected keyword arguments: `bogus`")."""
+    if spec.loss:  # a plain nn.Module: Python's own message
+        pytest.skip("a loss takes no torchmetrics keywords")
+    init = spec.make_case().init if spec.inputs else {}
+    with pytest.raises(TypeError, match=_named(str(spec.name), "bogus")) as raised:
+        spec.load_class()(**{**init, "bogus": 1})
+    assert isinstance(raised.value, ValueError)  # ``except ValueError`` (torchmetrics' error) still works
+    text = str(raised.value)
+    assert f"{spec.name} has no argument `bogus`, got bogus=1. Its settings: " in text, text
+    assert all(o.name in text for o in spec.options), text
+    assert "Unexpected keyword" not in text, text
+
+
+@pytest.mark.parametrize("spec", WITH_CLASS, ids=lambda s: s.key)
+def test_torchmetrics_metric_keywords_are_still_taken(spec: MetricSpec) -> None:
+    if spec.loss:
+        pytest.skip("a loss takes no torchmetrics keywords")
+    init = spec.make_case().init if spec.inputs else {}
+    metric = spec.load_class()(**{**init, "compute_on_cpu": True, "sync_on_compute": False})
+    assert metric.compute_on_cpu is True
+    assert metric.sync_on_compute is False
+
+
+def test_the_keywords_let_through_are_exactly_those_torchmetrics_metric_takes() -> None:
+    """``METRIC_KEYWORDS`` follows torchmetrics: each is taken by a bare ``Metric``, another is not."""
+    from torchmetrics import Metric
+
+    from embedmetrics._metric.registry import METRIC_KEYWORDS
+
+    class Bare(Metric):
+        def update(self) -> None: ...
+
+        def compute(self) -> None: ...
+
+    values = {"process_group": None, "dist_sync_fn": None, "distributed_available_fn": None}
+    for name in METRIC_KEYWORDS:
+        Bare(**{name: values.get(name, False)})
+    with pytest.raises(ValueError, match="Unexpected keyword"):
+        Bare(bogus=1)

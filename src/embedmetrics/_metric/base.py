@@ -139,7 +139,8 @@ class BaseMetric(SyncSafeMetric):
         cls.__jit_unused_properties__ = sorted({*Metric.__jit_unused_properties__, *properties})
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        refuse_other_settings_of(type(self), kwargs)  # another metric's setting: refused by name
+        # a keyword that is neither a setting nor torchmetrics Metric's: refused by name
+        refuse_other_settings_of(type(self), kwargs, type(self).options() or None)
         super().__init__(*args, **kwargs)
         self._settings = {}
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -241,8 +242,8 @@ def spec_of(class_name: str) -> Optional[MetricSpec]:
 @functools.cache
 def every_setting() -> frozenset[str]:
     """The name of every option of every registered metric, and the aliases the faces take
-    (``top_k``): a constructor's keyword among them that its metric does not have is refused by name
-    (``refuse_other_settings``), where torchmetrics would say only "Unexpected keyword arguments"."""
+    (``top_k``): the settings one metric may be given by mistake for another's (the contract tests try
+    each; any keyword a class does not take is refused by name: ``refuse_other_settings_of``)."""
     from embedmetrics._engine.settings.options import ALIASES
 
     return frozenset({o.name for spec in REGISTRY for o in spec.options} | set(ALIASES))
@@ -253,15 +254,36 @@ def spec_of_class(cls: type) -> Optional[MetricSpec]:
     return next((s for c in cls.__mro__ if (s := spec_of(c.__name__)) is not None), None)
 
 
-def refuse_other_settings_of(cls: type, given: dict[str, Any]) -> None:
-    """``ArgumentKindError`` naming ``cls`` where a constructor's ``**kwargs`` (``given``) hold a setting
-    of another metric that ``cls``'s entry (``spec_of_class``) does not have."""
+#: The keyword arguments of torchmetrics ``Metric.__init__`` (1.x: the names it pops from ``**kwargs``):
+#: every module metric takes them beyond its settings.
+METRIC_KEYWORDS = (
+    "compute_on_cpu",
+    "dist_sync_on_step",
+    "process_group",
+    "dist_sync_fn",
+    "distributed_available_fn",
+    "sync_on_compute",
+    "compute_with_cache",
+)
+
+
+def refuse_other_settings_of(
+    cls: type, given: dict[str, Any], options: Optional[Sequence[Any]] = None
+) -> None:
+    """``ArgumentKindError`` naming ``cls`` where a constructor's ``**kwargs`` (``given``, what is left
+    for torchmetrics ``Metric.__init__``) hold a keyword that is neither one of its settings (``options``;
+    default: those of ``cls``'s entry, ``spec_of_class``, and nothing refused for a class without one)
+    nor one of ``METRIC_KEYWORDS``, where torchmetrics would say only "Unexpected keyword arguments"."""
     from embedmetrics._engine.settings.options import refuse_other_settings
 
-    spec = spec_of_class(cls) if given else None  # no keyword: no option table imported
-    if spec is not None:
-        names = every_setting()
-        refuse_other_settings(cls.__name__, spec.options, {k: v for k, v in given.items() if k in names})
+    if not given:  # no keyword: no option table imported
+        return
+    if options is None:
+        spec = spec_of_class(cls)
+        if spec is None:
+            return
+        options = spec.options
+    refuse_other_settings(cls.__name__, options, given, also=METRIC_KEYWORDS)
 
 
 def class_names(family: Optional[str] = None) -> tuple[str, ...]:

@@ -92,20 +92,26 @@ ALIASES = {"top_k": "k"}
 
 
 def refuse_other_settings(
-    owner: str, options: Sequence[Option], given: Mapping[str, Any], reasons: Mapping[str, str] | None = None
+    owner: str,
+    options: Sequence[Option],
+    given: Mapping[str, Any],
+    reasons: Mapping[str, str] | None = None,
+    also: Sequence[str] = (),
 ) -> None:
-    """``ArgumentKindError`` (a ``TypeError``) for the first name of ``given`` that is no option of
-    ``options``: the message names ``owner``, the argument and its value, why ``owner`` has no such
-    setting where ``reasons`` says, and the settings it has."""
-    known = {o.name for o in options}
+    """``ArgumentKindError`` (a ``TypeError`` and a ``ValueError``) for the first name of ``given`` that
+    is no option of ``options`` nor one of ``also`` (keywords the owner takes beyond its settings:
+    torchmetrics ``Metric``'s own): the message names ``owner``, the argument and its value, why
+    ``owner`` has no such setting where ``reasons`` says, and the settings it has."""
+    known = {o.name for o in options} | set(also)
     for name, value in given.items():
         if name in known:
             continue
         why = (reasons or {}).get(name)
         settings = ", ".join(o.name for o in options) or "none"
+        beyond = f" It also takes torchmetrics' Metric keywords: {', '.join(also)}." if also else ""
         raise ArgumentKindError(
             f"{owner} has no argument `{name}`, got {name}={value!r}{f': {why}' if why else ''}. Its "
-            f"settings: {settings}."
+            f"settings: {settings}.{beyond}"
         )
 
 
