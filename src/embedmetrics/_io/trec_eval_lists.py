@@ -28,6 +28,14 @@ class AbsentQuery(ReportInputError):
     """A judged query the run lacks, which trec_eval 10.0 refuses without ``-c`` (exit status 4)."""
 
     status = 4
+    partial = ""
+    """What trec_eval 10.0 prints before it stops (``trec_eval_mode.run_lines`` sets it)."""
+
+    def __init__(self, message: str, query: str) -> None:
+        super().__init__(message)
+        self.query = query
+        """The first judged query (in trec_eval's order) that the run lacks: trec_eval 10.0 evaluates (and
+        with ``-q`` prints) the queries before it, then stops."""
 
 
 @dataclass
@@ -91,17 +99,18 @@ def graded_lists(run: Run, qrels: Qrels, *, max_docs: int | None = None, judged_
     in_run, judged = np.zeros(queries.size, dtype=bool), np.zeros(queries.size, dtype=bool)
     in_run[run_q], judged[qr_q] = True, True
     evaluated = in_run & judged
-    if not evaluated.any():
-        raise NoCommonQueries(
-            "no query of the run has relevance judgements in the qrels (the query ids do not match)."
-        )
     listed = judged if complete else evaluated
     names = np.array(_vocabulary_names(queries), dtype=object)
     if refuse_absent and not complete and (judged & ~in_run).any():
         first = min(str(n) for n in names[judged & ~in_run])
         raise AbsentQuery(
             f"query {first!r} of the qrels is not in the run: trec_eval 10.0 stops there without -c (exit 4, "
-            "'result qid not found in qrels'); -c evaluates it as retrieving nothing, --trec-eval 9 skips it."
+            "'result qid not found in qrels'); -c evaluates it as retrieving nothing, --trec-eval 9 skips it.",
+            first,
+        )
+    if not evaluated.any() and not complete:  # trec_eval 10's -c evaluates every judged query regardless
+        raise NoCommonQueries(
+            "no query of the run has relevance judgements in the qrels (the query ids do not match)."
         )
     codes = np.flatnonzero(listed)
     codes = codes[np.argsort(names[codes].astype(str), kind="stable")]  # trec_eval: qrels sorted by qid

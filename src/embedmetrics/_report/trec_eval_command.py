@@ -142,9 +142,10 @@ def output_paths(runs: Sequence[str], output_dir: str | None) -> list[str | None
 
 
 def evaluate(args: argparse.Namespace) -> int:
-    """Read the qrels once, then evaluate and print (or write) each run in turn."""
-    from embedmetrics._io.trec import read_qrels, read_run
-    from embedmetrics._report.trec_eval_mode import run_lines
+    """Read the qrels once, then evaluate and print (or write) each run in turn, as a shell loop over
+    trec_eval would: a run that fails prints what trec_eval prints before it stops, then its one-line
+    error, and the next runs go on; the status is the first failing run's (0 if none fails)."""
+    from embedmetrics._io.trec import read_qrels
 
     settings = settings_of(args)
     targets = output_paths(args.runs, args.output_dir)
@@ -153,17 +154,40 @@ def evaluate(args: argparse.Namespace) -> int:
         from embedmetrics._io.trec_zscores import read_zscores
 
         settings = dataclasses.replace(settings, zscores=read_zscores(args.zscores))
+    first = 0
     for path, target in zip(args.runs, targets):
-        text = run_lines(read_run(path, trec_eval=args.trec_eval), qrels, settings)
-        if target is None:
-            sys.stdout.write(text)
-            continue
+        status = _one_run(path, target, qrels, settings)
+        first = first or status
+    return first
+
+
+def _one_run(path: str, target: str | None, qrels: Any, settings: Settings) -> int:
+    """Evaluate one run and print (or write) its block; a refusal prints what trec_eval prints before it
+    stops, then the one line on stderr: the status (trec_eval's)."""
+    from embedmetrics._io.trec import read_run
+    from embedmetrics._report.trec_eval_mode import run_lines
+
+    try:
+        text, failed = run_lines(read_run(path, trec_eval=settings.version), qrels, settings), None
+    except ReportInputError as err:
+        text, failed = str(getattr(err, "partial", "")), err
+    if target is None:
+        sys.stdout.write(text)
+    else:
         try:
             with open(target, "w", encoding="utf-8") as handle:
                 handle.write(text)
         except OSError as err:
             raise ReportInputError(f"{target}: cannot write it: {err.strerror or err}.") from None
-    return 0
+    return 0 if failed is None else _refused(failed)
+
+
+def _refused(err: ReportInputError) -> int:
+    """Write ``err`` as one line on stderr; its exit status (trec_eval's; 2 unless it names one)."""
+    sys.stdout.flush()
+    message = " ".join(str(err).split())
+    sys.stderr.write(f"{PROG}: error: {message}\n")
+    return int(getattr(err, "status", 2))
 
 
 def main(argv: Sequence[str]) -> int:
@@ -173,6 +197,4 @@ def main(argv: Sequence[str]) -> int:
     except SystemExit as done:  # --help, --version
         return done.code if isinstance(done.code, int) else 0
     except ReportInputError as err:
-        message = " ".join(str(err).split())
-        sys.stderr.write(f"{PROG}: error: {message}\n")
-        return int(getattr(err, "status", 2))
+        return _refused(err)

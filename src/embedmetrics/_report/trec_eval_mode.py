@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 from embedmetrics._io.errors import ReportInputError
@@ -81,9 +81,10 @@ def measures_of(specs: Optional[list[str]], version: int) -> list[Any]:
 
 
 def wrong_limit(max_docs: Optional[int], relevance_level: Optional[int]) -> Optional[str]:
-    """What is wrong with ``-M`` (a positive number of documents) or ``-l`` (0 or more), or ``None``."""
-    if max_docs is not None and max_docs < 1:
-        return f"-M/--max-docs must be a positive number of documents, got {max_docs}."
+    """What is wrong with ``-M`` (0 or more documents: trec_eval takes 0, it crashes on a negative number)
+    or ``-l`` (0 or more), or ``None``."""
+    if max_docs is not None and max_docs < 0:
+        return f"-M/--max-docs must be 0 or more documents (trec_eval crashes below 0), got {max_docs}."
     if relevance_level is not None and relevance_level < 0:
         return f"-l/--relevance-level must be 0 or more, got {relevance_level}."
     return None
@@ -294,13 +295,43 @@ def _adjusted(lists: Any, values: dict[str, Any], settings: Settings) -> Optiona
 
 
 def run_lines(run: Any, qrels: Any, settings: Settings) -> str:
-    """trec_eval's output for one run, as one text (a line per value, each ended by a newline)."""
-    lists, values, summary = evaluate_run(run, qrels, settings)
+    """trec_eval's output for one run, as one text (a line per value, each ended by a newline). A judged
+    query the run lacks (10.0 without ``-c``) raises ``AbsentQuery`` with ``partial``: what trec_eval 10.0
+    prints before it stops there (with ``-q``, the lines of the queries before that one)."""
+    from embedmetrics._io.trec_eval_lists import AbsentQuery
+
+    try:
+        lists, values, summary = evaluate_run(run, qrels, settings)
+    except AbsentQuery as err:
+        err.partial = _before(run, qrels, settings, err.query)
+        raise
     lines = trec_eval_lines(
         lists, values, summary, settings.measures, settings.per_query, run.tag,
         summary_lines=settings.summary, zscore=settings.zscores is not None,
     )  # fmt: skip
     return "".join(line + "\n" for line in lines)
+
+
+def _before(run: Any, qrels: Any, settings: Settings, stop: str) -> str:
+    """What trec_eval 10.0 prints for ``run`` before it stops at the judged query ``stop`` that the run
+    lacks (``trec_eval.c``'s loop over the qrels' queries): with ``-q``, the lines of the queries before
+    it; nothing else (no summary)."""
+    if not settings.per_query:
+        return ""
+    from embedmetrics._io.trec_eval_lists import NoCommonQueries
+
+    skip = replace(settings, refuse_absent=False, summary=False)
+    try:
+        lists, values, summary = evaluate_run(run, qrels, skip)
+    except NoCommonQueries:  # no query of the run judged: none before ``stop`` either
+        return ""
+    lines = trec_eval_lines(
+        lists, values, summary, skip.measures, True, run.tag, summary_lines=False,
+        zscore=skip.zscores is not None,
+    )  # fmt: skip
+    if len(lines) != len(lists.query_ids):  # no measure with per-query lines
+        return ""
+    return "".join(line + "\n" for q, line in zip(lists.query_ids, lines) if q < stop)
 
 
 def run_trec_eval(args: argparse.Namespace, runs: list[str]) -> int:

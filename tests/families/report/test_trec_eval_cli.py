@@ -155,7 +155,8 @@ REFUSALS = [  # (arguments, trec_eval's status, what the line names)
     (["-R", "prefs", "{qrels}", "{run}"], 2, "prefs"),
     (["-R", "qrels_jg", "{qrels}", "{run}"], 2, "qrels_jg"),
     (["-T", "other", "{qrels}", "{run}"], 2, "other"),
-    (["{qrels}", "{other}"], 7, "no query"),
+    (["--trec-eval", "9", "{qrels}", "{other}"], 7, "no query"),
+    (["{qrels}", "{other}"], 4, "'q1'"),  # 10.0: "result qid 'q1' not found in qrels"
     (["{qrels}", "{twice}"], 4, "twice:2"),
     (["{qrels}", "{partial}"], 4, "'q2'"),  # trec_eval 10.0 without -c: "result qid 'q2' not found"
     (["{qrels}", "{nan}"], 2, "nan:2"),
@@ -312,15 +313,116 @@ def test_runid_is_the_last_line_s_tag(tmp_path: Path, capsys: pytest.CaptureFixt
     assert te(capsys, "-m", "runid", qrels, run)[1] == ["runid                 \tall\tlast"]
 
 
-def test_the_calling_form_example_of_the_docs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """``docs/trec-eval.md``: ``embedmetrics trec_eval --trec-eval 9 -q -m map ... qrels.txt run.txt``
-    prints the page's lines (the report's files); under 10, exit 4 (the page says why)."""
-    from families.report.test_cli import QRELS, RUN
+def _page_files(page: str, folder: Path) -> dict[str, str]:
+    """The files the page writes with ``cat > NAME <<'EOF' ... EOF``, written in ``folder``."""
+    import re
 
+    found = re.findall(r"^cat > (\S+) <<'EOF'\n(.*?)^EOF$", page, flags=re.S | re.M)
+    return {name: write(folder, name, text) for name, text in found}
+
+
+def test_the_calling_form_example_of_the_docs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``docs/trec-eval.md``'s first example, self-contained: the page's files, its command; under 9 the
+    page's lines, under 10 the per-query lines before ``q3`` then exit 4 (the binaries' too, where set)."""
     page = (Path(__file__).resolve().parents[3] / "docs" / "trec-eval.md").read_text(encoding="utf-8")
     block = page.split("```text\n", 1)[1].split("```", 1)[0].splitlines()
-    qrels, run = write(tmp_path, "qrels.txt", QRELS), write(tmp_path, "run.txt", RUN)
-    measures = ["-q", "-m", "map", "-m", "P.1,2", "-m", "ndcg_cut.3", "-m", "num_rel", qrels, run]
+    files = _page_files(page, tmp_path)
+    assert sorted(files) == ["qrels.txt", "run.txt"]
+    command = "embedmetrics trec_eval -q -m map -m P.1,2 -m ndcg_cut.3 -m num_rel qrels.txt run.txt"
+    assert command in page
+    measures = [*command.split()[2:-2], files["qrels.txt"], files["run.txt"]]
     assert te(capsys, "--trec-eval", "9", *measures)[:2] == (0, block)
-    assert te(capsys, *measures)[:2] == (4, [])  # 10.0: q3 is judged, not in the run
-    assert "embedmetrics trec_eval -q -m map -m P.1,2 -m ndcg_cut.3 -m num_rel qrels.txt run.txt" in page
+    before_q3 = [line for line in block if "\tall\t" not in line]
+    assert te(capsys, *measures)[:2] == (4, before_q3)
+    for args, answer in (([*measures], (4, before_q3)), (["--trec-eval", "9", *measures], (0, block))):
+        binary_answer = _binary_run(args)
+        assert binary_answer in (None, answer)
+
+# --- issue 48: what trec_eval 10.0 prints before it stops, runs without a judged query, -M 0 ----------
+
+#: qrels of three queries; runs: none judged, the first query only, the first and third.
+LOOP_QRELS = "q1 0 d1 1\nq1 0 d2 0\nq2 0 d3 1\nq3 0 d4 1\n"
+LOOP_RUNS = {
+    "nojudged": "301 Q0 d1 1 1.0 t\n",
+    "small": "q1 Q0 d1 1 1.0 t\nq1 Q0 d2 2 0.5 t\n",
+    "gap": "q1 Q0 d1 1 1.0 t\nq3 Q0 d4 1 1.0 t\n",
+}
+LOOP_CASES = [  # (arguments, status, stdout as trec_eval 10.0 / 9.0.8 print it, the binaries' own)
+    (["-c", "-m", "num_q", "-m", "map", "{qrels}", "{nojudged}"], 0, [
+        "num_q                 \tall\t3", "map                   \tall\t0.0000"]),
+    (["-c", "-q", "-m", "num_q", "-m", "map", "{qrels}", "{nojudged}"], 0, [
+        "map                   \tq1\t0.0000", "map                   \tq2\t0.0000",
+        "map                   \tq3\t0.0000", "num_q                 \tall\t3",
+        "map                   \tall\t0.0000"]),
+    (["-m", "map", "{qrels}", "{nojudged}"], 4, []),  # 10.0: "result qid 'q1' not found in qrels"
+    (["--trec-eval", "9", "-c", "-q", "-m", "map", "{qrels}", "{nojudged}"], 7, []),
+    (["--trec-eval", "9", "-m", "map", "{qrels}", "{nojudged}"], 7, []),
+    (["-q", "-m", "num_ret", "-m", "map", "{qrels}", "{small}"], 4, [
+        "num_ret               \tq1\t2", "map                   \tq1\t1.0000"]),
+    (["-m", "num_ret", "-m", "map", "{qrels}", "{small}"], 4, []),
+    (["-M", "0", "-m", "num_ret", "-m", "map", "{qrels}", "{small}", "-c"], 0, [
+        "num_ret               \tall\t0", "map                   \tall\t0.0000"]),
+    (["--trec-eval", "9", "-M", "0", "-m", "num_ret", "-m", "map", "{qrels}", "{small}", "-c"], 0, [
+        "num_ret               \tall\t0", "map                   \tall\t0.0000"]),
+]  # fmt: skip
+
+
+def _loop_files(tmp_path: Path) -> dict[str, str]:
+    files = {name: write(tmp_path, name, text) for name, text in LOOP_RUNS.items()}
+    return {**files, "qrels": write(tmp_path, "qrels", LOOP_QRELS)}
+
+
+def _binary_run(args: list[str]) -> tuple[int, list[str]] | None:
+    """The status and stdout of the trec_eval binary that ``--trec-eval`` names, if it is set."""
+    version = args[1] if args[0] == "--trec-eval" else "10"
+    path = os.environ.get(BINARIES[version], "")
+    if not path or not os.access(path, os.X_OK):
+        return None
+    plain = args[2:] if args[0] == "--trec-eval" else args
+    done = subprocess.run([path, *plain], capture_output=True, check=False)
+    return done.returncode, done.stdout.decode().splitlines()
+
+
+@pytest.mark.parametrize(("args", "status", "out"), LOOP_CASES, ids=[" ".join(a) for a, _, _ in LOOP_CASES])
+def test_runs_without_judged_queries_partial_output_and_m_0(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], status: int, out: list[str]
+) -> None:
+    """Issue 48: 10.0's -c evaluates a run with no judged query (zeros); without -c it stops at the first
+    judged query the run lacks (exit 4), after printing (-q) the queries before it; ``-M 0`` is taken."""
+    files = _loop_files(tmp_path)
+    argv = [a.format(**files) for a in args]
+    got, lines, err = te(capsys, *argv)
+    assert (got, lines) == (status, out), err
+    assert len(err.splitlines()) == (status != 0)
+    binary_answer = _binary_run(argv)
+    if binary_answer is not None:
+        assert binary_answer == (status, out)
+
+
+@pytest.mark.parametrize("version", ["10", "9"])
+def test_many_runs_go_on_past_a_failing_run_as_a_shell_loop(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], version: str
+) -> None:
+    """Each run's block, or its partial block and its error, run after run; the first failure's status."""
+    files = _loop_files(tmp_path)
+    runs = [files["gap"], files["nojudged"], files["small"]]
+    args = ["-q", "-m", "num_ret", "-m", "map", files["qrels"]]
+    got, out, err = te(capsys, "--trec-eval", version, *args, *runs)
+    loop = [te(capsys, "--trec-eval", version, *args, run) for run in runs]
+    assert out == [line for _, lines, _ in loop for line in lines]
+    assert got == next(status for status, _, _ in loop if status)
+    assert err.splitlines() == [e.strip() for _, _, e in loop if e]
+    if version == "10":
+        assert out == [f"num_ret               \tq1\t{n}" if i % 2 == 0 else "map                   \tq1\t1.0000"
+                       for i, n in enumerate((1, 1, 2, 2))]  # fmt: skip
+        assert (got, len(err.splitlines())) == (4, 3)
+    else:
+        assert got == 7
+
+
+def test_m_below_0_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``-M -1``: trec_eval crashes; refused in one line."""
+    files = _loop_files(tmp_path)
+    got, out, err = te(capsys, "-M", "-1", files["qrels"], files["small"])
+    assert (got, out, len(err.splitlines())) == (1, [], 1)
+    assert "-1" in err

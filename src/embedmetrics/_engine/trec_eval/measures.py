@@ -291,7 +291,8 @@ def _infap(r: Ranked, m: Measure) -> list[Array]:
 def _interpolated(r: Ranked, counts: Array) -> Array:
     """trec_eval's interpolated precision when ``counts`` relevant documents are found (``(Q, C)``): the best
     precision at or below the rank of the ``count``-th relevant document; 0 past the relevant retrieved;
-    for ``count`` 0 the best precision of the list (``NaN`` for an empty list, as trec_eval's 0/0)."""
+    for ``count`` 0 the best precision of the list (``-NaN`` for an empty list, ``-M 0``: trec_eval's 0/0,
+    negative on x86, printed ``-nan``)."""
     rows = np.flatnonzero(r.is_rel)
     rel_seg = Segments.of_sizes(r.n_rel_ret)
     precision = r.cum_rel[rows].astype(F64) / (r.seg.position[rows] + 1).astype(F64)
@@ -299,7 +300,7 @@ def _interpolated(r: Ranked, counts: Array) -> Array:
     found = r.n_rel_ret[:, None]
     index = rel_seg.starts[:-1, None] + np.maximum(counts, 1) - 1
     value = np.append(best, 0.0)[np.where(np.maximum(counts, 1) <= found, index, -1)]
-    empty = np.where(r.n_ret == 0, math.nan, divide(r.n_rel_ret, r.n_ret))[:, None]
+    empty = np.where(r.n_ret == 0, -math.nan, divide(r.n_rel_ret, r.n_ret))[:, None]
     return np.where((counts == 0) & (found == 0), empty, np.where(counts > found, 0.0, value))
 
 
