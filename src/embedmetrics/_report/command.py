@@ -169,6 +169,9 @@ def _embeddings_family(inputs: Inputs, ks: list[int], figures: plots.Figures | N
     except (ValueError, TypeError) as err:
         raise _library_error("embeddings", err) from None
     report.results["embeddings"] = emb.metrics
+    vote = output.knn_vote_note(evaluate.knn_vote_k(n_available), evaluate.KNN_VOTE_K, len(names))
+    if vote:
+        report.notes.append(vote)
     relevant = torch.bincount(rl, minlength=len(names))[ql] - (1 if same else 0)
     lone = int((relevant <= 0).sum())
     inputs.info["embeddings"]["lone_queries"] = lone
@@ -200,7 +203,11 @@ def _views_family(inputs: Inputs, ks: list[int], figures: plots.Figures | None, 
     assert inputs.views is not None
     z1, z2 = inputs.views
     n = int(z1.shape[0])
-    limit = (n - 1, f"the {n - 1} other rows of each view (k = {n} scores 1 whatever the embeddings)")
+    limit = (
+        n - 1,
+        f"the {n - 1} rows of the other view besides a row's pair (its candidates are the other view's {n} "
+        f"rows, the pair included: k = {n} scores 1 whatever the embeddings)",
+    )
     clip = (n // 2, f"half the {n} rows of a view (unrelated views score k/{n} on average)")
     if n > 1:  # one row: the library's check says why
         ks = _family_ks(inputs, report, "views", ks, limit, clip)

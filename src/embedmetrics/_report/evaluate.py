@@ -165,27 +165,55 @@ def alpha_fit_range(n_features: int) -> tuple[int, int]:
     return (6, 100) if n_features > 6 else (1, max(n_features, 2))
 
 
+def knn_vote_k(n_available: int) -> int:
+    """The vote's k: ``KNN_VOTE_K``, clipped to the ``n_available`` references each query has (a vote of
+    20 over 9 references is a vote of 9: the rows name the k it takes).
+
+    Example:
+        >>> knn_vote_k(9), knn_vote_k(1796)
+        (9, 20)
+    """
+    return max(1, min(KNN_VOTE_K, n_available))
+
+
+def knn_vote_tops(n_classes: int) -> tuple[int, ...]:
+    """The class ranks the report's kNN accuracy counts: top 1, and top 5 only with more than 5 classes
+    (with at most 5 the true class is always among the top 5: 1.0 by construction).
+
+    Example:
+        >>> knn_vote_tops(10), knn_vote_tops(2)
+        ((1, 5), (1,))
+    """
+    return (1, 5) if n_classes > 5 else (1,)
+
+
 def representation_health(
-    query: Tensor, query_labels: Tensor, reference: Tensor, reference_labels: Tensor, same_source: bool
+    query: Tensor,
+    query_labels: Tensor,
+    reference: Tensor,
+    reference_labels: Tensor,
+    same_source: bool,
+    n_classes: int,
 ) -> dict[str, float]:
     """RankMe and α-ReQ (``alpha_fit_range``) of the query embeddings, and the weighted k-NN
     accuracy of the queries against the references (leave-one-out when they are the same rows): a vote
-    of the ``KNN_VOTE_K`` nearest (T=0.07) is right when the query's class gets the most votes
-    (``_top1``) or is among the 5 classes with the most (``_top5``); the keys name the vote's k, so that
-    neither reads as a cut-off."""
+    of the ``knn_vote_k`` nearest (T=0.07) is right when the query's class gets the most votes
+    (``_top1``) or, with more than 5 classes (``knn_vote_tops``), is among the 5 classes with the most
+    (``_top5``); the keys name the vote's k, so that neither reads as a cut-off."""
     from embedmetrics._engine.neighbors.vote import knn_vote_hits
     from embedmetrics.functional import alpha_req, rankme
 
+    k = knn_vote_k(reference.shape[0] - (1 if same_source else 0))
+    tops = knn_vote_tops(n_classes)
     hits = knn_vote_hits(
-        reference, reference_labels, query, query_labels, k=KNN_VOTE_K, temperature=0.07, tops=(1, 5),
+        reference, reference_labels, query, query_labels, k=k, temperature=0.07, tops=tops,
         exclude_self=same_source,
     )  # fmt: skip
     acc = _floats(hits / query.shape[0])
     return {
         "rankme": _floats(rankme(query))[0],
         "alpha_req": _floats(alpha_req(query, fit_range=alpha_fit_range(query.shape[1])))[0],
-        f"knn_accuracy_k{KNN_VOTE_K}_top1": acc[0],
-        f"knn_accuracy_k{KNN_VOTE_K}_top5": acc[1],
+        **{f"knn_accuracy_k{k}_top{top}": value for top, value in zip(tops, acc)},
     }
 
 
@@ -214,7 +242,9 @@ def evaluate_embeddings(
 
     base = AccuracyCalculator().get_accuracy(query, reference, query_labels, reference_labels, same_source)
     metrics = {key: float(base[key]) for key in DEFAULT_EMBEDDING_KEYS}
-    metrics.update(representation_health(query, query_labels, reference, reference_labels, same_source))
+    metrics.update(
+        representation_health(query, query_labels, reference, reference_labels, same_source, n_classes)
+    )
 
     klist = list(ks)
     found = neighbor_statistics(

@@ -45,11 +45,27 @@ def clipped_k_note(family: str, ks: list[int], why: str) -> str:
     return f"{family}: --k not given: its default clipped to {','.join(map(str, ks))}, at most {why}"
 
 
+def knn_vote_note(k: int, default_k: int, n_classes: int) -> str:
+    """The note of a kNN vote smaller than its default (``k`` references available to each query) or
+    with too few classes for a top-5 row; empty when neither."""
+    said = []
+    if k < default_k:
+        said.append(
+            f"the weighted kNN vote takes the {k} references available to each query ({default_k} by default)"
+        )
+    if n_classes <= 5:
+        said.append(
+            f"no top-5 row: with {n_classes} classes the query's class is always among the 5 with the most "
+            "votes (1.0 by construction)"
+        )
+    return f"embeddings: {'; '.join(said)}" if said else ""
+
+
 def views_note(views_are: str, n: int) -> str:
     """The note that says what the two views are and what contrastive accuracy counts."""
     return (
         f"views: the two views are {views_are}; contrastive_accuracy@k: how often a row's pair is among "
-        f"its k most similar of the other view's {n} rows"
+        f"its k most similar of the other view's {n} rows (its pair and the {n - 1} others)"
     )
 
 

@@ -183,7 +183,7 @@ def test_help_names_the_comparing_mode(capsys: pytest.CaptureFixture[str]) -> No
     assert "--ci" in summary
     assert main(["report", "--help"]) == 0
     description = " ".join(capsys.readouterr().out.split())
-    assert "Two or more runs (--run A --run B --qrels Q) compare the systems" in description
+    assert "two or more runs (--run A --run B --qrels Q, nothing else)" in description
 
 
 # ----------------------------------------------------------------------------- bad input: exit 2, one line
@@ -507,7 +507,7 @@ def test_embeddings_match_accuracy_calculator(tmp_path: Path, capsys: pytest.Cap
     assert status == 0, err
     got = json.loads(out_json.read_text())["embeddings"]
     keys = ["precision_at_1", "r_precision", "mean_average_precision_at_r", "NMI", "AMI"]
-    health = ["rankme", "alpha_req", "knn_accuracy_k20_top1", "knn_accuracy_k20_top5"]
+    health = ["rankme", "alpha_req", "knn_accuracy_k20_top1"]  # 4 classes: no top-5 row (always 1.0)
     assert list(got) == [*keys, *health, "precision@3"]  # precision@1 is precision_at_1: one row
     assert table_rows(out) == [(k, f"{v:.4f}") for k, v in got.items()]
     # representation health: the file's rows against themselves (leave-one-out kNN)
@@ -516,8 +516,8 @@ def test_embeddings_match_accuracy_calculator(tmp_path: Path, capsys: pytest.Cap
     assert got["rankme"] == pytest.approx(rep.rankme(x), rel=1e-5)
     fit = (6, 100) if x.shape[1] > 6 else (1, x.shape[1])
     assert got["alpha_req"] == pytest.approx(rep.alpha_req(x, fit), rel=1e-5)
-    knn = rep.knn_accuracy(x, y, x, y, 20, 0.07, (1, 5), exclude_self=True)
-    assert [got["knn_accuracy_k20_top1"], got["knn_accuracy_k20_top5"]] == pytest.approx(list(knn), abs=1e-6)
+    knn = rep.knn_accuracy(x, y, x, y, 20, 0.07, (1,), exclude_self=True)
+    assert [got["knn_accuracy_k20_top1"]] == pytest.approx(list(knn), abs=1e-6)
     expected = AccuracyCalculator().get_accuracy(
         torch.from_numpy(x), torch.from_numpy(x), torch.from_numpy(y), torch.from_numpy(y), True
     )

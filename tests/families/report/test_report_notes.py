@@ -5,6 +5,7 @@ and the default ``--k`` clipped to small data (an explicit one refused instead).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -100,7 +101,11 @@ def test_enough_rows_keep_the_default_k_and_no_note(
     ("family", "message"),
     [
         ("embeddings", "the 9 reference embeddings available to each query"),
-        ("views", "the 9 other rows of each view (k = 10 scores 1 whatever the embeddings)"),
+        (
+            "views",
+            "the 9 rows of the other view besides a row's pair (its candidates are the other view's 10 "
+            "rows, the pair included: k = 10 scores 1 whatever the embeddings)",
+        ),
     ],
 )
 def test_an_explicit_k_too_large_is_refused(
@@ -124,15 +129,72 @@ def test_one_row_per_measure_and_the_vote_named_by_its_k(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """``precision@1`` of the embeddings is ``precision_at_1``: one row; the weighted kNN vote's rows name
-    the vote's k (20) and the class rank (top 1, top 5), so that neither reads as a cut-off ``@5``."""
+    the vote's k (20) and the class rank (top 1), so that neither reads as a cut-off ``@1``; two classes
+    give no top-5 row (the true class is always among the top 5: 1.0 by construction), and the note says
+    so."""
     status, out, err = call(capsys, *_small_files(tmp_path, n=30)[:4], "--json", "-")
     assert status == 0, err
     got = json.loads(out)["embeddings"]
     assert "precision@1" not in got
     assert "precision_at_1" in got
-    assert {"knn_accuracy_k20_top1", "knn_accuracy_k20_top5"} <= set(got)
-    assert not [key for key in got if key.startswith("knn_accuracy@")]
-    assert got["knn_accuracy_k20_top5"] == 1.0  # two classes: the true one is always among the top 5
+    assert [key for key in got if key.startswith("knn_accuracy")] == ["knn_accuracy_k20_top1"]
+    status, out, err = call(capsys, *_small_files(tmp_path, n=30)[:4])
+    assert status == 0, err
+    assert (
+        "embeddings: no top-5 row: with 2 classes the query's class is always among the 5 with the most "
+        "votes (1.0 by construction)"
+    ) in rows_and_notes(out)[1]
+
+
+def test_the_vote_takes_the_references_there_are(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """10 rows of 2 classes: the vote of 20 had only 9 references (leave-one-out) and no note, and its
+    top-5 row was 1.0 by construction; now it is a vote of 9, named so, against the oracle's, one note."""
+    from oracles import representation as rep
+
+    status, out, err = call(capsys, *_small_files(tmp_path)[:4])
+    assert status == 0, err
+    rows, notes = rows_and_notes(out)
+    assert [key for key in rows if key.startswith("knn_accuracy")] == ["knn_accuracy_k9_top1"]
+    x, y = np.load(tmp_path / "e.npy"), np.load(tmp_path / "l.npy")
+    (want,) = rep.knn_accuracy(x, y, x, y, 9, 0.07, (1,), exclude_self=True)
+    assert rows["knn_accuracy_k9_top1"] == f"{want:.4f}"
+    assert [line for line in notes if "kNN vote" in line] == [
+        "embeddings: the weighted kNN vote takes the 9 references available to each query (20 by default); "
+        "no top-5 row: with 2 classes the query's class is always among the 5 with the most votes (1.0 by "
+        "construction)"
+    ]
+
+
+def test_six_classes_keep_the_top5_row(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """More than 5 classes and more than 20 references: both rows, the default k, no vote note."""
+    rng = np.random.default_rng(1)
+    np.save(tmp_path / "e.npy", rng.normal(size=(30, 4)).astype(np.float32))
+    np.save(tmp_path / "l.npy", np.arange(30) % 6)
+    status, out, err = call(
+        capsys, "--embeddings", str(tmp_path / "e.npy"), "--labels", str(tmp_path / "l.npy")
+    )
+    assert status == 0, err
+    rows, notes = rows_and_notes(out)
+    assert [key for key in rows if key.startswith("knn_accuracy")] == [
+        "knn_accuracy_k20_top1",
+        "knn_accuracy_k20_top5",
+    ]
+    assert not [line for line in notes if "kNN vote" in line or "top-5" in line]
+
+
+def test_report_help_counts_its_modes_and_names_choices_as_words(capsys: pytest.CaptureFixture[str]) -> None:
+    """``report --help`` said "Four modes" and then described a fifth (comparing runs); ``--test`` printed
+    a Python tuple and ``--correction`` said ``None`` where the flag takes ``none``."""
+    assert main(["report", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Four modes" not in text
+    assert "Four input families, combinable" in text
+    assert "Comparing systems is a mode of its own" in text
+    assert not re.search(r"\('[^']*', '", text)  # no Python tuple of choices
+    comparing = text[text.index("comparing runs (") :]
+    assert "None" not in comparing[: comparing.index("--ci")]
+    assert "the paired test: t, wilcoxon, randomization or bootstrap (default: t)" in text
+    assert "multiple-comparison correction: holm, bonferroni or none (no correction) (default: holm)" in text
 
 
 RUN = "q1 Q0 d1 1 0.9 t\nq1 Q0 d2 2 0.5 t\nq2 Q0 d1 1 0.3 t\n"
@@ -169,7 +231,8 @@ def test_the_views_note_says_what_the_two_views_are(
     assert status == 0, err
     assert rows_and_notes(out)[1][1] == (
         "views: the two views are --view1 and --view2 (row i of each: one item); contrastive_accuracy@k: how "
-        "often a row's pair is among its k most similar of the other view's 20 rows"
+        "often a row's pair is among its k most similar of the other view's 20 rows (its pair and the 19 "
+        "others)"
     )
 
 
