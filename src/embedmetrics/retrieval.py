@@ -31,7 +31,8 @@ from embedmetrics._engine.ranking.curves import (
     recall_at_precision,
     top_k_column,
 )
-from embedmetrics._engine.ranking.options import OPTIONS
+from embedmetrics._engine.ranking.measures import STATUS_ABSENT, STATUS_EMPTY, STATUS_OK
+from embedmetrics._engine.ranking.options import COMMON, OPTIONS
 from embedmetrics._engine.ranking.retrieval import (
     RetrievalDeclaration,
     RetrievalSettings,
@@ -40,6 +41,7 @@ from embedmetrics._engine.ranking.retrieval import (
     query_values,
     read_settings,
 )
+from embedmetrics._engine.settings.options import Option, read_options, refuse_other_settings
 from embedmetrics._metric.base import BaseMetric
 from embedmetrics._metric.docstrings import documented, documented_curve
 from embedmetrics._metric.registry import class_names
@@ -47,11 +49,35 @@ from embedmetrics._plotting import plot_curve, plot_metric
 
 __all__ = ["RetrievalMetric", *class_names("retrieval")]
 
+#: The settings of a subclass that defines its own ``_metric`` (torchmetrics' ``RetrievalMetric``'s):
+#: no tie policy and no cut-off (its ``_metric`` reads the settings it adds itself).
+OWN_METRIC_OPTIONS: tuple[Option, ...] = COMMON[1:]
+_OWN_METRIC_REASON = "a subclass's own `_metric` takes this setting itself (in its own `__init__`)"
+
 
 class RetrievalMetric(BaseMetric):
     """Base of the retrieval metrics: option checks, the two kinds of state, ``compute`` by the engine.
 
     Subclasses name their declaration (``declaration``); see ``RetrievalHitRate`` for the arguments.
+
+    As in torchmetrics, a subclass of your own may instead define ``_metric(self, preds, target)``, the
+    value of one query (its scores and relevance, documents whose target is ``ignore_index`` dropped;
+    called only for a query with a relevant document). It takes the settings of torchmetrics' base,
+    ``empty_target_action``, ``ignore_index``, ``aggregation`` (also as the third positional argument,
+    as in torchmetrics) and ``validate_args``, and adds its own in its ``__init__``; set
+    ``allow_non_binary_target = True`` for graded relevance.
+
+    Example:
+        >>> import torch
+        >>> from embedmetrics.retrieval import RetrievalMetric
+        >>> class FirstIsRelevant(RetrievalMetric):
+        ...     def _metric(self, preds, target):
+        ...         return target[preds.argmax()].float()
+        >>> metric = FirstIsRelevant()
+        >>> preds, target = torch.tensor([0.9, 0.1, 0.8, 0.2]), torch.tensor([0, 1, 1, 0])
+        >>> metric.update(preds, target, indexes=torch.tensor([0, 0, 1, 1]))
+        >>> metric.compute()
+        tensor(0.5000)
     """
 
     is_differentiable: bool = False
@@ -60,6 +86,10 @@ class RetrievalMetric(BaseMetric):
     plot_lower_bound: float = 0.0
     _aligned_row_stores = (("preds", "target", "indexes"),)
     plot_upper_bound: float = 1.0
+    #: A subclass's own ``_metric`` takes graded relevance (torchmetrics' name; declared metrics: their
+    #: declaration decides).
+    allow_non_binary_target: bool = False
+    _own_metric: bool
 
     declaration: ClassVar[RetrievalDeclaration]
     batch_spec = BatchSpec(
@@ -90,34 +120,97 @@ class RetrievalMetric(BaseMetric):
         validate_args: bool = True,
         **kwargs: Any,
     ) -> None:
-        table = OPTIONS[self._table()]
-        given = {o.name: kwargs.pop(o.name) for o in table if o.name in kwargs}
+        options = type(self).options()
+        own = self._own_metric = self._defines_metric()
+        if self._table() is None and not own:
+            raise TypeError(
+                f"{type(self).__name__} is a base class: give a subclass of it `_metric(self, preds, "
+                "target)`, the value of one query (as torchmetrics' RetrievalMetric), or use a metric of "
+                "embedmetrics.retrieval."
+            )
+        if own and self._table() is None and (isinstance(k, str) or callable(k)) and aggregation == "mean":
+            k, aggregation = None, k  # torchmetrics' base: (empty_target_action, ignore_index, aggregation)
+        given = {o.name: kwargs.pop(o.name) for o in options if o.name in kwargs}
         given.update(empty_target_action=empty_target_action, ignore_index=ignore_index)
-        given.update(aggregation=aggregation, ties=ties, validate_args=validate_args)
-        if k is not None or any(o.name == "k" for o in table):
+        given.update(aggregation=aggregation, validate_args=validate_args)
+        if ties != "average" or any(o.name == "ties" for o in options):
+            given["ties"] = ties
+        if k is not None or any(o.name == "k" for o in options):
             given["k"] = k
         super().__init__(**kwargs)
-        settings = read_settings(type(self).__name__, self._table(), given, top_k)
+        settings = self._read_settings(given, top_k)
         self._ks, self._single = self._cutoffs(settings)
         self._options = settings.options
         if "k" in settings.values:
             self.top_k = settings.values["k"]
+        if "ties" not in settings.values:
+            self.ties = "average"
+        name = f"{type(self).__module__}.{type(self).__qualname__}" if own else self.declaration.name
         # 2-D input stores per-query values at these settings: never share a compute group across them
-        self.apply_options(settings.values, record={"metric": self.declaration.name, "k": self._ks})
+        self.apply_options(settings.values, record={"metric": name, "k": self._ks})
         self.add_row_store("preds", "target", "indexes", "row_values", "row_status")
 
-    def _batch_context(self) -> dict[str, Any]:
-        return {
-            "metric": self.declaration.name,
-            "binary": self.declaration.binary,
-            "unjudged": self.declaration.unjudged,
-            "ignore_index": self.ignore_index,
-        }
+    @classmethod
+    def options(cls) -> tuple[Option, ...]:
+        """The option table of the class: of the nearest registered class, else the base's settings
+        (``OWN_METRIC_OPTIONS``)."""
+        table = cls._table()
+        return OWN_METRIC_OPTIONS if table is None else OPTIONS[table]
 
     @classmethod
-    def _table(cls) -> str:
-        """The registry name whose option table this class reads (the nearest registered class)."""
-        return next(c.__name__ for c in cls.__mro__ if c.__name__ in OPTIONS)
+    def _defines_metric(cls) -> bool:
+        """Whether the class computes its own ``_metric`` (torchmetrics' API) instead of a declaration."""
+        return cls._metric is not RetrievalMetric._metric
+
+    def _read_settings(self, given: dict[str, Any], top_k: int | Sequence[int] | None) -> RetrievalSettings:
+        """The checked settings: of the registered table, else the base's (no cut-off, no ties)."""
+        owner, table = type(self).__name__, self._table()
+        if table is not None:
+            return read_settings(owner, table, given, top_k)
+        reasons = dict.fromkeys(("k", "top_k", "ties"), _OWN_METRIC_REASON)
+        alias = {} if top_k is None else {"top_k": top_k}
+        refuse_other_settings(owner, OWN_METRIC_OPTIONS, {**given, **alias}, reasons)
+        return RetrievalSettings(read_options(owner, OWN_METRIC_OPTIONS, given), (None,), True)
+
+    def _metric(self, preds: Tensor, target: Tensor) -> Tensor:
+        """The value of one query, for a subclass of your own (torchmetrics' API; see the class docstring).
+
+        Args:
+            preds: the query's scores (1-D).
+            target: the query's relevance (1-D), with at least one relevant document.
+        """
+        raise NotImplementedError(f"{type(self).__name__} defines no `_metric`.")
+
+    def _batch_context(self) -> dict[str, Any]:
+        if self._own_metric:
+            binary, unjudged = not self.allow_non_binary_target, False
+        else:
+            binary, unjudged = self.declaration.binary, self.declaration.unjudged
+        metric = type(self).__name__ if self._own_metric else self.declaration.name
+        return {"metric": metric, "binary": binary, "unjudged": unjudged, "ignore_index": self.ignore_index}
+
+    @classmethod
+    def _table(cls) -> str | None:
+        """The registry name whose option table this class reads (the nearest registered class), or
+        ``None`` (the base, or a subclass of your own of it)."""
+        return next((c.__name__ for c in cls.__mro__ if c.__name__ in OPTIONS), None)
+
+    def _values(
+        self, preds: Tensor, target: Tensor, indexes: Tensor | None, ks: tuple[int | None, ...]
+    ) -> tuple[Tensor, Tensor]:
+        """Per-query values and status: by the declaration's closed form, or the class's own ``_metric``."""
+        if self._own_metric:
+            return own_query_values(self._metric, preds, target, indexes, self.ignore_index)
+        return query_values(
+            self.declaration,
+            preds,
+            target,
+            indexes,
+            ks=ks,
+            ties=self.ties,
+            ignore_index=self.ignore_index,
+            options=self._options,
+        )
 
     def _cutoffs(self, settings: RetrievalSettings) -> tuple[tuple[int | None, ...], bool]:
         """The cut-offs of the per-query values, and whether ``k`` was a scalar."""
@@ -135,16 +228,7 @@ class RetrievalMetric(BaseMetric):
         batch, _ = self.read_batch(preds, target, indexes)
         preds, target, indexes = batch["preds"], batch["target"], batch["indexes"]
         if indexes is None:
-            values, status = query_values(
-                self.declaration,
-                preds,
-                target,
-                None,
-                ks=self._ks,
-                ties=self.ties,
-                ignore_index=self.ignore_index,
-                options=self._options,
-            )
+            values, status = self._values(preds, target, None, self._ks)
             self.append_rows("row_values", values.to(out_dtype(preds)))
             self.append_rows("row_status", status)
         else:
@@ -162,7 +246,7 @@ class RetrievalMetric(BaseMetric):
             aggregation=self.aggregation,
             single=self._single,
             dtype=dtype,
-            needs=self.declaration.needs,
+            needs="relevant" if self._own_metric else self.declaration.needs,
         )
 
     def _query_values(self, ks: tuple[int | None, ...]) -> tuple[Tensor, Tensor, torch.dtype]:
@@ -170,7 +254,7 @@ class RetrievalMetric(BaseMetric):
         values: list[Tensor] = []
         status: list[Tensor] = []
         dtype = torch.float32
-        width = len(ks) * self.declaration.values_per_cutoff
+        width = len(ks) * (1 if self._own_metric else self.declaration.values_per_cutoff)
         row_values, row_status = self.stored_rows("row_values"), self.stored_rows("row_status")
         if row_values is not None and row_status is not None:
             values.append(row_values.reshape(-1, width))
@@ -178,16 +262,7 @@ class RetrievalMetric(BaseMetric):
             dtype = row_values.dtype
         preds, target, indexes = (self.stored_rows(n) for n in ("preds", "target", "indexes"))
         if preds is not None and target is not None and indexes is not None:
-            v, s = query_values(
-                self.declaration,
-                preds,
-                target,
-                indexes,
-                ks=ks,
-                ties=self.ties,
-                ignore_index=self.ignore_index,
-                options=self._options,
-            )
+            v, s = self._values(preds, target, indexes, ks)
             flat_dtype = out_dtype(preds)
             dtype = torch.float64 if torch.float64 in (dtype, flat_dtype) else flat_dtype
             values.append(v)
@@ -211,6 +286,36 @@ class RetrievalMetric(BaseMetric):
             The figure and axis. A value per ``k`` is drawn as a curve over ``k``.
         """
         return plot_metric(self, val, ax, self._ks)
+
+
+def own_query_values(
+    metric: Callable[[Tensor, Tensor], Tensor],
+    preds: Tensor,
+    target: Tensor,
+    indexes: Tensor | None,
+    ignore_index: int | None,
+) -> tuple[Tensor, Tensor]:
+    """Per-query values ``(Q, 1)`` (float64) and status ``(Q,)`` of a subclass's own ``metric(preds,
+    target)``, grouped as torchmetrics' ``RetrievalMetric.compute`` groups: queries in ascending index
+    order (2-D input: one per row), documents whose target is ``ignore_index`` dropped, ``metric`` called
+    only for a query with a relevant document (else "empty"; a query left without documents is absent)."""
+    if indexes is None:
+        groups = list(zip(preds.reshape(-1, preds.shape[-1]), target.reshape(-1, target.shape[-1])))
+    else:
+        order = torch.argsort(indexes, stable=True)
+        counts = torch.unique_consecutive(indexes[order], return_counts=True)[1].tolist()
+        groups = list(zip(torch.split(preds[order], counts), torch.split(target[order], counts)))
+    values, status = [], []
+    for p, t in groups:
+        if ignore_index is not None:
+            p, t = p[t != ignore_index], t[t != ignore_index]
+        state = STATUS_ABSENT if t.numel() == 0 else STATUS_OK if bool(t.sum()) else STATUS_EMPTY
+        value = metric(p, t) if state == STATUS_OK else torch.zeros(())
+        values.append(torch.as_tensor(value, device=preds.device).to(torch.float64).reshape(()))
+        status.append(state)
+    if not values:
+        return torch.zeros(0, 1, dtype=torch.float64, device=preds.device), torch.zeros(0, dtype=torch.int8)
+    return torch.stack(values).reshape(-1, 1), torch.tensor(status, dtype=torch.int8, device=preds.device)
 
 
 @documented("hit_rate", "module")
