@@ -104,8 +104,9 @@ def graded_lists(run: Run, qrels: Qrels, *, max_docs: int | None = None, judged_
     if refuse_absent and not complete and (judged & ~in_run).any():
         first = min(str(n) for n in names[judged & ~in_run])
         raise AbsentQuery(
-            f"query {first!r} of the qrels is not in the run: trec_eval 10.0 stops there without -c (exit 4, "
-            "'result qid not found in qrels'); -c evaluates it as retrieving nothing, --trec-eval 9 skips it.",
+            f"query {first!r} of the qrels is not in the run: trec_eval 10.0 stops there without -c "
+            "(exit 4, 'result qid not found in qrels'); -c evaluates it as retrieving nothing, "
+            "--trec-eval 9 skips it.",
             first,
         )
     if not evaluated.any() and not complete:  # trec_eval 10's -c evaluates every judged query regardless

@@ -71,7 +71,12 @@ def read_zscores(path: str) -> ZScores:
 def to_zscores(
     values: Mapping[str, np.ndarray], query_ids: Sequence[str], zscores: ZScores
 ) -> dict[str, np.ndarray]:
-    """Each column of per-query ``values`` (``{label: (Q,)}``, ``query_ids`` naming the rows) as z-scores."""
+    """Each column of per-query ``values`` (``{label: (Q,)}``, ``query_ids`` naming the rows) as z-scores.
+    Refused (``ZScoreFileError``) where trec_eval's output is undefined or the file is surely not the
+    run's: ``_undefined``."""
+    wrong = _undefined(list(values), query_ids, zscores)
+    if wrong is not None:
+        raise ZScoreFileError(f"-Z: {wrong}")
     out = {}
     for label, column in values.items():
         value = np.asarray(column, dtype=np.float64)
@@ -84,3 +89,26 @@ def to_zscores(
             )
         out[label] = np.where(found, scored, MISSING)
     return out
+
+
+def _undefined(labels: Sequence[str], query_ids: Sequence[str], zscores: ZScores) -> str | None:
+    """Why the z-scores are refused, or ``None``: no query of the run has a line in the file (every value
+    would be ``MISSING``: the wrong file), or a query, or a query's measure, that the file lacks sorts
+    (``strcmp``) after the file's last: trec_eval's binary search (``convert_zscores.c``'s ``find_qid``,
+    ``find_meas``, ``end`` one past the table) then reads past its table, undefined (it crashes)."""
+    if not any(q in zscores for q in query_ids):
+        return f"the file has no line for any of the run's {len(query_ids)} queries: not the run's file."
+    last_query = max(q.encode() for q in zscores)
+    for query in query_ids:
+        if query not in zscores:
+            if query.encode() > last_query:
+                return (f"the file has no line for query {query!r}, which sorts after its last query: "
+                        "trec_eval's lookup reads past its table there (undefined: it crashes).")  # fmt: skip
+            continue
+        last = max((m.encode() for m in zscores[query]), default=b"")
+        beyond = [label for label in labels if label not in zscores[query] and label.encode() > last]
+        if beyond:
+            return (f"the file has no line for query {query!r} and measure {beyond[0]!r}, which sorts after "
+                    "that query's last measure: trec_eval's lookup reads past its table there (undefined: "
+                    "it crashes).")  # fmt: skip
+    return None

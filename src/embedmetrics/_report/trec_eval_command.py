@@ -8,8 +8,10 @@ printed) and ``--output-dir DIR``. Several runs: each run's block exactly as tre
 run, run after run, the qrels read once. A run ``-`` is standard input.
 
 Exit status as trec_eval's where it refuses: 1 a usage error or an unknown measure, 2 an unreadable or
-malformed file (and ``-R``/``-T`` formats not read here), 4 a document twice in a query, 7 no query of
-the run judged, 255 an unreadable ``-Z`` file; one line on stderr.
+malformed file (and ``-R``/``-T`` formats not read here) or a cut-off trec_eval cannot initialise, 4 a
+document twice in a query (or, 10.0 without ``-c``, a judged query the run lacks), 7 no query of the run
+judged, 255 an unreadable ``-Z`` file or one trec_eval's lookup would read past; one line on stderr. Several
+runs go on past a failing run, as a shell loop over trec_eval; the status is the first failing run's.
 """
 
 from __future__ import annotations
@@ -76,11 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="trec_eval's calling form: a script that calls `trec_eval` calls `embedmetrics "
         "trec_eval` with the same options and files. Several runs print each run's block as trec_eval "
         "prints it, one after the other.",
-        epilog="Exit status as trec_eval's: 0 success, 1 usage or unknown measure, 2 bad file, 4 a document "
-        "twice in a query (or, 10.0 without -c, a judged query the run lacks), 7 no query of the run "
-        "judged, 255 bad -Z file. See docs/trec-eval.md.",
+        epilog="Exit status as trec_eval's: 0 success, 1 usage or unknown measure, 2 bad file or cut-off, "
+        "4 a document twice in a query (or, 10.0 without -c, a judged query the run lacks), 7 no query of "
+        "the run judged, 255 bad -Z file. See docs/trec-eval.md.",
     )  # fmt: skip
-    parser.add_argument("-v", "--version", action="version", version=_version())
+    parser.add_argument("-v", "--version", action=_Version, nargs=0, help="print the version (on stderr, as "
+                        "trec_eval does) and exit")  # fmt: skip
     for letter, long, dest, text, kwargs in _OPTIONS:
         parser.add_argument(f"-{letter}", f"--{long}", dest=dest, help=text, **kwargs)
     version_flag(parser)
@@ -90,6 +93,15 @@ def build_parser() -> argparse.ArgumentParser:
         "runs", metavar="RUN", nargs="+", help="run files (qid Q0 docno rank score tag); '-': stdin"
     )
     return parser
+
+
+class _Version(argparse.Action):
+    """``-v``: the version on stderr, as trec_eval prints its own (``trec_eval.c``), then exit 0."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> NoReturn:  # fmt: skip
+        sys.stderr.write(_version() + "\n")
+        raise SystemExit(0)
 
 
 def _version() -> str:
@@ -109,8 +121,12 @@ def settings_of(args: argparse.Namespace) -> Settings:
     wrong = wrong_limit(args.max_docs, args.level)
     if wrong is not None:
         raise UsageError(wrong)
+    from embedmetrics._engine.trec_eval.names import CutoffError
+
     try:
         measures = measures_of(args.measure, args.trec_eval)
+    except CutoffError as err:  # trec_eval: "Cannot initialize measure", exit 2
+        raise ReportInputError(f"-m: {err}") from None
     except ValueError as err:
         raise UsageError(f"-m: {err}") from None
     return Settings(

@@ -142,6 +142,11 @@ class Measure:
         return [self.name if self.given is None else f"{self.name}_{self.given}"]
 
 
+class CutoffError(ValueError):
+    """A cut-off trec_eval refuses when it initialises the measure (not positive, or given twice):
+    "Cannot initialize measure", exit status 2 (``meas_init.c``), where a bad name exits 1."""
+
+
 def _number(measure: str, text: str) -> float:
     """C's ``atof`` of a parameter that is a number (``5``, ``.5``, ``2.``, ``1e-3``), else refused."""
     if not _NUMBER.fullmatch(text):
@@ -170,10 +175,10 @@ def _cutoffs(measure: str, texts: list[str], whole: bool) -> tuple[float, ...]:
     one refused; whole cut-offs positive."""
     values: list[float] = sorted(_whole(measure, t) if whole else _number(measure, t) for t in texts)
     if whole and values[0] <= 0:
-        raise ValueError(f"measure {measure!r}: cut-off {values[0]} is not positive.")
+        raise CutoffError(f"measure {measure!r}: cut-off {values[0]} is not positive.")
     repeated = [a for a, b in zip(values, values[1:]) if a == b]
     if repeated:
-        raise ValueError(f"measure {measure!r}: cut-off {repeated[0]:g} is given twice.")
+        raise CutoffError(f"measure {measure!r}: cut-off {repeated[0]:g} is given twice.")
     return tuple(values)
 
 
