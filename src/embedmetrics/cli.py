@@ -37,7 +37,8 @@ class _Parser(argparse.ArgumentParser):
     """An argument parser whose usage errors become one-line ``ReportInputError``."""
 
     def error(self, message: str) -> NoReturn:
-        raise ReportInputError(f"{message} (see `{self.prog} --help`).")
+        hint = trec_eval_mode.other_options_hint(message)
+        raise ReportInputError(f"{message} (see `{self.prog} --help`){hint}.")
 
 
 def parse_ks(text: str) -> list[int]:

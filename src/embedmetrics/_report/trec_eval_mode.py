@@ -67,6 +67,24 @@ def version_flag(group: Any) -> None:
     )  # fmt: skip
 
 
+#: trec_eval's option letters that only ``embedmetrics trec_eval`` takes (the report does not).
+OTHER_LETTERS = ("-J", "-n", "-N", "-o", "-Z", "-R", "-T")
+
+
+def other_options_hint(message: str) -> str:
+    """Where an argparse error ``message`` refuses one of trec_eval's letters that the report does not
+    take (``-J``, ``-n``, ``-N``, ``-o``, ``-Z``, ``-R``, ``-T``, glued or not), a sentence pointing to
+    ``embedmetrics trec_eval``, which takes them all; else ``""``."""
+    if not message.startswith("unrecognized arguments:"):
+        return ""
+    words = message.split(":", 1)[1].split()
+    found = sorted({w[:2] for w in words if w[:2] in OTHER_LETTERS})
+    if not found:
+        return ""
+    return (f"; trec_eval's {', '.join(found)}: `embedmetrics trec_eval [options] QRELS RUN` takes every "
+            "trec_eval option (see `embedmetrics trec_eval --help`)")  # fmt: skip
+
+
 def requested(args: argparse.Namespace) -> bool:
     """Whether the command asks for trec_eval's measures."""
     given = [getattr(args, f) for f in TREC_EVAL_FLAGS]
@@ -372,7 +390,9 @@ def _notes(lists: Any, args: argparse.Namespace) -> list[str]:
         note += f"; averaged over the {lists.n_qrels_queries} judged queries (-c: an absent one scores 0)"
     else:
         skipped_run, skipped_qrels = lists.n_run_queries - n_eval, lists.n_qrels_queries - n_eval
-        note += f"; skipped {skipped_run} run queries without qrels and {skipped_qrels} judged queries absent"
+        note += (f"; skipped {skipped_run} run queries without qrels and {skipped_qrels} judged queries absent "
+                 "from the run (as trec_eval 9 does; trec_eval 10.0 stops at the first of these, "
+                 "`embedmetrics trec_eval` does too)")  # fmt: skip
     notes = [note]
     if args.per_query:
         notes.append("per-query values (-q): printed with --format trec_eval, written with --json")
