@@ -108,7 +108,8 @@ def _dense_flags(report: argparse.ArgumentParser) -> None:
     )
     for option in DENSE_OPTIONS["DenseRetrieval"]:
         if option.cli:  # --depth, --similarity: the metric's own options
-            option_flag(group, option)
+            given = {"help": "length of the retrieved list (default: the largest --k)"}
+            option_flag(group, option, **(given if option.name == "depth" else {}))
     group.add_argument("--save-run", metavar="FILE", help="write the retrieved lists as a TREC run file")
     group.add_argument(
         "--checkpoint",
