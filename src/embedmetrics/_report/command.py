@@ -259,8 +259,9 @@ def _trec_family(
         }
     )
     report.notes.append(
-        f"trec: {n_eval} queries evaluated; skipped (as trec_eval does) {skipped_run} run queries without "
-        f"qrels and {skipped_qrels} judged queries absent from the run; ties: {ties}"
+        f"trec: {n_eval} queries evaluated; skipped (as trec_eval 9 does; 10.0 stops at a judged query "
+        f"absent from the run, `embedmetrics trec_eval` too) {skipped_run} run queries without qrels and "
+        f"{skipped_qrels} judged queries absent from the run; ties: {ties}"
     )
     missed = inputs.info["trec"]["relevant_not_retrieved"]
     if missed and n_eval:

@@ -390,8 +390,8 @@ def _notes(lists: Any, args: argparse.Namespace) -> list[str]:
         note += f"; averaged over the {lists.n_qrels_queries} judged queries (-c: an absent one scores 0)"
     else:
         skipped_run, skipped_qrels = lists.n_run_queries - n_eval, lists.n_qrels_queries - n_eval
-        note += (f"; skipped {skipped_run} run queries without qrels and {skipped_qrels} judged queries absent "
-                 "from the run (as trec_eval 9 does; trec_eval 10.0 stops at the first of these, "
+        note += (f"; skipped {skipped_run} run queries without qrels and {skipped_qrels} judged queries "
+                 "absent from the run (as trec_eval 9 does; trec_eval 10.0 stops at the first of these, "
                  "`embedmetrics trec_eval` does too)")  # fmt: skip
     notes = [note]
     if args.per_query:

@@ -743,7 +743,7 @@ def test_default_example_in_a_real_process(tmp_path: Path) -> None:
     assert printed == expected, "\n".join(
         difflib.unified_diff(expected, printed, "expected", "printed", lineterm="")
     )
-    assert "trec: 599 queries evaluated; skipped (as trec_eval does) 0 run queries" in done.stdout
+    assert "trec: 599 queries evaluated; skipped (as trec_eval 9 does; 10.0 stops" in done.stdout
     document = json.loads((tmp_path / "out.json").read_text())
     assert set(document) == {"embeddings", "views", "trec", "info"}
     assert document["info"]["source"] == "digits"
