@@ -478,3 +478,40 @@ def test_z_files_covering_some_or_none_of_the_queries(
     ]  # fmt: skip
     binary_answer = _binary_run(args)
     assert binary_answer in (None, (0, out))
+
+
+@pytest.mark.parametrize("letters", [["-J"], ["-N", "5", "-Z", "z"], ["-Jq"]])
+def test_report_points_to_the_calling_form_for_trec_eval_s_other_letters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], letters: list[str]
+) -> None:
+    files = _loop_files(tmp_path)
+    status = main(
+        ["report", "--run", files["small"], "--qrels", files["qrels"], "--format", "trec_eval", *letters]
+    )
+    err = capsys.readouterr().err
+    assert status == 2
+    assert len(err.splitlines()) == 1
+    assert "`embedmetrics trec_eval" in err
+    assert letters[0][:2] in err
+
+
+def test_report_note_says_which_trec_eval_skips_absent_queries(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = _loop_files(tmp_path)
+    assert main(["report", "--run", files["gap"], "--qrels", files["qrels"], "-m", "map"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "1 judged queries absent from the run (as trec_eval 9 does; trec_eval 10.0 stops" in out
+
+
+@pytest.mark.parametrize(("qrels", "run"), [
+    ("q1 0 d1 abc\n", "q1 Q0 d1 1 1.0 t\n"), ("q1 0 d1 1\n", "q1 Q0 d1 1 0x1p-1 t\n"),
+    ("q1 0 d1 1\n", "q1 Q0 d1 1 abc t\n"),
+])  # fmt: skip
+def test_a_score_or_grade_that_is_not_a_number_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], qrels: str, run: str
+) -> None:
+    """Deliberately unlike trec_eval (its atof/atol read 0 silently; docs/trec-eval.md): exit 2, the line."""
+    got, out, err = te(capsys, write(tmp_path, "qrels", qrels), write(tmp_path, "run", run))
+    assert (got, out) == (2, [])
+    assert ":1:" in err
