@@ -139,7 +139,8 @@ class RetrievalMetric(BaseMetric):
             given["k"] = k
         super().__init__(**kwargs)
         settings = self._read_settings(given, top_k)
-        self._ks, self._single = self._cutoffs(settings)
+        # one value per query from an own `_metric` (it reads `top_k` itself)
+        self._ks, self._single = ((None,), True) if own else self._cutoffs(settings)
         self._options = settings.options
         if "k" in settings.values:
             self.top_k = settings.values["k"]

@@ -177,3 +177,19 @@ def test_graded_relevance_needs_allow_non_binary_target() -> None:
     metric = GradedGain()
     metric.update(preds, target, indexes)
     assert metric.compute().item() == 2.0
+
+
+def test_an_own_metric_on_a_registered_class_reads_its_settings() -> None:
+    """A subclass of ``RetrievalPrecision`` with its own ``_metric`` keeps that class's settings (``k``,
+    as ``top_k``) and one value per query, whatever ``k``."""
+    from embedmetrics.retrieval import RetrievalPrecision
+
+    class Mine(RetrievalPrecision):
+        def _metric(self, preds: Tensor, target: Tensor) -> Tensor:
+            return _precision_at(preds, target, int(self.top_k))
+
+    batches = _batches(13)
+    ours = Mine(k=2)
+    for preds, target, indexes in batches:
+        ours.update(preds, target, indexes=indexes)
+    torch.testing.assert_close(ours.compute(), _by_hand(batches, 0.0))
