@@ -210,3 +210,16 @@ def dense_inputs(out: dict[str, Tensor]) -> list[dict[str, Any]]:
         {"embeddings": out["z2"][corpus], "ids": ids[corpus], "role": "corpus"},
         {"embeddings": out["z1"][~corpus], "ids": ids[~corpus], "role": "query"},
     ]
+
+
+def trainer(**kwargs: Any) -> pl.Trainer:
+    """A quiet CPU ``Trainer`` (one device, no logger, bar, checkpoint or summary) with ``kwargs`` on top."""
+    defaults: dict[str, Any] = {
+        "accelerator": "cpu",
+        "devices": 1,
+        "logger": False,
+        "enable_progress_bar": False,
+        "enable_checkpointing": False,
+        "enable_model_summary": False,
+    }
+    return pl.Trainer(**{**defaults, **kwargs})

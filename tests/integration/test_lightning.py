@@ -37,18 +37,6 @@ pytestmark = pytest.mark.filterwarnings(
 )
 
 
-def _trainer(**kwargs: Any) -> pl.Trainer:
-    defaults: dict[str, Any] = {
-        "accelerator": "cpu",
-        "devices": 1,
-        "logger": False,
-        "enable_progress_bar": False,
-        "enable_checkpointing": False,
-        "enable_model_summary": False,
-    }
-    return pl.Trainer(**{**defaults, **kwargs})
-
-
 def _assert_values(logged: dict[str, Any], expected: dict[str, float], where: str) -> None:
     for name, value in expected.items():
         assert name in logged, f"{where}: {name} not logged; logged {sorted(logged)}"
@@ -78,7 +66,7 @@ def _collection_expected(prefix: str) -> dict[str, float]:
 
 
 def test_single_device_self_log_and_callback() -> None:
-    trainer = _trainer(callbacks=[h.callback(), _collection_callback()])
+    trainer = h.trainer(callbacks=[h.callback(), _collection_callback()])
     model = h.EvalModule()
     trainer.validate(model, dataloaders=h.loader(), verbose=False)
     logged = dict(trainer.callback_metrics)
@@ -92,7 +80,7 @@ def test_single_device_self_log_and_callback() -> None:
 
 def test_fit_logs_each_epoch_from_a_fresh_state(tmp_path: Path) -> None:
     # the sanity check's batches and the previous epoch must not leak into an epoch's value
-    trainer = _trainer(
+    trainer = h.trainer(
         max_epochs=2, callbacks=[h.callback(), h.Recorder(str(tmp_path))], num_sanity_val_steps=2
     )
     trainer.fit(h.EvalModule(), train_dataloaders=h.loader(), val_dataloaders=h.loader())
@@ -104,7 +92,7 @@ def test_fit_logs_each_epoch_from_a_fresh_state(tmp_path: Path) -> None:
 def test_ddp_spawn_two_processes(tmp_path: Path) -> None:
     ckpt = str(tmp_path / "ddp-mid.ckpt")
     callbacks = [h.callback(), _collection_callback(), h.Recorder(str(tmp_path)), h.SaveAt(1, ckpt)]
-    trainer = _trainer(strategy="ddp_spawn", devices=2, callbacks=callbacks)
+    trainer = h.trainer(strategy="ddp_spawn", devices=2, callbacks=callbacks)
     trainer.validate(h.EvalModule(), dataloaders=h.loader(), verbose=False)
     expected = {**_expected("val/", world=2), **_expected("val/cb/", world=2), **_collection_expected("val/")}
     for rank in range(2):  # every rank logged the value of all the data
@@ -114,7 +102,7 @@ def test_ddp_spawn_two_processes(tmp_path: Path) -> None:
     # the checkpoint saved after 2 batches per rank holds the callback states of BOTH ranks
     # (items 0..15); one process resuming from it on the remaining items gets the full value
     seen = 2 * 2 * h.BATCH
-    resumed = _trainer(callbacks=[h.callback()])
+    resumed = h.trainer(callbacks=[h.callback()])
     rest = Subset(h.dataset(), range(seen, h.N))
     resumed.validate(h.EvalModule(), dataloaders=h.loader(rest), ckpt_path=ckpt, verbose=False)
     # rows in the checkpoint: rank 0's items 0, 2, ..., 14, then rank 1's 1, 3, ..., 15; then the rest
@@ -128,16 +116,16 @@ def test_checkpoint_mid_epoch_resume(tmp_path: Path) -> None:
     # the run is stopped after 3 of 6 validation batches, with a checkpoint saved at that point
     ckpt = str(tmp_path / "mid.ckpt")
     with pytest.raises(h.Interrupted):
-        _trainer(callbacks=[h.callback(), h.StopAfter(2, ckpt)]).validate(
+        h.trainer(callbacks=[h.callback(), h.StopAfter(2, ckpt)]).validate(
             h.EvalModule(persistent=True), dataloaders=h.loader(), verbose=False
         )
     rest = Subset(ds, range(3 * h.BATCH, h.N))
     # resumed from the checkpoint: module metrics (persistent states) and the callback's states come back
-    trainer = _trainer(callbacks=[h.callback()])
+    trainer = h.trainer(callbacks=[h.callback()])
     trainer.validate(h.EvalModule(persistent=True), dataloaders=h.loader(rest), ckpt_path=ckpt, verbose=False)
     _assert_values(dict(trainer.callback_metrics), expected, "resumed")
     # the test is sensitive: the second half alone gives other values
-    fresh = _trainer(callbacks=[h.callback()])
+    fresh = h.trainer(callbacks=[h.callback()])
     fresh.validate(h.EvalModule(), dataloaders=h.loader(rest), verbose=False)
     alone = dict(fresh.callback_metrics)
     assert any(abs(float(alone[k]) - v) > 1e-3 for k, v in expected.items())
@@ -192,11 +180,11 @@ def _representation_expected(knn: bool) -> dict[str, float]:
 
 
 def test_representation_metrics_in_the_callback(tmp_path: Path) -> None:
-    trainer = _trainer(callbacks=[_representation_callback(knn=True)])
+    trainer = h.trainer(callbacks=[_representation_callback(knn=True)])
     trainer.validate(h.EvalModule(), dataloaders=h.loader(), verbose=False)
     _assert_values(dict(trainer.callback_metrics), _representation_expected(knn=True), "single device")
     # two processes: the sufficient statistics are summed across ranks, the value is the same
-    trainer = _trainer(strategy="ddp_spawn", devices=2, callbacks=[_representation_callback(knn=False)])
+    trainer = h.trainer(strategy="ddp_spawn", devices=2, callbacks=[_representation_callback(knn=False)])
     trainer.validate(h.EvalModule(), dataloaders=h.loader(), verbose=False)
     _assert_values(dict(trainer.callback_metrics), _representation_expected(knn=False), "ddp_spawn")
 
@@ -221,7 +209,7 @@ def test_dense_retrieval_in_the_callback() -> None:
         return EmbeddingMetricsCallback({"dense": metric}, {"dense": h.dense_inputs})
 
     for kwargs in ({}, {"strategy": "ddp_spawn", "devices": 2}):
-        trainer = _trainer(callbacks=[callback()], **kwargs)
+        trainer = h.trainer(callbacks=[callback()], **kwargs)
         trainer.validate(h.EvalModule(), dataloaders=h.loader(), verbose=False)
         _assert_values(dict(trainer.callback_metrics), expected, str(kwargs))
 
@@ -247,7 +235,7 @@ def test_confidence_interval_logs_value_and_bounds() -> None:
     gen = torch.Generator().manual_seed(0)
     preds, target = torch.rand(40, 8, generator=gen), torch.rand(40, 8, generator=gen) < 0.3
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(preds, target), batch_size=16)
-    trainer = _trainer()
+    trainer = h.trainer()
     trainer.validate(_IntervalModule(), dataloaders=loader, verbose=False)
     logged = dict(trainer.callback_metrics)
     per_query = em.functional.retrieval_normalized_dcg(preds, target, k=3, aggregation="none")

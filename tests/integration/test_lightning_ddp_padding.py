@@ -79,20 +79,6 @@ def _seeded_global_generators() -> Iterator[None]:
         yield
 
 
-def _trainer(**kwargs: Any) -> Any:
-    import lightning.pytorch as pl
-
-    defaults: dict[str, Any] = {
-        "accelerator": "cpu",
-        "devices": 1,
-        "logger": False,
-        "enable_progress_bar": False,
-        "enable_checkpointing": False,
-        "enable_model_summary": False,
-    }
-    return pl.Trainer(**{**defaults, **kwargs})
-
-
 def _evaluate(
     trainer: Any, callback: Any, stage: str, n_items: int, unrepeated: bool = False
 ) -> tuple[list[str], dict[str, float]]:
@@ -122,19 +108,19 @@ def _ddp_stages(rank: int, world: int) -> dict[str, Any]:
     )
     with seeded(0):
         callback = _callback()
-        trainer = _trainer(strategy="ddp", devices=world, callbacks=[callback])
+        trainer = h.trainer(strategy="ddp", devices=world, callbacks=[callback])
         out: dict[str, Any] = {}
         out["val_odd"], out["val_odd_values"] = _evaluate(trainer, callback, "validate", 23)
         out["val_odd_again"], _ = _evaluate(trainer, callback, "validate", 23)
         alone = _callback(dense_only=True)  # every metric counts the repeat once: nothing to warn of
-        trainer = _trainer(strategy="ddp", devices=world, callbacks=[alone])
+        trainer = h.trainer(strategy="ddp", devices=world, callbacks=[alone])
         out["dense_only"], out["dense_only_values"] = _evaluate(trainer, alone, "validate", 23)
         even = h.callback()
-        trainer = _trainer(strategy="ddp", devices=world, callbacks=[even])
+        trainer = h.trainer(strategy="ddp", devices=world, callbacks=[even])
         out["val_even"], out["val_even_values"] = _evaluate(trainer, even, "validate", 24)
         out["test_odd"], _ = _evaluate(trainer, even, "test", 21)
         unrepeated = h.callback()  # the docs' remedy: a sampler that repeats nothing
-        trainer = _trainer(
+        trainer = h.trainer(
             strategy="ddp", devices=world, callbacks=[unrepeated], use_distributed_sampler=False
         )
         out["unrepeated"], out["unrepeated_values"] = _evaluate(trainer, unrepeated, "validate", 23, True)
@@ -183,7 +169,7 @@ def test_ddp_padding_is_warned_once_per_stage_with_its_count() -> None:
 
 def test_one_process_gives_no_warning() -> None:
     callback = h.callback()
-    messages, _ = _evaluate(_trainer(callbacks=[callback]), callback, "validate", 23)
+    messages, _ = _evaluate(h.trainer(callbacks=[callback]), callback, "validate", 23)
     assert messages == []
 
 
