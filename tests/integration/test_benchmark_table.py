@@ -134,11 +134,11 @@ def test_a_script_prints_rows_that_run_all_collects() -> None:
     """The row protocol end to end, on the one script that needs no peer (ranx is optional: its row comes
     first where it is installed)."""
     run_all = _load("run_all")
-    small = ["--queries", "2000", "--big", "0", "--resamples", "200", "--repeat", "1"]
+    small = ["--queries", "2000", "--sizes", "1000,2000", "--big", "0", "--resamples", "200", "--repeat", "1"]
     rows, failure = run_all.run_script("bench_comparison.py", small)
     assert failure == ""
     names = [r["workload"].split(",")[0] for r in rows]
-    assert names[-2:] == ["randomization test", "bootstrap test"]
-    assert names[:-2] in ([], ["randomization test"])
+    assert names[-3:] == ["randomization test", "randomization test", "bootstrap test"]  # one a size
+    assert names[:-3] in ([], ["randomization test"])
     assert all(r["ours"] > 0 for r in rows)
     assert all(r["unit"] == "s" for r in rows)
