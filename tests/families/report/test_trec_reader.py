@@ -123,7 +123,10 @@ def _plain_files(draw: st.DrawFn, n_fields: int) -> bytes:
 def test_arrow_reader_equals_the_line_parser_on_plain_files(data: tuple[str, bytes]) -> None:
     which, raw = data
     got = _arrow(raw, which)
-    assert got is not None, "a plain file must take Arrow's reader"
+    if got is None:  # only a grade file with hexadecimal-looking text ("0x") goes to the NumPy reader
+        assert which == "qrels", "a plain file must take Arrow's reader"
+        assert b"0x" in raw.lower(), "a plain file must take Arrow's reader"
+        return
     _same(got, _lines(raw, which))
 
 
