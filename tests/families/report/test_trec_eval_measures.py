@@ -344,7 +344,7 @@ def test_max_docs_and_relevance_level_change_the_values(
         (["-m", "11pt_avg.1.5"], "'11pt_avg'"),
         (["-m", "Rprec_mult.-1"], "'Rprec_mult'"),
         (["-m", "set_F.-1"], "'set_F'"),
-        (["-M", "0"], "-M"),
+        (["-M", "-1"], "-M"),  # -M 0 is taken, as trec_eval takes it
         (["-l", "-1"], "-l"),
         (["-q", "--ties", "pessimistic"], "--ties"),
         (["-q", "--view1", "a.npy", "--view2", "b.npy"], "--view1"),
