@@ -13,6 +13,7 @@ The lists are ranked in trec_eval's order (score descending, then docno descendi
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import sys
 from dataclasses import dataclass, field, replace
@@ -167,11 +168,6 @@ class Settings:
     (``embedmetrics trec_eval``; the report skips it, as 9.0.8 does)."""
 
 
-#: The values trec_eval 10.0 clears for a judged query the run lacks (``-c``; ``trec_eval.c``): the
-#: labels, and the prefix of ``unj_5`` and its cut-offs.
-_CLEARED, _CLEARED_PREFIX = ("num_ret", "utility", "rbp_resid"), "unj"
-
-
 def _text(value: float, integer: bool) -> str:
     """trec_eval's ``%6.4f`` of a value (``%ld`` for the counts); a NaN with its sign, as glibc's printf
     writes it (0/0 gives ``-nan`` there)."""
@@ -278,38 +274,18 @@ def evaluate_run(run: Any, qrels: Any, settings: Settings) -> tuple[Any, dict[st
         run, qrels, max_docs=s.max_docs, judged_only=s.judged_only, version=s.version,
         complete=s.complete and s.version == 10, refuse_absent=s.refuse_absent and s.version == 10,
     )  # fmt: skip
-    from embedmetrics._engine.trec_eval.values import summarize, trec_eval_values
+    from embedmetrics._engine.trec_eval.values import trec_eval_values
 
-    values, summary = trec_eval_values(lists, s.measures, s.relevance_level, s.complete, version=s.version)
-    adjusted = _adjusted(lists, values, s)
-    if adjusted is None:
-        return lists, values, summary
-    n_queries = lists.n_qrels_queries if s.complete else None
-    positive = lists.positive_judged if s.complete else None
-    return lists, adjusted, summarize(adjusted, s.measures, n_queries, positive)
-
-
-def _adjusted(lists: Any, values: dict[str, Any], settings: Settings) -> Optional[dict[str, Any]]:
-    """The values as trec_eval prints and averages them where they need more than the measures: ``-N``
-    in ``utility`` (its fourth coefficient times the collection's size), the values trec_eval 10.0 clears
-    for a query the run lacks (``-c``), then ``-Z``'s z-scores; ``None`` where nothing changes."""
-    import numpy as np
-
-    utility = [m for m in settings.measures if m.name == "utility" and m.params[3] and settings.num_docs]
-    absent = lists.absent if lists.absent.size and lists.absent.any() else None
-    if not utility and absent is None and settings.zscores is None:
-        return None
-    out = {label: np.array(column, dtype=np.float64) for label, column in values.items()}
-    for measure in utility:  # trec_eval: p4 * (N + rel_ret - ret - rel); the measures read N = 0
-        out[measure.labels()[0]] += measure.params[3] * settings.num_docs
-    for label in out if absent is not None else ():
-        if label in _CLEARED or label.startswith(_CLEARED_PREFIX):
-            out[label][absent] = 0.0
-    if settings.zscores is not None:
+    transform = None
+    if s.zscores is not None:
         from embedmetrics._io.trec_zscores import to_zscores
 
-        out = to_zscores(out, lists.query_ids, settings.zscores)
-    return out
+        transform = functools.partial(to_zscores, query_ids=lists.query_ids, zscores=s.zscores)
+    values, summary = trec_eval_values(
+        lists, s.measures, s.relevance_level, s.complete, version=s.version, num_docs=s.num_docs,
+        absent=lists.absent, transform=transform,
+    )  # fmt: skip
+    return lists, values, summary
 
 
 def run_lines(run: Any, qrels: Any, settings: Settings) -> str:

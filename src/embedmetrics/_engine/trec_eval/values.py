@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Optional
 
 import numpy as np
@@ -94,16 +94,46 @@ def summarize(
     return out
 
 
+#: The values trec_eval 10.0 clears for a judged query the run lacks (``-c``; ``trec_eval.c``): the
+#: labels, and the prefix of ``unj_5`` and its cut-offs.
+CLEARED, CLEARED_PREFIX = ("num_ret", "utility", "rbp_resid"), "unj"
+
+#: A change of the per-query values before they are averaged (``-Z``'s z-scores).
+Transform = Callable[[dict[str, Array]], dict[str, Array]]
+
+
 def trec_eval_values(lists: object, measures: Sequence[Measure], relevance_level: int = 1,
-                     all_judged: bool = False, *, version: int = 10
+                     all_judged: bool = False, *, version: int = 10, num_docs: int = 0,
+                     absent: Optional[Array] = None, transform: Optional[Transform] = None,
                      ) -> tuple[dict[str, Array], dict[str, float]]:  # fmt: skip
     """Per-query values (float64 arrays) and the summary of a ``GradedLists``
-    (``embedmetrics._io.trec_eval_lists``), as trec_eval ``version`` (10 or 9) computes them."""
+    (``embedmetrics._io.trec_eval_lists``), as trec_eval ``version`` (10 or 9) computes them: ``num_docs``
+    is ``-N`` (read by ``utility``'s fourth coefficient), ``absent`` marks the queries the run lacks whose
+    values trec_eval 10.0 clears (``-c``), ``transform`` changes the values before they are averaged."""
     data: object = lists
     levels = (data.level_query, data.level_grade, data.level_count)  # type: ignore[attr-defined]
     values = evaluate(data.starts, data.grade, levels, measures, relevance_level, version)  # type: ignore[attr-defined]
+    values = _adjusted(values, measures, num_docs, absent, transform)
     summary = summarize(
         values, measures, data.n_qrels_queries if all_judged else None,  # type: ignore[attr-defined]
         data.positive_judged if all_judged else None,  # type: ignore[attr-defined]
     )  # fmt: skip
     return values, summary
+
+
+def _adjusted(values: dict[str, Array], measures: Sequence[Measure], num_docs: int, absent: Optional[Array],
+              transform: Optional[Transform]) -> dict[str, Array]:  # fmt: skip
+    """The values as trec_eval prints and averages them where they need more than the measures: ``-N`` in
+    ``utility`` (its fourth coefficient times the collection's size: the measures read N = 0), the values
+    trec_eval 10.0 clears for a query the run lacks, then ``transform``."""
+    utility = [m for m in measures if m.name == "utility" and m.params[3] and num_docs]
+    cleared = absent if absent is not None and absent.size and absent.any() else None
+    if not utility and cleared is None and transform is None:
+        return values
+    out = {label: np.array(column, dtype=np.float64) for label, column in values.items()}
+    for measure in utility:  # trec_eval: p4 * (N + rel_ret - ret - rel)
+        out[measure.labels()[0]] += measure.params[3] * num_docs
+    for label in out if cleared is not None else ():
+        if label in CLEARED or label.startswith(CLEARED_PREFIX):
+            out[label][cleared] = 0.0
+    return out if transform is None else transform(out)
