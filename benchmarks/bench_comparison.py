@@ -79,18 +79,20 @@ def _systems(queries: int, count: int, seed: int = 0) -> dict[str, torch.Tensor]
 
 
 def _bound(queries: int, count: int, resamples: int, repeat: int, test: str) -> float:
-    """Seconds of the matrix products alone: every tile of every group of resamples (one reused tile)
-    times the ``(Q, S)`` values (``S + 1`` columns for sign flips: the sum of the signs), as
-    ``resampling.tiled_products`` multiplies them."""
+    """Seconds of the matrix products alone: every tile of every group of resamples (a reused tile: no
+    random numbers, no unpacking or converting) times the ``(Q, S)`` values (``S + 1`` columns for sign
+    flips: the sum of the signs), padded and split between threads as ``resampling.resampled_sums``
+    multiplies them."""
     signs = test == "randomization"
     values = torch.rand(queries, count + signs, dtype=torch.float64)
-    sizes = resampling.chunks(resamples, 8 * ((queries + 7) // 8) if signs else queries)
-    least = resampling._SIGN_ROWS if signs else resampling._COUNT_ROWS
-    parts = [[sizes[k] for k in part] for part in resampling.groups(sizes, least)]
-    blocks = [torch.empty(sum(part), 0) for part in parts]
+    width = 8 * ((queries + 7) // 8) if signs else queries
+    sizes = resampling.chunks(resamples, width, resampling._SIGN_CHUNK if signs else resampling._COUNT_CHUNK)
+    parts = resampling.groups(sizes, resampling._SIGN_ROWS if signs else resampling._COUNT_ROWS)
 
     def products() -> None:
-        resampling.tiled_products(iter(blocks), values, parts, lambda *_: None)
+        resampling.resampled_sums(
+            lambda *_: None, lambda rows: torch.empty(rows, 0), lambda *_: None, values, sizes, parts, 0
+        )
 
     return timed(products, "cpu", repeat, warmup=True)[1]
 

@@ -155,32 +155,36 @@ def test_non_finite_or_overflowing_values_are_refused(call, message: str) -> Non
 
 
 def test_sign_flip_sums_are_the_signed_sums_of_their_bits(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The definition, written out: bit ``b`` of byte ``j`` of a resample's random bytes (NumPy's
-    generator of the chunk, ``chunk_generator``) signs query ``8 j + b``; chunks of a few resamples (a
-    small chunk size, built by worker threads) give what one product of the whole sign matrix gives."""
-    monkeypatch.setattr(resampling, "_CHUNK", 64 * 5)  # 5 resamples a chunk: many chunks
+    """The definition, written out: bit ``b`` of byte ``j`` of a resample's random bytes (the raw 64-bit
+    outputs of the chunk's generator, ``chunk_generator``, least significant byte first) signs query
+    ``8 j + b``; chunks of a few resamples (a small chunk size, built by worker threads) give what one
+    product of the whole sign matrix gives."""
+    monkeypatch.setattr(resampling, "_SIGN_CHUNK", 64 * 5)  # 5 resamples a chunk: many chunks
     values = torch.randn(61, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     got = resampling.sign_flip_sums(values, 23, seed=7)
     signs = []
-    for k, rows in enumerate(resampling.chunks(23, 64)):
-        packed = resampling.chunk_generator(7, k).integers(0, 256, (rows, 8), dtype=np.uint8)
-        bits = [[(int(byte) >> b) & 1 for byte in row for b in range(8)][:61] for row in packed]
-        signs.extend([[2.0 * bit - 1 for bit in row] for row in bits])
+    for k, rows in enumerate(resampling.chunks(23, 64, resampling._SIGN_CHUNK)):
+        words = resampling.chunk_generator(7, k).bit_generator.random_raw(rows)  # 8 bytes a resample
+        for word in words:
+            bits = [(int(word) >> (8 * j + b)) & 1 for j in range(8) for b in range(8)][:61]
+            signs.append([2.0 * bit - 1 for bit in bits])
     want = np.array(signs) @ values.numpy()
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)
 
 
 def test_bootstrap_sums_are_sums_over_drawn_rows(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(resampling, "_CHUNK", 40 * 3)
+    """Below ``counts._POISSON_FROM`` queries, a resample is ``Q`` indices ``integers(0, Q)`` of its
+    chunk's generator: the sums over those rows, written out."""
+    monkeypatch.setattr(resampling, "_COUNT_CHUNK", 40 * 3)
     values = torch.randn(40, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     got = resampling.bootstrap_sums(values, 10, seed=5)
-    sizes = resampling.chunks(10, 40)
+    sizes = resampling.chunks(10, 40, resampling._COUNT_CHUNK)
     picks = np.concatenate(
         [resampling.chunk_generator(5, k).integers(0, 40, (r, 40)) for k, r in enumerate(sizes)]
     )
     want = values.numpy()[picks].sum(axis=1)
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)
-    assert len(resampling.chunks(10, 40)) == 4  # chunked over resamples
+    assert len(sizes) == 4  # chunked over resamples
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -202,13 +206,14 @@ def test_the_same_p_values_and_interval_on_a_gpu() -> None:
 
 
 def test_the_chunks_are_bounded_and_linear() -> None:
-    """Entries per chunk at most ``_CHUNK`` (or one resample); the number of chunks grows linearly
-    with the queries and the resamples (the work of every chunk is one product)."""
-    for queries in (10, 1000, 10**5, 10**6, 10**7):
-        sizes = resampling.chunks(10_000, queries)
-        assert sum(sizes) == 10_000
-        assert max(sizes) * queries <= max(resampling._CHUNK, queries)
-        assert len(sizes) <= 2 * 10_000 * queries / resampling._CHUNK + 1
+    """Entries per chunk at most the chunk's size (or one resample); the number of chunks grows
+    linearly with the queries and the resamples."""
+    for entries in (resampling._SIGN_CHUNK, resampling._COUNT_CHUNK):
+        for queries in (10, 1000, 10**5, 10**6, 10**7):
+            sizes = resampling.chunks(10_000, queries, entries)
+            assert sum(sizes) == 10_000
+            assert max(sizes) * queries <= max(entries, queries)
+            assert len(sizes) <= 2 * 10_000 * queries / entries + 1
 
 
 # ----------------------------------------------------------------------------- items 10: query order
