@@ -17,8 +17,9 @@ from embedmetrics._engine.comparison import counts
 from embedmetrics._engine.comparison.resampling import chunk_generator
 
 
-def _draw(queries: int, resamples: int, seed: int, chunk: int = 2000) -> np.ndarray:
-    """``(resamples, queries)`` counts, ``chunk`` resamples at a time from independent generators."""
+def _draw(queries: int, resamples: int, seed: int, chunk: int = 1999) -> np.ndarray:
+    """``(resamples, queries)`` counts, ``chunk`` resamples at a time from independent generators (an
+    odd chunk: counts left over after whole tuples, chunks that start unaligned)."""
     out = torch.empty(resamples, queries, dtype=torch.int16)
     for k, top in enumerate(range(0, resamples, chunk)):
         counts.resample_counts(chunk_generator(seed, k), out[top : top + chunk])
@@ -58,7 +59,7 @@ def test_both_corrections_are_taken_on_few_queries(monkeypatch: pytest.MonkeyPat
     for margin, sign in ((counts._MARGIN, -1), (-3.0, 1)):
         monkeypatch.setattr(counts, "_MARGIN", margin)
         out = torch.empty(2000, 5, dtype=torch.int16)
-        counts.poisson_pairs(chunk_generator(0, 0), out.view(-1), counts.poisson_mean(5))
+        counts.poisson_tuples(chunk_generator(0, 0), out.view(-1), counts.poisson_mean(5))
         assert int((torch.sign(out.sum(dim=1) - 5) == sign).sum()) > 1000, margin
 
 
@@ -68,7 +69,7 @@ def test_drawn_counts_follow_the_multinomial_exactly() -> None:
     assert _chi_square_against_multinomial(drawn) > 1e-3
 
 
-@pytest.mark.parametrize("queries", [counts._POISSON_FROM, 20_001])
+@pytest.mark.parametrize("queries", [counts._POISSON_FROM, 20_001, 20_002])
 def test_many_queries_have_the_multinomial_marginal_and_moments(queries: int) -> None:
     """Poissonized counts of thousands of queries: every resample sums to ``Q``; a query's count is
     Binomial(``Q``, 1/``Q``) (chi-square over 0..5 and more), two queries' counts covary by ``-1/Q``."""
@@ -84,18 +85,37 @@ def test_many_queries_have_the_multinomial_marginal_and_moments(queries: int) ->
     assert float(centred.var()) == pytest.approx(1 - 1 / queries, rel=0.01)
 
 
-def test_the_pair_table_inverts_the_pair_distribution() -> None:
+def test_the_tuple_table_inverts_the_tuple_distribution() -> None:
     """Every 16-bit number the table answers inverts to that outcome at both ends of its interval; the
-    straddling ones (``-1``) are few."""
-    table, cdf, codes = counts.pair_distribution(counts.poisson_mean(100_000))
-    table = table.numpy()
+    straddling ones (``-1``) are few; the cumulative distribution is the running sum of the products of
+    scipy's Poisson probabilities, the likeliest first, first count in the lowest 16 bits."""
+    mean = counts.poisson_mean(100_000)
+    tuples = counts.tuple_table(mean)
+    table, cdf, codes = tuples.table.numpy(), tuples.cdf, tuples.codes
     answered = np.flatnonzero(table != -1)
     for end in (answered / 65536, np.nextafter((answered + 1) / 65536, 0)):
         outcome = np.searchsorted(cdf, end, side="right")
         assert np.array_equal(codes[outcome], table[answered])
-    assert (table == -1).mean() < 1e-3
-    a, b = codes % 256, codes // 256
-    assert a.max() == b.max() == counts._LARGEST
+    assert (table == -1).mean() < 0.02
+    cells = np.stack([(codes >> (16 * i)) & 0xFFFF for i in range(counts._CELLS)], axis=1)
+    assert cells.max() == counts._LARGEST
+    assert len({tuple(c) for c in cells.tolist()}) == (counts._LARGEST + 1) ** counts._CELLS
+    probability = np.prod(scipy.stats.poisson.pmf(cells, mean), axis=1)
+    assert (np.diff(probability) <= 1e-12 * probability[1:]).all()  # the likeliest first
+    np.testing.assert_allclose(cdf, np.cumsum(probability), rtol=1e-12, atol=1e-15)
+
+
+def test_straddling_numbers_invert_as_a_search_of_the_whole_distribution() -> None:
+    """The straddling 16-bit numbers, finished by one comparison (one step inside) or a search (more):
+    the outcome a search of the whole distribution gives, at many points of every such interval."""
+    tuples = counts.tuple_table(counts.poisson_mean(20_000))
+    straddling = np.flatnonzero(tuples.table.numpy() == -1).astype(np.uint16)
+    bits = np.repeat(straddling, 64)
+    uniforms = np.tile(np.append(np.linspace(0, 1, 63, endpoint=False), np.nextafter(1, 0)), straddling.size)
+    got = counts._invert(tuples, bits, uniforms)
+    position = np.searchsorted(tuples.cdf, (bits + uniforms) / 65536, side="right")
+    assert np.array_equal(got, tuples.codes[np.minimum(position, tuples.cdf.size - 1)])
+    assert np.isfinite(tuples.step[straddling]).mean() > 0.5  # most finished by one comparison
 
 
 def test_a_count_type_too_narrow_is_refused_before_it_wraps() -> None:
@@ -110,3 +130,17 @@ def test_the_same_generator_gives_the_same_counts_in_any_integer_type() -> None:
     counts.resample_counts(chunk_generator(4, 2), narrow)
     counts.resample_counts(chunk_generator(4, 2), wide)
     assert torch.equal(narrow.to(torch.int32), wide)
+
+
+def test_counts_written_through_a_buffer_equal_counts_written_straight() -> None:
+    """Aligned ``int16`` counts take the table's answers straight; unaligned ones (and other types) go
+    through a buffer: the same generator gives the same counts either way, and the few counts left
+    after whole tuples (``3 x 4099`` is one more than a multiple of 4) complete every resample."""
+    buffer = torch.empty(3 * 4099 + 4, dtype=torch.int16)
+    aligned, unaligned = buffer[:-4].view(3, 4099).clone(), buffer[1:-3].view(3, 4099)
+    assert aligned.data_ptr() % 8 == 0
+    assert unaligned.data_ptr() % 8 != 0
+    counts.resample_counts(chunk_generator(6, 0), aligned)
+    counts.resample_counts(chunk_generator(6, 0), unaligned)
+    assert torch.equal(aligned, unaligned)
+    assert (aligned.sum(dim=1) == 4099).all()

@@ -124,7 +124,10 @@ def resampled_sums(
     tall, wide = tile_shape(max(heights), padded.shape[1])
     out: list[Tensor] = [padded] * len(parts)
 
+    threads = torch.get_num_threads()
+
     def worker(first: int) -> None:
+        torch.set_num_threads(1)
         with torch.no_grad():
             block, scratch = make(max(heights)), padded.new_zeros(tall * wide)
             for g in range(first, len(parts), _WORKERS):
@@ -134,6 +137,7 @@ def resampled_sums(
                     start += sizes[k]
                 sums = group_products(block[:start].to(padded.device), padded, (tall, wide), scratch, fill)
                 out[g] = sums[:, : values.shape[1]]
+        torch.set_num_threads(threads)
 
     with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
         for done in [pool.submit(worker, first) for first in range(_WORKERS)]:
