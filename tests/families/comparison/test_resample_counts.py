@@ -20,7 +20,7 @@ from embedmetrics._engine.comparison.resampling import chunk_generator
 def _draw(queries: int, resamples: int, seed: int, chunk: int = 1999) -> np.ndarray:
     """``(resamples, queries)`` counts, ``chunk`` resamples at a time from independent generators (an
     odd chunk: counts left over after whole tuples, chunks that start unaligned)."""
-    out = torch.empty(resamples, queries, dtype=torch.int16)
+    out = torch.empty(resamples, queries, dtype=torch.int8)
     for k, top in enumerate(range(0, resamples, chunk)):
         counts.resample_counts(chunk_generator(seed, k), out[top : top + chunk])
     return out.numpy()
@@ -88,7 +88,7 @@ def test_many_queries_have_the_multinomial_marginal_and_moments(queries: int) ->
 def test_the_tuple_table_inverts_the_tuple_distribution() -> None:
     """Every 16-bit number the table answers inverts to that outcome at both ends of its interval; the
     straddling ones (``-1``) are few; the cumulative distribution is the running sum of the products of
-    scipy's Poisson probabilities, the likeliest first, first count in the lowest 16 bits."""
+    scipy's Poisson probabilities, the likeliest first, first count in the lowest byte."""
     mean = counts.poisson_mean(100_000)
     tuples = counts.tuple_table(mean)
     table, cdf, codes = tuples.table.numpy(), tuples.cdf, tuples.codes
@@ -97,7 +97,7 @@ def test_the_tuple_table_inverts_the_tuple_distribution() -> None:
         outcome = np.searchsorted(cdf, end, side="right")
         assert np.array_equal(codes[outcome], table[answered])
     assert (table == -1).mean() < 0.02
-    cells = np.stack([(codes >> (16 * i)) & 0xFFFF for i in range(counts._CELLS)], axis=1)
+    cells = np.stack([(codes >> (8 * i)) & 255 for i in range(counts._CELLS)], axis=1)
     assert cells.max() == counts._LARGEST
     assert len({tuple(c) for c in cells.tolist()}) == (counts._LARGEST + 1) ** counts._CELLS
     probability = np.prod(scipy.stats.poisson.pmf(cells, mean), axis=1)
@@ -118,28 +118,53 @@ def test_straddling_numbers_invert_as_a_search_of_the_whole_distribution() -> No
     assert np.isfinite(tuples.step[straddling]).mean() > 0.5  # most finished by one comparison
 
 
-def test_a_count_type_too_narrow_is_refused_before_it_wraps() -> None:
-    """``int8`` counts would wrap where a resample adds more than 127 - ``_LARGEST`` draws: refused with
-    ``CountOverflow`` (the caller redoes the chunk wider), not wrapped."""
+class _AlwaysFirst:
+    """A generator whose every drawn index is 0 (its other draws are a real generator's)."""
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+        self.bit_generator = rng.bit_generator
+
+    def integers(self, low: int, high: int, size: object) -> np.ndarray:
+        return np.zeros(size, dtype=np.int64)  # type: ignore[call-overload]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.rng, name)
+
+
+@pytest.mark.parametrize("queries", [300, 5000])
+def test_a_count_that_wraps_around_is_refused(monkeypatch: pytest.MonkeyPatch, queries: int) -> None:
+    """A query drawn more often than ``int8`` holds (every drawn index 0: 300 draws, or the hundreds
+    added to a poissonized resample) raises ``CountOverflow`` (the caller redoes the chunk wider); the
+    same counts in ``int16`` hold and sum to the queries."""
+    monkeypatch.setattr(counts, "_MARGIN", 10.0)  # many draws added
+    rng = _AlwaysFirst(chunk_generator(0, 0))
     with pytest.raises(counts.CountOverflow):
-        counts.resample_counts(chunk_generator(0, 0), torch.empty(2, 20_000, dtype=torch.int8))
+        counts.resample_counts(rng, torch.empty(2, queries, dtype=torch.int8))  # type: ignore[arg-type]
+    wide = torch.empty(2, queries, dtype=torch.int16)
+    counts.resample_counts(_AlwaysFirst(chunk_generator(0, 0)), wide)  # type: ignore[arg-type]
+    assert (wide.sum(dim=1) == queries).all()
+    assert int(wide[:, 0].min()) > 127
 
 
-def test_the_same_generator_gives_the_same_counts_in_any_integer_type() -> None:
-    narrow, wide = torch.empty(3, 9000, dtype=torch.int16), torch.empty(3, 9000, dtype=torch.int32)
-    counts.resample_counts(chunk_generator(4, 2), narrow)
-    counts.resample_counts(chunk_generator(4, 2), wide)
-    assert torch.equal(narrow.to(torch.int32), wide)
+@pytest.mark.parametrize("queries", [1000, 9000])
+def test_the_same_generator_gives_the_same_counts_in_any_integer_type(queries: int) -> None:
+    made = []
+    for dtype in (torch.int8, torch.int16, torch.int32):
+        made.append(torch.empty(3, queries, dtype=dtype))
+        counts.resample_counts(chunk_generator(4, 2), made[-1])
+    assert torch.equal(made[0].to(torch.int32), made[2])
+    assert torch.equal(made[1].to(torch.int32), made[2])
 
 
 def test_counts_written_through_a_buffer_equal_counts_written_straight() -> None:
-    """Aligned ``int16`` counts take the table's answers straight; unaligned ones (and other types) go
+    """Aligned ``int8`` counts take the table's answers straight; unaligned ones (and other types) go
     through a buffer: the same generator gives the same counts either way, and the few counts left
     after whole tuples (``3 x 4099`` is one more than a multiple of 4) complete every resample."""
-    buffer = torch.empty(3 * 4099 + 4, dtype=torch.int16)
+    buffer = torch.empty(3 * 4099 + 4, dtype=torch.int8)
     aligned, unaligned = buffer[:-4].view(3, 4099).clone(), buffer[1:-3].view(3, 4099)
-    assert aligned.data_ptr() % 8 == 0
-    assert unaligned.data_ptr() % 8 != 0
+    assert aligned.data_ptr() % 4 == 0
+    assert unaligned.data_ptr() % 4 != 0
     counts.resample_counts(chunk_generator(6, 0), aligned)
     counts.resample_counts(chunk_generator(6, 0), unaligned)
     assert torch.equal(aligned, unaligned)

@@ -77,9 +77,9 @@ def test_small_tiles_groups_and_other_thread_counts_give_the_same_sums(
 
 
 def test_bootstrap_counts_that_might_wrap_around_are_redone_wider(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``int16`` counts could wrap around only for a query drawn 32,768 times in one resample; a
-    resample that might (``counts.CountOverflow``) has the work redone with ``int32`` counts, from the
-    same random numbers: the same sums."""
+    """``int8`` counts wrap around for a query drawn 128 times in one resample (never seen); a resample
+    where one did (``counts.CountOverflow``) has the work redone with ``int16``, then ``int32`` counts,
+    from the same random numbers: the same sums."""
     values = torch.randn(300, 2, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
     want = resampling.bootstrap_sums(values, 5, seed=0)
     calls: list[torch.dtype] = []
@@ -87,13 +87,13 @@ def test_bootstrap_counts_that_might_wrap_around_are_redone_wider(monkeypatch: p
 
     def narrow(values: torch.Tensor, n_resamples: int, seed: int, dtype: torch.dtype) -> torch.Tensor:
         calls.append(dtype)
-        if dtype == torch.int16:
+        if dtype != torch.int32:
             raise counts.CountOverflow
         return original(values, n_resamples, seed, dtype)
 
     monkeypatch.setattr(resampling, "_bootstrap_sums", narrow)
     got = resampling.bootstrap_sums(values, 5, seed=0)
-    assert calls == [torch.int16, torch.int32]
+    assert calls == [torch.int8, torch.int16, torch.int32]
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
 
 

@@ -55,8 +55,8 @@ class CountOverflow(Exception):
 
 def resample_counts(rng: np.random.Generator, out: Tensor) -> None:
     """``out`` (``(rows, Q)`` integers): the counts of ``rows`` resamples of ``Q`` draws, from ``rng``;
-    raises :class:`CountOverflow` where ``out``'s type might not hold one (a count of the drawn
-    indices is at most ``Q < _POISSON_FROM``; a poissonized one at most ``_LARGEST`` plus the draws
+    raises :class:`CountOverflow` where one wrapped around in ``out``'s type (checked where one might:
+    a count of the drawn indices is at most ``Q``; a poissonized one at most ``_LARGEST`` plus the draws
     added to its resample)."""
     if out.shape[1] < _POISSON_FROM:
         draw_counts(rng, out)
@@ -76,11 +76,22 @@ def draw_counts(rng: np.random.Generator, out: Tensor) -> None:
             piece = out[top : top + step]
             picks = torch.from_numpy(rng.integers(0, n, tuple(piece.shape)))
             piece.scatter_add_(1, picks, ones[: len(piece)])
+        if n > torch.iinfo(out.dtype).max:
+            _refuse_wrapped(out, n)
         return
     for row in out:
         for lo in range(0, n, _DRAW_PIECE):
             picks = torch.from_numpy(rng.integers(0, n, min(_DRAW_PIECE, n - lo)))
             row.scatter_add_(0, picks, ones[0, : len(picks)])
+    if n > torch.iinfo(out.dtype).max:
+        _refuse_wrapped(out, n)
+
+
+def _refuse_wrapped(out: Tensor, totals: np.ndarray | int) -> None:
+    """Raise :class:`CountOverflow` unless every resample's counts still sum to its total (a count
+    that wrapped around lowers its resample's sum by a multiple of 256 or more)."""
+    if not np.array_equal(out.numpy().sum(axis=1, dtype=np.int64), np.broadcast_to(totals, out.shape[:1])):
+        raise CountOverflow
 
 
 def poisson_mean(n: int) -> float:
@@ -91,11 +102,11 @@ def poisson_mean(n: int) -> float:
 class TupleTable(NamedTuple):
     """The distribution of ``_CELLS`` independent Poisson counts, for inversion (:func:`tuple_table`)."""
 
-    #: ``(2**16,)`` int64: the code of the outcome of every 16-bit number, ``-1`` where it straddles.
+    #: ``(2**16,)`` int32: the code of the outcome of every 16-bit number, ``-1`` where it straddles.
     table: Tensor
     #: The cumulative distribution of the outcomes, the likeliest first.
     cdf: np.ndarray
-    #: ``int64`` codes of the outcomes: the counts as the ``int16`` quarters of an ``int64``, in order.
+    #: ``int32`` codes of the outcomes: the counts as the bytes of an ``int32``, in order.
     codes: np.ndarray
     #: Per 16-bit number whose interval straddles one step of ``cdf``: that step (else ``nan``)...
     step: np.ndarray
@@ -119,7 +130,7 @@ def tuple_table(mean: float) -> TupleTable:
     probability, codes = pmf, k.astype(np.int64)
     for _ in range(_CELLS - 1):
         probability = np.outer(pmf, probability).ravel()
-        codes = (k[:, None] + (1 << 16) * codes[None, :]).ravel()
+        codes = (k[:, None] + 256 * codes[None, :]).ravel()
     order = np.argsort(-probability, kind="stable")
     codes = codes[order]
     cdf = np.maximum.accumulate(np.cumsum(probability[order].astype(np.longdouble)).astype(np.float64))
@@ -127,10 +138,11 @@ def tuple_table(mean: float) -> TupleTable:
     first = np.searchsorted(cdf, u / 65536, side="right")
     last = np.searchsorted(cdf, (u + 1) / 65536, side="left")
     top = cdf.size - 1
-    table = np.where(first == last, codes[np.minimum(first, top)], -1)
+    table = np.where(first == last, codes[np.minimum(first, top)], -1).astype(np.int32)
     one = last == first + 1
     step = np.where(one, cdf[np.minimum(first, top)], np.nan)
     below, above = codes[np.minimum(first, top)], codes[np.minimum(first + 1, top)]
+    codes = codes.astype(np.int32)
     return TupleTable(torch.from_numpy(table), cdf, codes, step, below, above)
 
 
@@ -159,26 +171,26 @@ def _search(tuples: TupleTable, uniforms: np.ndarray) -> np.ndarray:
 def poisson_tuples(rng: np.random.Generator, out: Tensor, mean: float) -> None:
     """``out`` (flat, any integer type): independent Poisson counts of ``mean``, ``_CELLS`` at a time
     by :func:`tuple_table`, ``_PIECE`` counts at a time (the last few counts from one more tuple, drawn
-    by a 53-bit uniform); straight into ``int16`` counts where they are aligned, else through a
+    by a 53-bit uniform); straight into ``int8`` counts where they are aligned, else through a
     buffer."""
     tuples = tuple_table(mean)
-    direct = out.dtype == torch.int16 and out.data_ptr() % 8 == 0
-    scratch = None if direct else torch.empty(_PIECE // _CELLS, dtype=torch.int64)
+    direct = out.dtype == torch.int8 and out.data_ptr() % 4 == 0
+    scratch = None if direct else torch.empty(_PIECE // _CELLS, dtype=torch.int32)
     total = out.numel()
     whole = total - total % _CELLS
     for lo in range(0, whole, _PIECE):
         size = min(_PIECE, whole - lo) // _CELLS
         bits = rng.bit_generator.random_raw(-(-size // 4)).astype("<u8", copy=False).view("<u2")[:size]
-        found = out[lo : lo + _CELLS * size].view(torch.int64) if scratch is None else scratch[:size]
+        found = out[lo : lo + _CELLS * size].view(torch.int32) if scratch is None else scratch[:size]
         torch.index_select(tuples.table, 0, torch.from_numpy(bits).int(), out=found)
         straddling = np.flatnonzero(found.numpy() == -1)
         if straddling.size:
             found.numpy()[straddling] = _invert(tuples, bits[straddling], rng.random(straddling.size))
         if scratch is not None:
-            out[lo : lo + _CELLS * size].copy_(found.view(torch.int16))
+            out[lo : lo + _CELLS * size].copy_(found.view(torch.int8))
     if whole < total:
         code = int(_search(tuples, rng.random(1))[0])
-        out[whole:].copy_(torch.tensor([(code >> (16 * i)) & 0xFFFF for i in range(total - whole)]))
+        out[whole:].copy_(torch.tensor([(code >> (8 * i)) & 255 for i in range(total - whole)]))
 
 
 def poissonized_counts(rng: np.random.Generator, out: Tensor) -> None:
@@ -189,10 +201,10 @@ def poissonized_counts(rng: np.random.Generator, out: Tensor) -> None:
     wide = np.int32 if n < 2**31 // (_LARGEST + 1) else np.int64  # a total is at most _LARGEST n
     short = n - out.numpy().sum(axis=1, dtype=wide).astype(np.int64)
     added = np.maximum(short, 0)
-    if _LARGEST + int(added.max()) > torch.iinfo(out.dtype).max:
-        raise CountOverflow
     picks = np.repeat(np.arange(rows, dtype=np.int64) * n, added) + rng.integers(0, n, int(added.sum()))
     out.view(-1).scatter_add_(0, torch.from_numpy(picks), torch.ones((), dtype=out.dtype).expand(picks.size))
+    if _LARGEST + int(added.max()) > torch.iinfo(out.dtype).max:
+        _refuse_wrapped(out, n - np.minimum(short, 0))
     for r in np.flatnonzero(short < 0):
         row = out[r].numpy()
         kept = np.cumsum(row, dtype=np.int64)

@@ -47,7 +47,7 @@ _TILE_BYTES = 1 << 20
 _SIGN_ROWS = 256
 #: Resamples of a tile (at most): a multiple of 48, so of every kernel height of BLAS's products.
 _TILE_ROWS = 240
-#: Resamples of a group of resample counts (at least; 2 bytes an entry: memory ``64 Q`` bytes).
+#: Resamples of a group of resample counts (at least; 1 byte an entry: memory ``32 Q`` bytes).
 _COUNT_ROWS = 32
 #: The values' columns are padded with zeros to a multiple of this (BLAS's fastest narrow products).
 _COLUMN_STEP = 12
@@ -224,13 +224,16 @@ def bootstrap_sums(values: Tensor, n_resamples: int, seed: int) -> Tensor:
     ``Q`` rows with replacement (the same resamples for every column).
 
     Each resample is ``Q`` uniform row indices, kept as the counts ``C`` of a chunk (how often each row
-    was drawn, ``int16``; drawn by ``counts.resample_counts``) and the sums are ``C x``, multiplied
-    tile by tile.
+    was drawn, ``int8``; drawn by ``counts.resample_counts``) and the sums are ``C x``, multiplied
+    tile by tile. A count that wraps around (a query drawn 128 times in a resample: never seen) has
+    the work redone in ``int16``, then ``int32`` (the same random numbers, the same counts).
     """
-    try:
-        return _bootstrap_sums(values, n_resamples, seed, torch.int16)
-    except CountOverflow:
-        return _bootstrap_sums(values, n_resamples, seed, torch.int32)
+    for dtype in (torch.int8, torch.int16):
+        try:
+            return _bootstrap_sums(values, n_resamples, seed, dtype)
+        except CountOverflow:
+            continue
+    return _bootstrap_sums(values, n_resamples, seed, torch.int32)
 
 
 def _bootstrap_sums(values: Tensor, n_resamples: int, seed: int, dtype: torch.dtype) -> Tensor:
