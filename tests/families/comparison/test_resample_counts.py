@@ -106,16 +106,23 @@ def test_the_tuple_table_inverts_the_tuple_distribution() -> None:
 
 
 def test_straddling_numbers_invert_as_a_search_of_the_whole_distribution() -> None:
-    """The straddling 16-bit numbers, finished by one comparison (one step inside) or a search (more):
-    the outcome a search of the whole distribution gives, at many points of every such interval."""
+    """The straddling 16-bit numbers, finished by the second table (8 more bits) or a search: the
+    outcome a search of the whole distribution gives for the uniform their bits and the generator's
+    next numbers spell (read back from a second generator in the same state)."""
     tuples = counts.tuple_table(counts.poisson_mean(20_000))
     straddling = np.flatnonzero(tuples.table.numpy() == -1).astype(np.uint16)
-    bits = np.repeat(straddling, 64)
-    uniforms = np.tile(np.append(np.linspace(0, 1, 63, endpoint=False), np.nextafter(1, 0)), straddling.size)
-    got = counts._invert(tuples, bits, uniforms)
-    position = np.searchsorted(tuples.cdf, (bits + uniforms) / 65536, side="right")
+    bits = np.repeat(straddling, 40)
+    got = counts._invert(tuples, bits, chunk_generator(8, 0))
+    again = chunk_generator(8, 0)
+    words = again.bit_generator.random_raw(-(-bits.size // 8))
+    more = np.array([(int(words[i // 8]) >> (8 * (i % 8))) & 255 for i in range(bits.size)])
+    fine = tuples.fine[tuples.slot[bits], more]
+    still = np.flatnonzero(fine == -1)
+    uniforms = (bits + more / 256) / 65536
+    uniforms[still] += again.random(still.size) / (1 << 24)
+    position = np.searchsorted(tuples.cdf, uniforms, side="right")
     assert np.array_equal(got, tuples.codes[np.minimum(position, tuples.cdf.size - 1)])
-    assert np.isfinite(tuples.step[straddling]).mean() > 0.5  # most finished by one comparison
+    assert 0 < still.size < 0.05 * bits.size  # most finished by the second table
 
 
 class _AlwaysFirst:

@@ -16,9 +16,10 @@ Two exact samplers, chosen by ``Q`` alone:
 
 The Poisson counts come four rows at a time by inversion: a 16-bit random number looks the tuple up
 in a table of the tuple's distribution (the likeliest outcomes first); the 1.4% of 16-bit numbers
-whose interval straddles a step of that distribution take a 53-bit uniform to finish the inversion
-(:func:`tuple_table`). One table lookup (and 2 random bytes) for four counts, where a draw
-costs a bounded random integer and a scattered increment: about 4 times fewer CPU cycles.
+whose interval straddles a step of that distribution take 8 more random bits and a second table, and
+the 2% of those still straddling a 53-bit uniform to finish the inversion (:func:`tuple_table`).
+One table lookup (and 2 random bytes) for four counts, where a draw costs a bounded random integer
+and a scattered increment: about 4 times fewer CPU cycles.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ _POISSON_FROM = 4096
 #: sqrt(Q)`` draws added).
 _MARGIN = 3.0
 #: Counts of a piece of the poissonized counts (2 bytes of random bits a tuple).
-_PIECE = 1 << 18
+_PIECE = 1 << 20
 #: Poisson counts drawn together, by one 16-bit random number.
 _CELLS = 4
 #: Draws of a piece of the counted draws (8 MiB of ``int64`` indices: memory the allocator reuses).
@@ -89,9 +90,23 @@ def draw_counts(rng: np.random.Generator, out: Tensor) -> None:
 
 def _refuse_wrapped(out: Tensor, totals: np.ndarray | int) -> None:
     """Raise :class:`CountOverflow` unless every resample's counts still sum to its total (a count
-    that wrapped around lowers its resample's sum by a multiple of 256 or more)."""
-    if not np.array_equal(out.numpy().sum(axis=1, dtype=np.int64), np.broadcast_to(totals, out.shape[:1])):
+    that wrapped around lowers its resample's sum by a multiple of 256)."""
+    if not np.array_equal(row_totals(out), np.broadcast_to(totals, out.shape[:1])):
         raise CountOverflow
+
+
+def row_totals(out: Tensor) -> np.ndarray:
+    """``(rows,)`` int64: the sum of every row of the integer ``out``; ``int8`` rows summed 256 at a
+    time in ``int16`` (where 256 of them cannot overflow; twice as fast as in ``int32``), then the
+    parts in ``int64``."""
+    rows, n = out.shape
+    if out.dtype != torch.int8:
+        totals: np.ndarray = out.numpy().sum(axis=1, dtype=np.int64)
+        return totals
+    starts = (np.arange(rows)[:, None] * n + np.arange(0, n, 256)[None, :]).ravel()
+    parts = np.add.reduceat(out.numpy().reshape(-1), starts, dtype=np.int16)
+    totals = parts.reshape(rows, -1).sum(axis=1, dtype=np.int64)
+    return totals
 
 
 def poisson_mean(n: int) -> float:
@@ -108,11 +123,18 @@ class TupleTable(NamedTuple):
     cdf: np.ndarray
     #: ``int32`` codes of the outcomes: the counts as the bytes of an ``int32``, in order.
     codes: np.ndarray
-    #: Per 16-bit number whose interval straddles one step of ``cdf``: that step (else ``nan``)...
-    step: np.ndarray
-    #: ... and the codes below and above it.
-    below: np.ndarray
-    above: np.ndarray
+    #: ``(2**16,)``: the row of ``fine`` of every straddling 16-bit number (``-1`` for the others).
+    slot: np.ndarray
+    #: ``(straddling, 256)`` int32: the same as ``table`` for the 256 parts of every straddling interval.
+    fine: np.ndarray
+
+
+def _codes_of_intervals(cdf: np.ndarray, codes: np.ndarray, low: np.ndarray, width: float) -> np.ndarray:
+    """The code every uniform of ``[low, low + width)`` inverts to, or ``-1`` where it straddles a step."""
+    first = np.searchsorted(cdf, low, side="right")
+    last = np.searchsorted(cdf, low + width, side="left")
+    found: np.ndarray = np.where(first == last, codes[np.minimum(first, cdf.size - 1)], -1).astype(np.int32)
+    return found
 
 
 @functools.lru_cache(maxsize=4)
@@ -123,8 +145,8 @@ def tuple_table(mean: float) -> TupleTable:
     ones crowd into the last few intervals; their cumulative distribution is summed in ``longdouble``
     (the extended precision of x86: within a few units of the last place of float64 after 234,256
     terms). ``table[u]`` is the code of the outcome every uniform of ``[u, u + 1) / 2**16`` inverts to,
-    or ``-1`` where that interval straddles steps of the distribution (1.4% of them for means near 1;
-    85% of those straddle one step, and are finished by one comparison)."""
+    or ``-1`` where that interval straddles steps of the distribution (1.4% of them for means near 1);
+    ``fine`` splits each of those in 256 parts the same way (2% of their parts still straddle)."""
     k = np.arange(_LARGEST + 1)
     pmf = np.exp(-mean + k * math.log(mean) - np.array([math.lgamma(i + 1) for i in k]))
     probability, codes = pmf, k.astype(np.int64)
@@ -132,31 +154,32 @@ def tuple_table(mean: float) -> TupleTable:
         probability = np.outer(pmf, probability).ravel()
         codes = (k[:, None] + 256 * codes[None, :]).ravel()
     order = np.argsort(-probability, kind="stable")
-    codes = codes[order]
+    codes = codes[order].astype(np.int32)
     cdf = np.maximum.accumulate(np.cumsum(probability[order].astype(np.longdouble)).astype(np.float64))
-    u = np.arange(1 << 16)
-    first = np.searchsorted(cdf, u / 65536, side="right")
-    last = np.searchsorted(cdf, (u + 1) / 65536, side="left")
-    top = cdf.size - 1
-    table = np.where(first == last, codes[np.minimum(first, top)], -1).astype(np.int32)
-    one = last == first + 1
-    step = np.where(one, cdf[np.minimum(first, top)], np.nan)
-    below, above = codes[np.minimum(first, top)], codes[np.minimum(first + 1, top)]
-    codes = codes.astype(np.int32)
-    return TupleTable(torch.from_numpy(table), cdf, codes, step, below, above)
+    table = _codes_of_intervals(cdf, codes, np.arange(1 << 16) / 65536, 1 / 65536)
+    straddling = np.flatnonzero(table == -1)
+    slot = np.full(1 << 16, -1, dtype=np.int64)
+    slot[straddling] = np.arange(straddling.size)
+    parts = (straddling[:, None] + np.arange(256)[None, :] / 256) / 65536
+    fine = _codes_of_intervals(cdf, codes, parts.ravel(), 1 / (1 << 24)).reshape(-1, 256)
+    return TupleTable(torch.from_numpy(table), cdf, codes, slot, fine)
 
 
-def _invert(tuples: TupleTable, bits: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
-    """The codes of the outcomes of the uniforms ``(bits + uniforms) / 2**16``: one comparison where the
-    16-bit number's interval straddles one step, else a search of the whole distribution (in
-    increasing order: NumPy starts each search where the last one ended)."""
-    where = (bits + uniforms) / 65536
-    step = tuples.step[bits]
-    found: np.ndarray = np.where(where < step, tuples.below[bits], tuples.above[bits])
-    searched = np.flatnonzero(np.isnan(step))
+def _invert(tuples: TupleTable, bits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The codes of straddling 16-bit numbers ``bits``: 8 more random bits each (the bytes of the
+    generator's next raw outputs) choose a part of the interval in ``fine``; the parts that still
+    straddle take a 53-bit uniform and a search of the whole distribution (in increasing order: NumPy
+    starts each search where the last one ended)."""
+    more = (
+        rng.bit_generator.random_raw(-(-bits.size // 8)).astype("<u8", copy=False).view(np.uint8)[: bits.size]
+    )
+    rows = tuples.slot[bits]
+    found: np.ndarray = tuples.fine[rows, more]
+    searched = np.flatnonzero(found == -1)
     if searched.size:
-        order = searched[np.argsort(where[searched])]
-        found[order] = _search(tuples, where[order])
+        where = (bits[searched] + (more[searched] + rng.random(searched.size)) / 256) / 65536
+        order = np.argsort(where)
+        found[searched[order]] = _search(tuples, where[order])
     return found
 
 
@@ -185,7 +208,7 @@ def poisson_tuples(rng: np.random.Generator, out: Tensor, mean: float) -> None:
         torch.index_select(tuples.table, 0, torch.from_numpy(bits).int(), out=found)
         straddling = np.flatnonzero(found.numpy() == -1)
         if straddling.size:
-            found.numpy()[straddling] = _invert(tuples, bits[straddling], rng.random(straddling.size))
+            found.numpy()[straddling] = _invert(tuples, bits[straddling], rng)
         if scratch is not None:
             out[lo : lo + _CELLS * size].copy_(found.view(torch.int8))
     if whole < total:
@@ -198,8 +221,7 @@ def poissonized_counts(rng: np.random.Generator, out: Tensor) -> None:
     tuples, then the added draws of every short resample, then the draws taken from every long one)."""
     rows, n = out.shape
     poisson_tuples(rng, out.view(-1), poisson_mean(n))
-    wide = np.int32 if n < 2**31 // (_LARGEST + 1) else np.int64  # a total is at most _LARGEST n
-    short = n - out.numpy().sum(axis=1, dtype=wide).astype(np.int64)
+    short = n - row_totals(out)
     added = np.maximum(short, 0)
     picks = np.repeat(np.arange(rows, dtype=np.int64) * n, added) + rng.integers(0, n, int(added.sum()))
     out.view(-1).scatter_add_(0, torch.from_numpy(picks), torch.ones((), dtype=out.dtype).expand(picks.size))
