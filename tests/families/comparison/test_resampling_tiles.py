@@ -6,6 +6,8 @@ padded columns, and the sums do not depend on the tiles, the groups or the threa
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 import torch
@@ -103,3 +105,30 @@ def test_bits_unpacked_on_a_device_as_numpy_unpacks_them() -> None:
         want = np.unpackbits(packed, axis=1, count=count, bitorder="little")
         got = resampling.unpack_bits_on_device(torch.from_numpy(packed), count)
         assert np.array_equal(got.numpy(), want)
+
+
+def test_the_caller_s_thread_settings_are_left_as_they_were(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workers multiply with one thread each; the caller's thread count, and the one a new thread
+    starts from, are the caller's afterwards, after a chunk redone wider (an exception in a worker)
+    too."""
+    values = torch.randn(5000, 3, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    before = torch.get_num_threads()
+    resampling.sign_flip_sums(values, 300, seed=0)
+    original = counts.resample_counts
+    state = {"raised": False}
+
+    def once(rng: np.random.Generator, out: torch.Tensor) -> None:
+        if not state["raised"]:
+            state["raised"] = True
+            raise counts.CountOverflow
+        original(rng, out)
+
+    monkeypatch.setattr(resampling, "resample_counts", once)
+    resampling.bootstrap_sums(values, 300, seed=0)
+    assert state["raised"]
+    assert torch.get_num_threads() == before
+    seen: list[int] = []
+    thread = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
+    thread.start()
+    thread.join()
+    assert seen == [before]

@@ -127,17 +127,21 @@ def resampled_sums(
     threads = torch.get_num_threads()
 
     def worker(first: int) -> None:
-        torch.set_num_threads(1)
-        with torch.no_grad():
-            block, scratch = make(max(heights)), padded.new_zeros(tall * wide)
-            for g in range(first, len(parts), _WORKERS):
-                start = 0
-                for k in parts[g]:
-                    build(chunk_generator(seed, k), block[start : start + sizes[k]])
-                    start += sizes[k]
-                sums = group_products(block[:start].to(padded.device), padded, (tall, wide), scratch, fill)
-                out[g] = sums[:, : values.shape[1]]
-        torch.set_num_threads(threads)
+        torch.set_num_threads(1)  # this thread's products: one thread each, the workers side by side
+        try:
+            with torch.no_grad():
+                block, scratch = make(max(heights)), padded.new_zeros(tall * wide)
+                for g in range(first, len(parts), _WORKERS):
+                    start = 0
+                    for k in parts[g]:
+                        build(chunk_generator(seed, k), block[start : start + sizes[k]])
+                        start += sizes[k]
+                    sums = group_products(
+                        block[:start].to(padded.device), padded, (tall, wide), scratch, fill
+                    )
+                    out[g] = sums[:, : values.shape[1]]
+        finally:
+            torch.set_num_threads(threads)  # the setting new threads start from, as the caller had it
 
     with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
         for done in [pool.submit(worker, first) for first in range(_WORKERS)]:
