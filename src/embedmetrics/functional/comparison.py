@@ -214,9 +214,10 @@ def bootstrap_ci(
     )
     tensor = per_query(values)
     columns = tensor[:, None] if tensor.ndim == 1 else tensor
-    if columns.ndim != 2:
+    if columns.ndim != 2 or columns.shape[1] == 0:
         raise ValueError(
-            f"Argument `values` must be (Q,) or (Q, m) per-query values, got shape {tuple(tensor.shape)}."
+            f"Argument `values` must be (Q,) or (Q, m) per-query values with m >= 1, got shape "
+            f"{tuple(tensor.shape)}."
         )
     checked = check_per_query(tuple(f"values[:, {j}]" for j in range(columns.shape[1])), list(columns.T)).T
     interval = bootstrap_interval(

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from torchmetrics.classification import MulticlassAccuracy
 
 import embedmetrics as em
+from embedmetrics import ArgumentKindError
 from embedmetrics._engine.comparison import resampling
 from embedmetrics._engine.comparison.bootstrap import _quantiles
 from embedmetrics.functional import bootstrap_ci, compare, paired_test
@@ -383,3 +384,28 @@ def test_a_pair_s_p_value_ignores_the_scale_of_other_systems(test: str) -> None:
     alone = compare({"a": a, "b": b}, test=test, n_resamples=2000, correction=None).p_value
     with_big = compare({"a": a, "b": b, "c": a + 1e14}, test=test, n_resamples=2000, correction=None).p_value
     assert float(with_big[0]) == pytest.approx(float(alone[0]), abs=1e-12)
+
+
+_A, _B = [1.0, 2.0, 3.0], [1.0, 2.5, 3.5]
+
+
+@pytest.mark.parametrize(
+    ("call", "kind", "message"),
+    [
+        (lambda: paired_test(_A, _B, test="bootstrap", seed=1.5), ArgumentKindError, "`seed`"),
+        (lambda: paired_test(_A, _B, test="bootstrap", seed=None), ArgumentKindError, "`seed`"),
+        (lambda: paired_test(_A, _B, test="bootstrap", seed=-1), ValueError, "`seed`"),
+        (lambda: bootstrap_ci(torch.rand(10, 0)), ValueError, r"`values`.*\(10, 0\)"),
+    ],
+)  # fmt: skip
+def test_a_seed_or_values_of_the_wrong_kind_are_named(call, kind, message: str) -> None:  # type: ignore[no-untyped-def]
+    """``seed`` refused as ``n_resamples`` is (the kind: ``ArgumentKindError``; the value:
+    ``ValueError``); values with no column named with their shape."""
+    with pytest.raises(kind, match=message):
+        call()
+
+
+def test_a_numpy_integer_seed_is_taken_as_the_int() -> None:
+    a, b = np.linspace(0, 1, 40), np.linspace(0, 1, 40) ** 2
+    seeded = paired_test(a, b, test="bootstrap", n_resamples=200, seed=np.int64(3)).p_value
+    assert float(seeded) == float(paired_test(a, b, test="bootstrap", n_resamples=200, seed=3).p_value)

@@ -44,6 +44,9 @@ def test_every_tile_fits_the_same_bytes_and_is_as_tall_as_its_group(kernel: str,
     for queries in QUERIES:
         sizes, parts = _groups(kernel, queries)
         tall, wide = resampling.tile_shape(max(sum(sizes[k] for k in part) for part in parts), padded)
+        on_a_gpu = resampling.tile_shape(tall, padded, resampling._DEVICE_TILE_BYTES)
+        assert on_a_gpu[0] == tall
+        assert on_a_gpu[1] >= min(32 * wide, 8 * (queries // 8))  # fewer, larger tiles: fewer launches
         assert wide % 8 == 0
         assert min(least, resampling._TILE_ROWS) <= tall <= resampling._TILE_ROWS, queries
         assert 8 * (tall * wide + wide * padded) <= resampling._TILE_BYTES, (queries, tall, wide)
@@ -107,28 +110,72 @@ def test_bits_unpacked_on_a_device_as_numpy_unpacks_them() -> None:
         assert np.array_equal(got.numpy(), want)
 
 
+def _new_thread_setting() -> int:
+    seen: list[int] = []
+    thread = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
+    thread.start()
+    thread.join()
+    return seen[0]
+
+
 def test_the_caller_s_thread_settings_are_left_as_they_were(monkeypatch: pytest.MonkeyPatch) -> None:
     """The workers multiply with one thread each; the caller's thread count, and the one a new thread
-    starts from, are the caller's afterwards, after a chunk redone wider (an exception in a worker)
-    too."""
+    starts from, are as they were, during the call (a thread started by a worker's first chunk) and
+    after it, after a chunk redone wider (an exception in a worker) too."""
     values = torch.randn(5000, 3, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
-    before = torch.get_num_threads()
+    before, process = torch.get_num_threads(), _new_thread_setting()
     resampling.sign_flip_sums(values, 300, seed=0)
     original = counts.resample_counts
-    state = {"raised": False}
+    during: list[int] = []
 
     def once(rng: np.random.Generator, out: torch.Tensor) -> None:
-        if not state["raised"]:
-            state["raised"] = True
+        if not during:
+            during.append(_new_thread_setting())
             raise counts.CountOverflow
         original(rng, out)
 
     monkeypatch.setattr(resampling, "resample_counts", once)
     resampling.bootstrap_sums(values, 300, seed=0)
-    assert state["raised"]
+    assert during == [process]
     assert torch.get_num_threads() == before
-    seen: list[int] = []
-    thread = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
-    thread.start()
-    thread.join()
-    assert seen == [before]
+    assert _new_thread_setting() == process
+
+
+def test_a_process_setting_other_than_the_caller_s_is_kept() -> None:
+    """Another thread set the process's thread count (the value new threads start from) below the
+    caller's: after a call, new threads still start from it and the caller keeps its own."""
+    values = torch.randn(5000, 3, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    before, process = torch.get_num_threads(), _new_thread_setting()
+    setter = threading.Thread(target=torch.set_num_threads, args=(1,))
+    setter.start()
+    setter.join()
+    try:
+        resampling.bootstrap_sums(values, 300, seed=0)
+        assert _new_thread_setting() == 1
+        assert torch.get_num_threads() == before
+    finally:
+        restore = threading.Thread(target=torch.set_num_threads, args=(process,))
+        restore.start()
+        restore.join()
+
+
+def test_an_error_in_one_worker_stops_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chunk that fails in one worker stops the other at its next group: far fewer than its share
+    of the chunks are built before the error is raised."""
+    values = torch.randn(5000, 2, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    sizes = resampling.chunks(5000, 5000, resampling._COUNT_CHUNK)
+    assert len(resampling.groups(sizes, resampling._COUNT_ROWS)) == len(sizes) == 24  # a group a chunk
+    built: list[int] = []
+    failed = threading.Event()
+
+    def failing(rng: np.random.Generator, out: torch.Tensor) -> None:
+        built.append(len(built))
+        if len(built) == 2:
+            failed.set()
+            raise RuntimeError("a chunk failed")
+        failed.wait(timeout=10)
+
+    monkeypatch.setattr(resampling, "resample_counts", failing)
+    with pytest.raises(RuntimeError, match="a chunk failed"):
+        resampling.bootstrap_sums(values, 5000, seed=0)
+    assert len(built) < 12  # the other worker's share is 12

@@ -1,13 +1,20 @@
 """The settings of the comparison functions, one ``Option`` each (see
 ``embedmetrics._engine.settings.options``). ``OPTIONS`` maps each function (the registry's name) to its
-table. No torch is imported here.
+table. No torch is imported here (NumPy is, as by the argument checks).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from embedmetrics._engine.settings.arguments import check_choice, check_number, check_positive_int
+import numpy as np
+
+from embedmetrics._engine.settings.arguments import (
+    ArgumentKindError,
+    check_choice,
+    check_number,
+    check_positive_int,
+)
 from embedmetrics._engine.settings.options import Option, choice
 
 #: The paired tests.
@@ -46,10 +53,13 @@ def check_resamples(name: str, value: Any) -> int:
 
 
 def check_seed(name: str, value: Any) -> int:
-    """A non-negative int."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"Argument `{name}` must be a non-negative int, got {value!r}.")
-    return value
+    """A non-negative integer (a NumPy integer too); another kind of value is an ``ArgumentKindError``,
+    as for ``n_resamples``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ArgumentKindError(f"Argument `{name}` must be a non-negative integer, got {value!r}.")
+    if value < 0:
+        raise ValueError(f"Argument `{name}` must be a non-negative integer, got {value!r}.")
+    return int(value)
 
 
 TEST = Option(

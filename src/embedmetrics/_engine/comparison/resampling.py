@@ -9,8 +9,8 @@ bits or ``_COUNT_CHUNK`` drawn indices, at least one; the chunk sizes depend on 
 and resamples alone). Those of chunk ``k`` come from NumPy's SFC64 generator (:func:`chunk_generator`),
 on the CPU: the same seed and the same numbers of queries and resamples give the same resamples on
 every device. A chunk is kept compact: random bits (sign flips, 1 bit an entry) or resample counts
-(``int16``, 2 bytes an entry), and drawn in pieces small enough to be reused memory (a fresh mapping of
-tens of megabytes for every chunk costs page faults, and the other thread's TLB, on every call).
+(``int8``, 1 byte an entry; see ``counts``), drawn in pieces small enough to be reused memory (a fresh
+mapping of tens of megabytes for every chunk costs page faults on every call).
 
 **The products** of the signs or counts with the values read them in tiles of float64 of at most
 ``_TILE_BYTES`` (cache-sized, chosen in bytes, never per CPU): the chunks are taken in groups of at
@@ -18,16 +18,17 @@ least ``_SIGN_ROWS`` or ``_COUNT_ROWS`` resamples (:func:`groups`), each group i
 :func:`tile_shape` (at most ``_TILE_ROWS`` resamples x queries, across the chunks of the group), each
 tile unpacked or converted into one reused float64 buffer and multiplied with its slice of the values,
 added to the group's sums. The values are padded with zero columns to a multiple of
-``_COLUMN_STEP`` (BLAS's fastest product for a few columns: 2 to 3 times faster than 10 or 11 columns on
-an AVX2 CPU; the zero columns are dropped from the sums). A slice of the values is therefore read once
-for a group, whatever the number of queries, and no float64 matrix larger than a tile is ever written:
-the cost is linear in the queries and the resamples, the memory bounded by a few groups. The groups are
-drawn and built by ``_WORKERS`` threads while the caller multiplies (NumPy and torch release the GIL),
-into rotating buffers (no page faults).
+``_COLUMN_STEP`` (BLAS's (MKL's) fastest product for a few columns: 2 to 3 times faster than 10 or 11
+columns on an AVX2 CPU; the zero columns are dropped from the sums). A slice of the values is therefore
+read once for a group, whatever the number of queries, and no float64 matrix larger than a tile is ever
+written: the cost is linear in the queries and the resamples, the memory bounded by one group buffer a
+thread. ``_WORKERS`` threads each draw, build and multiply their own groups (NumPy and torch release
+the GIL), each into one buffer made once a call (:func:`resampled_sums`).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -43,6 +44,8 @@ _SIGN_CHUNK = 1 << 23
 _COUNT_CHUNK = 1 << 20
 #: Bytes of one float64 tile of signs or counts, multiplied from cache.
 _TILE_BYTES = 1 << 20
+#: The same on a GPU: no cache to fit, and one kernel launch per tile.
+_DEVICE_TILE_BYTES = 1 << 26
 #: Resamples of a group of random bits (at least; 1 bit an entry: memory ``32 Q`` bytes).
 _SIGN_ROWS = 256
 #: Resamples of a tile (at most): a multiple of 48, so of every kernel height of BLAS's products.
@@ -89,13 +92,13 @@ def padded_columns(columns: int) -> int:
     return -(-columns // _COLUMN_STEP) * _COLUMN_STEP
 
 
-def tile_shape(rows: int, columns: int) -> tuple[int, int]:
+def tile_shape(rows: int, columns: int, budget: int | None = None) -> tuple[int, int]:
     """``(resamples, queries)`` of the float64 tiles of groups of ``rows`` resamples times values of
-    ``columns`` (padded) columns: at most ``_TILE_ROWS`` resamples, as many queries as fill
-    ``_TILE_BYTES`` with the tile and its slice of the values (a multiple of 8: whole bytes of random
-    bits; at least 8)."""
+    ``columns`` (padded) columns: at most ``_TILE_ROWS`` resamples, as many queries as fill ``budget``
+    bytes (``_TILE_BYTES``, a CPU's cache) with the tile and its slice of the values (a multiple of 8:
+    whole bytes of random bits; at least 8)."""
     tall = max(1, min(rows, _TILE_ROWS))
-    return tall, max(8, _TILE_BYTES // (8 * (tall + columns)) // 8 * 8)
+    return tall, max(8, (budget or _TILE_BYTES) // (8 * (tall + columns)) // 8 * 8)
 
 
 def chunk_generator(seed: int, k: int) -> np.random.Generator:
@@ -117,36 +120,74 @@ def resampled_sums(
     ``g`` by thread ``g % _WORKERS``, into the thread's own buffer ``make(rows)`` (the rows of chunk
     ``k`` filled by ``build(chunk_generator(seed, k), rows)``) and tiles (:func:`group_products`); the
     groups' sums in order. NumPy and torch release the GIL: the threads draw, unpack and multiply side
-    by side."""
+    by side, each with a one-thread product (:func:`_one_thread_each`). An error or an interrupt in any
+    thread stops the others at their next group."""
     padded = values.new_zeros(values.shape[0], padded_columns(values.shape[1]))
     padded[:, : values.shape[1]] = values
     heights = [sum(sizes[k] for k in part) for part in parts]
-    tall, wide = tile_shape(max(heights), padded.shape[1])
-    out: list[Tensor] = [padded] * len(parts)
-
-    threads = torch.get_num_threads()
+    budget = _TILE_BYTES if padded.is_cpu else _DEVICE_TILE_BYTES
+    tall, wide = tile_shape(max(heights), padded.shape[1], budget)
+    out: list[Tensor | None] = [None] * len(parts)
+    stop = threading.Event()
 
     def worker(first: int) -> None:
-        torch.set_num_threads(1)  # this thread's products: one thread each, the workers side by side
+        block, scratch = None, None
+        with torch.no_grad():
+            for g in range(first, len(parts), _WORKERS):
+                if stop.is_set():
+                    return
+                if block is None or scratch is None:
+                    block, scratch = make(max(heights)), padded.new_zeros(tall * wide)
+                start = 0
+                for k in parts[g]:
+                    build(chunk_generator(seed, k), block[start : start + sizes[k]])
+                    start += sizes[k]
+                sums = group_products(block[:start].to(padded.device), padded, (tall, wide), scratch, fill)
+                out[g] = sums[:, : values.shape[1]]
+
+    _one_thread_each(worker, stop)
+    assert all(sums is not None for sums in out)  # every group, or the error that stopped them
+    return torch.cat(out)  # type: ignore[arg-type]
+
+
+def _one_thread_each(worker: Callable[[int], None], stop: threading.Event) -> None:
+    """``worker(0)``, ..., ``worker(_WORKERS - 1)`` in threads of their own, each with torch's thread
+    setting 1 (its products single-threaded, the workers side by side). ``torch.set_num_threads`` also
+    sets the value a new thread of the process starts from: each worker reads that value first (a new
+    thread starts from it), all set theirs, a short-lived thread puts the value back, and only then do
+    they start: the rest of the process sees it changed for well under a millisecond, and the caller's
+    own setting never. The first error (or an interrupt of the caller) sets ``stop`` and is raised once
+    all have stopped."""
+    inherited: list[int] = []
+    barrier = threading.Barrier(_WORKERS + 1)
+
+    def run(first: int) -> None:
         try:
-            with torch.no_grad():
-                block, scratch = make(max(heights)), padded.new_zeros(tall * wide)
-                for g in range(first, len(parts), _WORKERS):
-                    start = 0
-                    for k in parts[g]:
-                        build(chunk_generator(seed, k), block[start : start + sizes[k]])
-                        start += sizes[k]
-                    sums = group_products(
-                        block[:start].to(padded.device), padded, (tall, wide), scratch, fill
-                    )
-                    out[g] = sums[:, : values.shape[1]]
-        finally:
-            torch.set_num_threads(threads)  # the setting new threads start from, as the caller had it
+            inherited.append(torch.get_num_threads())  # a new thread: the process's setting
+            barrier.wait()
+            torch.set_num_threads(1)
+            barrier.wait()
+            barrier.wait()  # the process's setting is back
+            worker(first)
+        except BaseException:
+            stop.set()
+            raise
 
     with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
-        for done in [pool.submit(worker, first) for first in range(_WORKERS)]:
-            done.result()
-    return torch.cat(out)
+        running = [pool.submit(run, first) for first in range(_WORKERS)]
+        try:
+            barrier.wait()  # all have read the setting
+            barrier.wait()  # all have set theirs
+            restore = threading.Thread(target=torch.set_num_threads, args=(inherited[0],))
+            restore.start()
+            restore.join()
+            barrier.wait()
+            for done in running:
+                done.result()
+        except BaseException:
+            stop.set()
+            barrier.abort()
+            raise
 
 
 def group_products(
