@@ -127,10 +127,14 @@ def test_the_caller_s_thread_settings_are_left_as_they_were(monkeypatch: pytest.
     resampling.sign_flip_sums(values, 300, seed=0)
     original = counts.resample_counts
     during: list[int] = []
+    lock = threading.Lock()
 
     def once(rng: np.random.Generator, out: torch.Tensor) -> None:
-        if not during:
-            during.append(_new_thread_setting())
+        with lock:  # the two workers' first chunks: one of them raises
+            first = not during
+            if first:
+                during.append(_new_thread_setting())
+        if first:
             raise counts.CountOverflow
         original(rng, out)
 
