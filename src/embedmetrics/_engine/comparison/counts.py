@@ -102,6 +102,14 @@ def row_totals(out: Tensor) -> np.ndarray:
     return totals
 
 
+def random_bytes(rng: np.random.Generator, count: int) -> np.ndarray:
+    """``(count,)`` uint8: the generator's next raw 64-bit outputs as little-endian bytes, in order
+    (the leftover bytes of the last output are dropped)."""
+    raw = rng.bit_generator.random_raw(-(-count // 8)).astype("<u8", copy=False)
+    out: np.ndarray = raw.view(np.uint8)[:count]
+    return out
+
+
 def poisson_mean(n: int) -> float:
     """``λ`` of the poissonized counts of ``n`` rows: ``1 - _MARGIN / sqrt(n)``, at least ``1/2``."""
     return max(0.5, 1.0 - _MARGIN / math.sqrt(n))
@@ -177,9 +185,7 @@ def _invert(tuples: TupleTable, bits: np.ndarray, rng: np.random.Generator) -> n
     generator's next raw outputs) choose a part of the interval in ``fine``; the parts that still
     straddle take a 53-bit uniform and a search of the whole distribution (in increasing order: NumPy
     starts each search where the last one ended)."""
-    more = (
-        rng.bit_generator.random_raw(-(-bits.size // 8)).astype("<u8", copy=False).view(np.uint8)[: bits.size]
-    )
+    more = random_bytes(rng, bits.size)
     rows = tuples.slot[bits]
     found: np.ndarray = tuples.fine[rows, more]
     searched = np.flatnonzero(found == -1)
@@ -210,7 +216,7 @@ def poisson_tuples(rng: np.random.Generator, out: Tensor, mean: float) -> None:
     whole = total - total % _CELLS
     for lo in range(0, whole, _PIECE):
         size = min(_PIECE, whole - lo) // _CELLS
-        bits = rng.bit_generator.random_raw(-(-size // 4)).astype("<u8", copy=False).view("<u2")[:size]
+        bits = random_bytes(rng, 2 * size).view("<u2")
         found = out[lo : lo + _CELLS * size].view(torch.int32) if scratch is None else scratch[:size]
         torch.index_select(tuples.table, 0, torch.from_numpy(bits).int(), out=found)
         straddling = np.flatnonzero(found.numpy() == -1)

@@ -1,20 +1,13 @@
 """The settings of the comparison functions, one ``Option`` each (see
 ``embedmetrics._engine.settings.options``). ``OPTIONS`` maps each function (the registry's name) to its
-table. No torch is imported here (NumPy is, as by the argument checks).
+table. No torch is imported here.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from embedmetrics._engine.settings.arguments import (
-    ArgumentKindError,
-    check_choice,
-    check_number,
-    check_positive_int,
-)
+from embedmetrics._engine.settings.arguments import check_choice, check_int, check_number, check_positive_int
 from embedmetrics._engine.settings.options import Option, choice
 
 #: The paired tests.
@@ -55,11 +48,7 @@ def check_resamples(name: str, value: Any) -> int:
 def check_seed(name: str, value: Any) -> int:
     """A non-negative integer (a NumPy integer too); another kind of value is an ``ArgumentKindError``,
     as for ``n_resamples``."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise ArgumentKindError(f"Argument `{name}` must be a non-negative integer, got {value!r}.")
-    if value < 0:
-        raise ValueError(f"Argument `{name}` must be a non-negative integer, got {value!r}.")
-    return int(value)
+    return check_int(name, value, least=0)
 
 
 TEST = Option(

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.comparison.counts import CountOverflow, resample_counts
+from embedmetrics._engine.comparison.counts import CountOverflow, random_bytes, resample_counts
 
 #: Random bits (queries x resamples) of one chunk of sign flips: the chunks fix the random streams.
 _SIGN_CHUNK = 1 << 23
@@ -131,12 +131,11 @@ def resampled_sums(
     stop = threading.Event()
 
     def worker(first: int) -> None:
-        block, scratch = None, None
         with torch.no_grad():
             for g in range(first, len(parts), _WORKERS):
                 if stop.is_set():
                     return
-                if block is None or scratch is None:
+                if g == first:  # a thread with a group: its buffers, once
                     block, scratch = make(max(heights)), padded.new_zeros(tall * wide)
                 start = 0
                 for k in parts[g]:
@@ -235,19 +234,13 @@ def _convert_counts(counts: Tensor, lo: int, hi: int, out: Tensor) -> None:
     out.copy_(counts[:, lo:hi])
 
 
-def random_bytes(rng: np.random.Generator, rows: int, width: int) -> np.ndarray:
-    """``(rows, width)`` uint8: the generator's raw 64-bit outputs, little-endian bytes in order."""
-    raw = rng.bit_generator.random_raw(-(-rows * width // 8)).astype("<u8", copy=False)
-    return raw.view(np.uint8)[: rows * width].reshape(rows, width)
-
-
 def sign_flip_sums(values: Tensor, n_resamples: int, seed: int) -> Tensor:
     """``(n_resamples, m)``: ``sum_q s_q x_q`` of every column of the ``(Q, m)`` values under random
     signs ``s`` (the same signs for every column).
 
     The signs are random bits, 8 queries to a byte (bit ``b`` of byte ``j`` of a resample: query
     ``8 j + b``; 1: ``+``, 0: ``-``; the bytes of a chunk are its generator's raw outputs, see
-    :func:`random_bytes`), kept packed; the sums are ``2 B x - sum(x)``, ``B x`` multiplied tile by tile
+    ``counts.random_bytes``), kept packed; the sums are ``2 B x - sum(x)``, ``B x`` multiplied tile by tile
     of the 0/1 matrix ``B`` (unpacked per tile).
     """
     n = values.shape[0]
@@ -256,7 +249,7 @@ def sign_flip_sums(values: Tensor, n_resamples: int, seed: int) -> Tensor:
     parts = groups(sizes, _SIGN_ROWS)
 
     def build(rng: np.random.Generator, out: Tensor) -> None:
-        out.copy_(torch.from_numpy(random_bytes(rng, *out.shape)))
+        out.copy_(torch.from_numpy(random_bytes(rng, out.numel()).reshape(out.shape)))
 
     def make(rows: int) -> Tensor:
         return torch.empty(rows, width, dtype=torch.uint8)

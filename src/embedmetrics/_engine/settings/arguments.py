@@ -40,10 +40,18 @@ def check_bool(name: str, value: Any) -> bool:
 
 def check_positive_int(name: str, value: Any) -> int:
     """Return ``value`` if it is an ``int`` (not ``bool``) that is at least 1, else raise."""
+    return check_int(name, value, least=1)
+
+
+def check_int(name: str, value: Any, *, least: int) -> int:
+    """Return ``value`` as an ``int`` if it is a Python or NumPy integer (not a ``bool``) of at least
+    ``least`` (1: positive, 0: non-negative); else ``ArgumentKindError`` for another kind of value,
+    ``ValueError`` for a smaller one."""
+    what = "a positive integer" if least == 1 else "a non-negative integer" if least == 0 else "an integer"
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise ArgumentKindError(f"Argument `{name}` must be a positive integer, got {value!r}.")
-    if value < 1:
-        raise ValueError(f"Argument `{name}` must be a positive integer (>= 1), got {value!r}.")
+        raise ArgumentKindError(f"Argument `{name}` must be {what}, got {value!r}.")
+    if value < least:
+        raise ValueError(f"Argument `{name}` must be {what} (>= {least}), got {value!r}.")
     return int(value)
 
 
