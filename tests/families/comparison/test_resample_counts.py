@@ -176,3 +176,26 @@ def test_counts_written_through_a_buffer_equal_counts_written_straight() -> None
     counts.resample_counts(chunk_generator(6, 0), unaligned)
     assert torch.equal(aligned, unaligned)
     assert (aligned.sum(dim=1) == 4099).all()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_refused_exactly_where_the_added_draws_could_wrap_a_count(
+    monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """Every added draw on query 0 of one resample of 5,000 queries, about 106 of them (the most an
+    ``int8`` count of at most ``_LARGEST`` Poisson draws can take): ``CountOverflow`` where more than
+    ``127 - _LARGEST`` were added, else the ``int8`` counts are the ``int16`` ones (none wrapped)."""
+    queries, limit = 5000, 127 - counts._LARGEST
+    monkeypatch.setattr(counts, "_MARGIN", limit / math.sqrt(queries))
+    tuples = torch.empty(1, queries, dtype=torch.int16)
+    counts.poisson_tuples(chunk_generator(seed, 0), tuples.view(-1), counts.poisson_mean(queries))
+    added = queries - int(tuples.sum())
+    narrow, wide = torch.empty(1, queries, dtype=torch.int8), torch.empty(1, queries, dtype=torch.int16)
+    counts.resample_counts(_AlwaysFirst(chunk_generator(seed, 0)), wide)  # type: ignore[arg-type]
+    assert int(wide[0, 0]) == int(tuples[0, 0]) + max(added, 0)
+    if added > limit:
+        with pytest.raises(counts.CountOverflow):
+            counts.resample_counts(_AlwaysFirst(chunk_generator(seed, 0)), narrow)  # type: ignore[arg-type]
+    else:
+        counts.resample_counts(_AlwaysFirst(chunk_generator(seed, 0)), narrow)  # type: ignore[arg-type]
+        assert torch.equal(narrow.to(torch.int16), wide)

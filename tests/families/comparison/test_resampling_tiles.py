@@ -11,6 +11,8 @@ import threading
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from embedmetrics._engine.comparison import counts, resampling
 
@@ -183,3 +185,46 @@ def test_an_error_in_one_worker_stops_the_others(monkeypatch: pytest.MonkeyPatch
     with pytest.raises(RuntimeError, match="a chunk failed"):
         resampling.bootstrap_sums(values, 5000, seed=0)
     assert len(built) < 12  # the other worker's share is 12
+
+
+@settings(max_examples=200, derandomize=True, deadline=None)
+@given(
+    st.integers(1, 4),
+    st.integers(1, 70),
+    st.integers(1, 4),
+    st.sampled_from(["grid", "uniform", "signed zeros"]),
+    st.integers(0, 2**32 - 1),
+)
+def test_the_canonical_order_is_numpy_s_lexicographic_order(
+    systems: int, queries: int, levels: int, kind: str, seed: int
+) -> None:
+    """The canonical order (one sort by the first system, then sorts of the tied queries only) is
+    ``np.lexsort``'s: by system 0, ties by system 1, ..., then by position; heavy ties (a grid of a
+    few values), none (uniform values) and ``-0.0`` equal to ``0.0``."""
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, levels, (systems, queries)).astype(np.float64)
+    if kind == "uniform":
+        values = rng.random((systems, queries))
+    if kind == "signed zeros":
+        values[:, rng.random(queries) < 0.5] *= -1.0  # -0.0 where the value was 0
+    want = np.lexsort(values[::-1])  # lexsort: the last key is the primary one
+    got = resampling.canonical_order(torch.from_numpy(values))
+    assert np.array_equal(got.numpy(), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32])
+@pytest.mark.parametrize("queries", [1, 127, 128, 1023, 1024, 5001])
+def test_row_totals_are_numpy_s_sums(dtype: torch.dtype, queries: int) -> None:
+    """Row sums in ``int16`` blocks (the block as long as the largest count allows) equal NumPy's
+    ``int64`` sums: ``int8`` counts anywhere in their range (wrapped ones negative), Poisson counts up
+    to ``_LARGEST``, wider counts."""
+    generator = torch.Generator().manual_seed(queries)
+    info = torch.iinfo(dtype)
+    cases = [(info.min, info.max, max(-info.min, info.max))]
+    if dtype == torch.int8:
+        cases.append((0, counts._LARGEST, counts._LARGEST))
+    for low, high, largest in cases:
+        out = torch.randint(low, high + 1, (3, queries), generator=generator, dtype=dtype)
+        out[0] = high  # the largest sums
+        want = out.numpy().astype(np.int64).sum(axis=1)
+        assert np.array_equal(counts.row_totals(out, largest), want), (low, high)

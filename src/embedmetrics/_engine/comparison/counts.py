@@ -84,21 +84,24 @@ def draw_counts(rng: np.random.Generator, out: Tensor) -> None:
 def _refuse_wrapped(out: Tensor, totals: np.ndarray | int) -> None:
     """Raise :class:`CountOverflow` unless every resample's counts still sum to its total (a count
     that wrapped around lowers its resample's sum by a multiple of 256)."""
-    if not np.array_equal(row_totals(out), np.broadcast_to(totals, out.shape[:1])):
+    largest = -torch.iinfo(out.dtype).min
+    if not np.array_equal(row_totals(out, largest), np.broadcast_to(totals, out.shape[:1])):
         raise CountOverflow
 
 
-def row_totals(out: Tensor) -> np.ndarray:
-    """``(rows,)`` int64: the sum of every row of the integer ``out``; ``int8`` rows summed 256 at a
-    time in ``int16`` (where 256 of them cannot overflow; twice as fast as in ``int32``), then the
-    parts in ``int64``."""
-    rows, n = out.shape
-    if out.dtype != torch.int8:
-        totals: np.ndarray = out.numpy().sum(axis=1, dtype=np.int64)
-        return totals
-    starts = (np.arange(rows)[:, None] * n + np.arange(0, n, 256)[None, :]).ravel()
-    parts = np.add.reduceat(out.numpy().reshape(-1), starts, dtype=np.int16)
-    totals = parts.reshape(rows, -1).sum(axis=1, dtype=np.int64)
+def row_totals(out: Tensor, largest: int) -> np.ndarray:
+    """``(rows,)`` int64: the sums of the rows of the integer ``out`` (every count at most ``largest``
+    in magnitude); for ``largest`` up to 128 (``int8`` counts), summed in ``int16`` a block at a time
+    (as many counts as cannot overflow it, a power of two: at least twice as fast as ``int32``), then
+    the blocks in ``int64``."""
+    counts = out.numpy()
+    if largest > 128:  # wider counts: in int64
+        wide: np.ndarray = counts.sum(axis=1, dtype=np.int64)
+        return wide
+    block = 1 << (32767 // largest).bit_length() - 1
+    whole = counts.shape[1] // block * block
+    blocks = counts[:, :whole].reshape(len(counts), -1, block).sum(axis=2, dtype=np.int16)
+    totals: np.ndarray = blocks.sum(axis=1, dtype=np.int64) + counts[:, whole:].sum(axis=1, dtype=np.int64)
     return totals
 
 
@@ -231,15 +234,18 @@ def poisson_tuples(rng: np.random.Generator, out: Tensor, mean: float) -> None:
 
 def poissonized_counts(rng: np.random.Generator, out: Tensor) -> None:
     """``out`` (``(rows, Q)``): the poissonized counts of the module docstring, from ``rng`` (Poisson
-    tuples, then the added draws of every short resample, then the draws taken from every long one)."""
+    tuples, then the added draws of every short resample, then the draws taken from every long one).
+    A count wraps around only where more than ``max - _LARGEST`` added draws land on one query of one
+    resample: the draws are counted by the last 12 bits of their flat index (a count at least that of
+    any single query), and :class:`CountOverflow` is raised where one of those counts could."""
     rows, n = out.shape
     poisson_tuples(rng, out.view(-1), poisson_mean(n))
-    short = n - row_totals(out)
+    short = n - row_totals(out, _LARGEST)
     added = np.maximum(short, 0)
     picks = np.repeat(np.arange(rows, dtype=np.int64) * n, added) + rng.integers(0, n, int(added.sum()))
+    if int(np.bincount(picks & 4095, minlength=1).max()) > torch.iinfo(out.dtype).max - _LARGEST:
+        raise CountOverflow
     out.view(-1).scatter_add_(0, torch.from_numpy(picks), torch.ones((), dtype=out.dtype).expand(picks.size))
-    if _LARGEST + int(added.max()) > torch.iinfo(out.dtype).max:
-        _refuse_wrapped(out, n - np.minimum(short, 0))
     for r in np.flatnonzero(short < 0):
         row = out[r].numpy()
         kept = np.cumsum(row, dtype=np.int64)

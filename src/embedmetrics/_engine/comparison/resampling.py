@@ -60,10 +60,24 @@ _WORKERS = 2
 
 def canonical_order(values: Tensor) -> Tensor:
     """``(Q,)``: the permutation that sorts the queries (the columns of the ``(S, Q)`` values) by their
-    values, system 0 first, ties broken by the next systems (a stable sort per key, last key first)."""
-    order = torch.arange(values.shape[1], device=values.device)
-    for row in values.flip(0):
-        order = order[torch.argsort(row[order], stable=True)]
+    values, system 0 first, ties broken by the next systems, then by the queries' positions: the order
+    of stable sorts by every system, the last first. Done as one sort by system 0, then, system by
+    system, a sort of the queries still tied only (none, most often: a key is read once)."""
+    order = torch.argsort(values[0], stable=True)
+    keys = values[0][order]
+    starts = torch.ones_like(keys, dtype=torch.bool)  # where a run of equal leading values starts
+    starts[1:] = keys[1:] != keys[:-1]
+    for key in values[1:]:
+        alone = starts & torch.cat([starts[1:], starts.new_ones(1)])
+        tied = torch.nonzero(~alone).squeeze(1)  # positions in a run of two or more: whole runs
+        if tied.numel() == 0:
+            break
+        runs, queries = torch.cumsum(starts, 0)[tied], order[tied]
+        inner = torch.argsort(key[queries], stable=True)
+        inner = inner[torch.argsort(runs[inner], stable=True)]
+        order[tied] = queries[inner]
+        sorted_key = key[queries[inner]]
+        starts[tied[1:]] |= sorted_key[1:] != sorted_key[:-1]
     return order
 
 
