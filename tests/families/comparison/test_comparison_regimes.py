@@ -200,6 +200,13 @@ def test_the_same_p_values_and_interval_on_a_gpu() -> None:
             test=test, n_resamples=2000,
         ).p_value  # fmt: skip
         assert np.array_equal(on_cpu, on_gpu.cpu().numpy()), test
+    # p-values (count + 1) / (resamples + 1) divided as on the CPU (a CUDA kernel dividing by a
+    # number multiplies by its reciprocal: 0.9301397205588823 became ...822), means in the same order
+    values = torch.rand(4, 4096, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    for test in ("randomization", "bootstrap"):
+        here, there = (compare(v, test=test, n_resamples=500) for v in (values, values.cuda()))
+        assert np.array_equal(here.p_value, there.p_value.cpu().numpy()), test
+        assert np.array_equal(here.means, there.means.cpu().numpy()), test
     ci = bootstrap_ci(c, n_resamples=2000, method="bca")
     gpu = bootstrap_ci(torch.tensor(c, device="cuda"), n_resamples=2000, method="bca")
     assert float(gpu.low) == pytest.approx(float(ci.low), rel=1e-12)
@@ -231,9 +238,10 @@ def test_every_permutation_of_the_queries_gives_the_same_results(seed: int) -> N
         one = paired_test(a, b, test=test, n_resamples=300)
         other = paired_test(a[p], b[p], test=test, n_resamples=300)
         assert float(one.p_value) == float(other.p_value)
-        first = compare({"a": a, "b": b, "c": c}, test=test, n_resamples=300).p_value
-        second = compare({"a": a[p], "b": b[p], "c": c[p]}, test=test, n_resamples=300).p_value
-        assert np.array_equal(first, second)
+        first = compare({"a": a, "b": b, "c": c}, test=test, n_resamples=300)
+        second = compare({"a": a[p], "b": b[p], "c": c[p]}, test=test, n_resamples=300)
+        assert np.array_equal(first.p_value, second.p_value)
+        assert np.array_equal(first.means, second.means)  # summed in the canonical order too
     values = np.stack([a, c], axis=1)
     for method in ("percentile", "bca"):
         ci, moved = (bootstrap_ci(v, n_resamples=300, method=method) for v in (values, values[p]))

@@ -12,6 +12,7 @@ from torch import Tensor
 
 from embedmetrics._engine.comparison.corrections import correct
 from embedmetrics._engine.comparison.paired import run_test
+from embedmetrics._engine.comparison.resampling import canonical_order
 
 
 def check_per_query(names: tuple[str, ...], values: list[Tensor]) -> Tensor:
@@ -188,6 +189,7 @@ def compare_systems(
     index = [(i, j) for i in range(S) for j in range(i + 1, S)]
     left = torch.tensor([i for i, _ in index], dtype=torch.long, device=values.device)
     right = torch.tensor([j for _, j in index], dtype=torch.long, device=values.device)
+    values = values[:, canonical_order(values)]  # the means, too, the same bits in any query order
     result = run_test(values, left, right, test, "two-sided", n_resamples, seed)
     corrected = correct(result.p_value, correction)
     significant = torch.zeros(S, S, dtype=torch.bool, device=values.device)

@@ -210,4 +210,5 @@ def _resampled_p(observed: Tensor, null: Tensor, alternative: str) -> Tensor:
         extreme = null <= obs + gamma
     else:
         extreme = null.abs() >= obs.abs() - gamma
-    return (extreme.sum(dim=1).to(null.dtype) + 1) / (null.shape[1] + 1)
+    count = extreme.sum(dim=1).to(null.dtype) + 1
+    return count / torch.full_like(count, null.shape[1] + 1)  # a tensor: a CUDA kernel would use 1 / (n + 1)

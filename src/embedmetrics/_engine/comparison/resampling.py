@@ -61,23 +61,22 @@ _WORKERS = 2
 def canonical_order(values: Tensor) -> Tensor:
     """``(Q,)``: the permutation that sorts the queries (the columns of the ``(S, Q)`` values) by their
     values, system 0 first, ties broken by the next systems, then by the queries' positions: the order
-    of stable sorts by every system, the last first. Done as one sort by system 0, then, system by
-    system, a sort of the queries still tied only (none, most often: a key is read once)."""
+    of stable sorts by every system, the last first. Done as one sort by system 0, then the same stable
+    sorts (the last system first, then the runs of equal values of system 0) of the tied queries only:
+    one sort where system 0 has no ties, one more than a sort per system where most queries tie."""
     order = torch.argsort(values[0], stable=True)
     keys = values[0][order]
-    starts = torch.ones_like(keys, dtype=torch.bool)  # where a run of equal leading values starts
+    starts = torch.ones_like(keys, dtype=torch.bool)  # where a run of equal values of system 0 starts
     starts[1:] = keys[1:] != keys[:-1]
-    for key in values[1:]:
-        alone = starts & torch.cat([starts[1:], starts.new_ones(1)])
-        tied = torch.nonzero(~alone).squeeze(1)  # positions in a run of two or more: whole runs
-        if tied.numel() == 0:
-            break
-        runs, queries = torch.cumsum(starts, 0)[tied], order[tied]
-        inner = torch.argsort(key[queries], stable=True)
-        inner = inner[torch.argsort(runs[inner], stable=True)]
-        order[tied] = queries[inner]
-        sorted_key = key[queries[inner]]
-        starts[tied[1:]] |= sorted_key[1:] != sorted_key[:-1]
+    alone = starts & torch.cat([starts[1:], starts.new_ones(1)])
+    tied = torch.nonzero(~alone).squeeze(1)  # positions in a run of two or more: whole runs, in order
+    if values.shape[0] == 1 or tied.numel() == 0:
+        return order
+    queries, runs = order[tied], torch.cumsum(starts, 0)[tied]
+    inner = torch.arange(len(tied), device=values.device)
+    for key in (*values[1:].flip(0)[:, queries], runs):
+        inner = inner[torch.argsort(key[inner], stable=True)]
+    order[tied] = queries[inner]
     return order
 
 
