@@ -173,6 +173,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{part.name}: {status} ({detail}; {time.monotonic() - start:.0f} s)", flush=True)
         found = json.loads(Path(bench_json).read_text()) if Path(bench_json).exists() else {}
     print()
+    if found.get("scripts"):  # what each benchmark script took (those a timeout stopped are missing)
+        print(
+            "Times of the benchmark scripts: "
+            + ", ".join(f"{s['script']} {s['seconds']:.0f} s" for s in found["scripts"])
+        )
     if "machine" in found:
         print(machine_line(found["machine"]))
     print(table(found.get("rows", [])))

@@ -9,7 +9,7 @@ them); a peer that is not installed leaves its cells empty. Usage::
     python benchmarks/run_all.py --device cuda    # the same rows on a GPU (CPU-only peers stay on the CPU)
     python benchmarks/run_all.py --quick          # smaller sizes, a minute: checks that everything runs
     python benchmarks/run_all.py --quick --only bench_neighbors --script-args "--n 1000"  # smaller still
-    python benchmarks/run_all.py --json out.json  # the rows, machine-readable
+    python benchmarks/run_all.py --json out.json  # the rows, machine-readable (rewritten after every script)
 
 The table (and the JSON) opens with the machine it was measured on: the CPU's model, the instruction
 set torch's kernels use (``torch.backends.cpu.get_cpu_capability()``), torch's intra-op threads, the
@@ -198,6 +198,8 @@ def main() -> None:
     only = None if args.only is None else {name.removesuffix(".py") for name in args.only.split(",")}
     rows: list[dict[str, Any]] = []
     failures: list[str] = []
+    scripts: list[dict[str, Any]] = []
+    info = machine(args.device)
     for script, full, quick, takes_device in PLAN:
         if only is not None and script.removesuffix(".py") not in only:
             continue
@@ -208,14 +210,16 @@ def main() -> None:
         start = time.perf_counter()
         print(f"{script} {' '.join(script_args)} ...", end=" ", file=sys.stderr, flush=True)
         found, failure = run_script(script, script_args)
-        print(f"{time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+        seconds = time.perf_counter() - start
+        print(f"{seconds:.0f} s", file=sys.stderr, flush=True)
         rows.extend(found)
+        scripts.append({"script": script, "seconds": round(seconds, 1), "failed": bool(failure)})
         if failure:
             failures.append(f"{script} failed:\n{failure}")
-    info = machine(args.device)
+        if args.json:  # after every script: a run stopped midway leaves the rows it has
+            found_so_far = {"machine": info, "rows": rows, "scripts": scripts}
+            Path(args.json).write_text(json.dumps(found_so_far, indent=1) + "\n")
     print(table(rows, info))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"machine": info, "rows": rows}, indent=1) + "\n")
     if failures:
         print("\n\n".join(failures), file=sys.stderr)
         raise SystemExit(1)

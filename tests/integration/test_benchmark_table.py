@@ -108,7 +108,8 @@ def test_the_table_and_the_json_name_the_machine(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.splitlines()[0] == run_all.machine_line(info)
     saved = json.loads(out.read_text())
-    assert saved == {"machine": info, "rows": []}
+    assert saved == {"machine": info, "rows": [], "scripts": saved["scripts"]}
+    assert [s["script"] for s in saved["scripts"]] == ["bench_comparison.py"]
 
 
 def test_every_table_of_the_benchmarks_page_names_its_machine() -> None:
@@ -142,3 +143,28 @@ def test_a_script_prints_rows_that_run_all_collects() -> None:
     assert names[:-3] in ([], ["randomization test"])
     assert all(r["ours"] > 0 for r in rows)
     assert all(r["unit"] == "s" for r in rows)
+
+
+def test_the_json_is_written_after_every_script(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A run stopped during a script (``gpu_check.py``'s time limit) leaves the rows and the times of the
+    scripts before it in ``--json``."""
+    run_all = _load("run_all")
+    row = {"workload": "w", "unit": "s", "ours": 1.0, "peer": None, "peer_value": None}
+    row |= {"bound": None, "bound_value": None, "equal": None, "device": "cpu"}
+    done: list[str] = []
+
+    def run_script(script: str, args: list[str]) -> tuple[list[dict[str, object]], str]:
+        if done:
+            raise KeyboardInterrupt  # stopped during the second script
+        done.append(script)
+        return [row], ""
+
+    out = tmp_path / "rows.json"
+    monkeypatch.setattr(run_all, "run_script", run_script)
+    monkeypatch.setattr(sys, "argv", ["run_all.py", "--quick", "--json", str(out)])
+    with pytest.raises(KeyboardInterrupt):
+        run_all.main()
+    found = json.loads(out.read_text())
+    assert found["rows"] == [row]
+    assert [s["script"] for s in found["scripts"]] == done
+    assert found["machine"]["device"] == "cpu"

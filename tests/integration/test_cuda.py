@@ -189,7 +189,22 @@ def test_every_module_metric_is_covered() -> None:
     exported = {
         n for n in em.__all__ if isinstance(getattr(em, n), type) and issubclass(getattr(em, n), Metric)
     }
-    assert exported == set(RETRIEVAL) | set(OTHERS)
+    wrappers = {"ConfidenceInterval"}  # a wrapper of another metric: its own test below
+    assert exported == set(RETRIEVAL) | set(OTHERS) | wrappers
+
+
+@pytest.mark.parametrize("layout", ["2d", "flat"])
+def test_confidence_interval_equals_cpu(layout: str) -> None:
+    """The wrapped metric's per-query values gathered on the GPU, resampled with the CPU's random
+    numbers: the same value and interval as on the CPU."""
+
+    def run(device: torch.device) -> Any:
+        metric = em.ConfidenceInterval(em.RetrievalMRR(aggregation="none"), n_resamples=2000).to(device)
+        for args, kwargs in _retrieval_batches(layout):
+            metric.update(*_to(args, device), **kwargs)
+        return metric.compute()
+
+    _assert_same(run(CUDA), run(torch.device("cpu")))
 
 
 def test_lidar_equals_cpu() -> None:

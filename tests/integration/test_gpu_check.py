@@ -45,6 +45,7 @@ def test_dry_run_on_the_cpu_runs_every_part_and_ends_in_one_table() -> None:
     assert [p.split(":")[1].split()[0] for p in parts] == ["passed", "passed", "skipped", "passed"], parts
     assert "needs two CUDA devices, 0 found" in parts[2]
     assert " benchmark rows" in parts[3], parts[3]
+    assert any(line.startswith("Times of the benchmark scripts: bench_") for line in lines), lines
     start = lines.index(HEADER)  # the table ends the output: header, rule, one row per benchmark row
     rows = lines[start + 2 :]
     assert rows, lines
