@@ -42,7 +42,7 @@ def full_contrastive(z1: torch.Tensor, z2: torch.Tensor, ks: tuple[int, ...] = (
     """The whole similarity matrix, then ``topk`` along the rows and along the columns, per k."""
     a, b = F.normalize(z1, dim=1, eps=1e-12), F.normalize(z2, dim=1, eps=1e-12)
     sim = a @ b.T
-    idx = torch.arange(sim.shape[0])[:, None]
+    idx = torch.arange(sim.shape[0], device=sim.device)[:, None]
     out = []
     for k in ks:
         rows = (sim.topk(k, dim=1).indices == idx).any(1).double().mean()

@@ -176,8 +176,13 @@ def main(argv: list[str] | None = None) -> int:
     if found.get("scripts"):  # what each benchmark script took (those a timeout stopped are missing)
         print(
             "Times of the benchmark scripts: "
-            + ", ".join(f"{s['script']} {s['seconds']:.0f} s" for s in found["scripts"])
+            + ", ".join(
+                f"{s['script']} {s['seconds']:.0f} s{' (FAILED)' * s['failed']}" for s in found["scripts"]
+            )
         )
+    for script in found.get("scripts", []):
+        if script["failed"]:
+            print(f"--- {script['script']} failed: the end of its output\n{script['error']}", file=sys.stderr)
     if "machine" in found:
         print(machine_line(found["machine"]))
     print(table(found.get("rows", [])))

@@ -213,7 +213,9 @@ def main() -> None:
         seconds = time.perf_counter() - start
         print(f"{seconds:.0f} s", file=sys.stderr, flush=True)
         rows.extend(found)
-        scripts.append({"script": script, "seconds": round(seconds, 1), "failed": bool(failure)})
+        scripts.append(
+            {"script": script, "seconds": round(seconds, 1), "failed": bool(failure), "error": failure}
+        )
         if failure:
             failures.append(f"{script} failed:\n{failure}")
         if args.json:  # after every script: a run stopped midway leaves the rows it has

@@ -12,6 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import torch
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -168,3 +169,16 @@ def test_the_json_is_written_after_every_script(monkeypatch: pytest.MonkeyPatch,
     assert found["rows"] == [row]
     assert [s["script"] for s in found["scripts"]] == done
     assert found["machine"]["device"] == "cpu"
+
+
+def test_the_embedding_bench_s_peer_algorithm_stays_on_the_data_s_device() -> None:
+    """Without nidl, ``bench_embedding.py --device cuda`` times the full-matrix algorithm on the GPU: its
+    tensors are made on the data's device (a ``meta`` device here; a CPU ``arange`` made it fail)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        bench = _load("bench_embedding")
+        z = torch.randn(8, 4, device="meta")
+        assert bench.full_contrastive(z, z, (1, 2)).device.type == "meta"
+        assert bench.full_uniformity(z, z).device.type == "meta"
+    finally:
+        sys.path.remove(str(BENCHMARKS))
