@@ -80,7 +80,8 @@ def plan(device: str, gpus: int, *, dry_run: bool, bench_json: str) -> list[Part
         nccl.skip = f"needs two CUDA devices, {gpus} found"
     parts.append(nccl)
     bench = [str(HERE / "run_all.py"), "--device", device, "--quick", "--json", bench_json]
-    parts.append(Part("benchmarks (run_all.py --quick)", [sys.executable, *bench], {}, 240.0))
+    # the rest of the budget (about 6 of the 8 minutes): on an H200 the quick scripts took over 240 s
+    parts.append(Part("benchmarks (run_all.py --quick)", [sys.executable, *bench], {}, float("inf")))
     if dry_run:
         parts[-1].argv += DRY_BENCH
     return parts

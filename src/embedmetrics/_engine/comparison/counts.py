@@ -243,8 +243,7 @@ def poissonized_counts(rng: np.random.Generator, out: Tensor) -> None:
     A count wraps around only where more than ``max - _LARGEST`` added draws land on one query of one
     resample: the draws are counted in ``_BUCKETS`` buckets by their flat index (a bucket's count at
     least that of any one query it holds; about 12 on average at 4,096 queries, fewer above, where 106
-    are allowed), and
-    :class:`CountOverflow` is raised where a bucket holds more (conservative)."""
+    are allowed), and :class:`CountOverflow` is raised where a bucket holds more (conservative)."""
     rows, n = out.shape
     poisson_tuples(rng, out.view(-1), poisson_mean(n))
     short = n - row_totals(out, _LARGEST)
