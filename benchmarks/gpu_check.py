@@ -105,7 +105,8 @@ def run_part(part: Part, left: float) -> tuple[str, str]:
     env = {**os.environ, **part.env}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     try:
-        proc = subprocess.run(part.argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=limit)
+        timeout = None if limit == float("inf") else limit  # --budget inf: no limit
+        proc = subprocess.run(part.argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return "TIMED OUT", f"stopped after {limit:.0f} s"
     if proc.returncode == 0:
@@ -172,7 +173,9 @@ def main(argv: list[str] | None = None) -> int:
             status, detail = run_part(part, deadline - start)
             failed |= status in ("FAILED", "TIMED OUT")
             print(f"{part.name}: {status} ({detail}; {time.monotonic() - start:.0f} s)", flush=True)
-        found = json.loads(Path(bench_json).read_text()) if Path(bench_json).exists() else {}
+        found = (
+            json.loads(Path(bench_json).read_text()) if Path(bench_json).exists() else {}
+        )  # whole: renamed
     print()
     if found.get("scripts"):  # what each benchmark script took (those a timeout stopped are missing)
         print(

@@ -85,8 +85,17 @@ def run_script(script: str, args: list[str]) -> tuple[list[dict[str, Any]], str]
         for line in proc.stdout.splitlines()
         if line.startswith(ROW_PREFIX)
     ]
-    failure = "" if proc.returncode == 0 else (proc.stderr or proc.stdout)[-1500:]
+    output = (proc.stderr or proc.stdout)[-1500:] or "(no output)"
+    failure = "" if proc.returncode == 0 else f"exit status {proc.returncode}: {output}"
     return rows, failure
+
+
+def write_json(path: str, found: dict[str, Any]) -> None:
+    """``found`` as JSON at ``path``, whole or not at all (a temporary file renamed over it: a run killed
+    while writing leaves the last complete file)."""
+    temporary = Path(f"{path}.part")
+    temporary.write_text(json.dumps(found, indent=1) + "\n")
+    os.replace(temporary, path)
 
 
 def _cpu_model() -> str:
@@ -219,8 +228,9 @@ def main() -> None:
         if failure:
             failures.append(f"{script} failed:\n{failure}")
         if args.json:  # after every script: a run stopped midway leaves the rows it has
-            found_so_far = {"machine": info, "rows": rows, "scripts": scripts}
-            Path(args.json).write_text(json.dumps(found_so_far, indent=1) + "\n")
+            write_json(args.json, {"machine": info, "rows": rows, "scripts": scripts})
+    if args.json:
+        write_json(args.json, {"machine": info, "rows": rows, "scripts": scripts})
     print(table(rows, info))
     if failures:
         print("\n\n".join(failures), file=sys.stderr)

@@ -182,3 +182,25 @@ def test_the_embedding_bench_s_peer_algorithm_stays_on_the_data_s_device() -> No
         assert bench.full_uniformity(z, z).device.type == "meta"
     finally:
         sys.path.remove(str(BENCHMARKS))
+
+
+def test_a_script_that_fails_silently_is_a_failure(tmp_path: Path) -> None:
+    """A script that exits non-zero without a word (killed, ``os._exit``) is recorded as failed, with
+    its exit status."""
+    run_all = _load("run_all")
+    silent = tmp_path / "silent.py"
+    silent.write_text("import os\nos._exit(3)\n")
+    rows, failure = run_all.run_script(str(silent), [])
+    assert rows == []
+    assert failure.startswith("exit status 3")
+
+
+def test_the_json_is_written_when_no_script_matches(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    run_all = _load("run_all")
+    out = tmp_path / "rows.json"
+    monkeypatch.setattr(sys, "argv", ["run_all.py", "--only", "bench_nothing", "--json", str(out)])
+    run_all.main()
+    found = json.loads(out.read_text())
+    assert found["rows"] == []
+    assert found["scripts"] == []
+    assert not (tmp_path / "rows.json.part").exists()  # written whole, then renamed

@@ -95,3 +95,10 @@ def test_the_benchmark_part_has_the_rest_of_the_budget() -> None:
     assert parts[-1].name.startswith("benchmarks")
     assert parts[-1].seconds == float("inf")
     assert all(part.seconds < float("inf") for part in parts[:-1])
+
+
+def test_an_unbounded_budget_runs_every_part_without_a_limit() -> None:
+    """``--budget inf``: the benchmark part's limit (the rest of the budget) is no limit, not an error."""
+    check = _gpu_check()
+    part = check.Part("echo", [sys.executable, "-c", "print(1)"], {}, float("inf"))
+    assert check.run_part(part, float("inf"))[0] == "passed"

@@ -190,7 +190,7 @@ def compare_systems(
     left = torch.tensor([i for i, _ in index], dtype=torch.long, device=values.device)
     right = torch.tensor([j for _, j in index], dtype=torch.long, device=values.device)
     values = values[:, canonical_order(values)]  # the means, too, the same bits in any query order
-    result = run_test(values, left, right, test, "two-sided", n_resamples, seed)
+    result = run_test(values, left, right, test, "two-sided", n_resamples, seed, in_order=True)
     corrected = correct(result.p_value, correction)
     significant = torch.zeros(S, S, dtype=torch.bool, device=values.device)
     significant[left, right] = corrected <= alpha

@@ -60,11 +60,19 @@ class PairedResult(NamedTuple):
 
 
 def run_test(
-    values: Tensor, left: Tensor, right: Tensor, test: str, alternative: str, n_resamples: int, seed: int
+    values: Tensor,
+    left: Tensor,
+    right: Tensor,
+    test: str,
+    alternative: str,
+    n_resamples: int,
+    seed: int,
+    in_order: bool = False,
 ) -> PairedResult:
     """The paired test ``test`` of the pairs ``(values[left[p]], values[right[p]])`` of the ``(S, Q)``
-    per-query values (see the module docstring)."""
-    values = values[:, canonical_order(values)]
+    per-query values (see the module docstring); ``in_order``: the queries are already in the canonical
+    order (``resampling.canonical_order``)."""
+    values = values if in_order else values[:, canonical_order(values)]
     d = values[left] - values[right]
     if test == "t":
         return _t_test(d, alternative)

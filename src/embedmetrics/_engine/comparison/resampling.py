@@ -59,8 +59,8 @@ _WORKERS = 2
 
 
 def canonical_order(values: Tensor) -> Tensor:
-    """``(Q,)``: the permutation that sorts the queries (the columns of the ``(S, Q)`` values) by their
-    values, system 0 first, ties broken by the next systems, then by the queries' positions: the order
+    """``(Q,)``: the permutation that sorts the queries (the columns of the ``(S, Q)`` finite values) by
+    their values, system 0 first, ties broken by the next systems, then by the queries' positions: the order
     of stable sorts by every system, the last first. Done as one sort by system 0, then the same stable
     sorts (the last system first, then the runs of equal values of system 0) of the tied queries only:
     one sort where system 0 has no ties, one more than a sort per system where most queries tie."""
