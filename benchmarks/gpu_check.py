@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         print("gpu-check: no CUDA device on this machine (torch sees none): nothing to check.")
         return 0
     deadline = time.monotonic() + args.budget
-    failed = False
+    failed, status = False, "skipped"
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
         bench_json = str(Path(tmp) / "rows.json")
         for part in plan(args.device, gpus, dry_run=args.dry_run, bench_json=bench_json):
@@ -173,9 +173,8 @@ def main(argv: list[str] | None = None) -> int:
             status, detail = run_part(part, deadline - start)
             failed |= status in ("FAILED", "TIMED OUT")
             print(f"{part.name}: {status} ({detail}; {time.monotonic() - start:.0f} s)", flush=True)
-        found = (
-            json.loads(Path(bench_json).read_text()) if Path(bench_json).exists() else {}
-        )  # whole: renamed
+        saved = Path(bench_json)  # written whole after every script (renamed over the last one)
+        found = json.loads(saved.read_text()) if saved.exists() else {}
     print()
     if found.get("scripts"):  # what each benchmark script took (those a timeout stopped are missing)
         print(
@@ -184,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{s['script']} {s['seconds']:.0f} s{' (FAILED)' * s['failed']}" for s in found["scripts"]
             )
         )
-    for script in found.get("scripts", []):
+    benchmarks_stopped = status == "TIMED OUT"  # the last part's: a failing run_all printed its errors
+    for script in found.get("scripts", []) if benchmarks_stopped else []:
         if script["failed"]:
             print(f"--- {script['script']} failed: the end of its output\n{script['error']}", file=sys.stderr)
     if "machine" in found:

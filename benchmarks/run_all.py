@@ -209,6 +209,8 @@ def main() -> None:
     failures: list[str] = []
     scripts: list[dict[str, Any]] = []
     info = machine(args.device)
+    if args.json:  # from the start, then after every script: a run stopped midway leaves what it has
+        write_json(args.json, {"machine": info, "rows": rows, "scripts": scripts})
     for script, full, quick, takes_device in PLAN:
         if only is not None and script.removesuffix(".py") not in only:
             continue
@@ -227,10 +229,8 @@ def main() -> None:
         )
         if failure:
             failures.append(f"{script} failed:\n{failure}")
-        if args.json:  # after every script: a run stopped midway leaves the rows it has
+        if args.json:
             write_json(args.json, {"machine": info, "rows": rows, "scripts": scripts})
-    if args.json:
-        write_json(args.json, {"machine": info, "rows": rows, "scripts": scripts})
     print(table(rows, info))
     if failures:
         print("\n\n".join(failures), file=sys.stderr)

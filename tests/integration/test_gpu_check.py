@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,3 +103,37 @@ def test_an_unbounded_budget_runs_every_part_without_a_limit() -> None:
     check = _gpu_check()
     part = check.Part("echo", [sys.executable, "-c", "print(1)"], {}, float("inf"))
     assert check.run_part(part, float("inf"))[0] == "passed"
+
+
+def test_a_stopped_benchmark_part_shows_its_rows_times_and_errors(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The benchmark part stopped by the time limit: the rows and times of the scripts it finished, and
+    the error of one that failed (which run_all, stopped, never printed); a part that fails (run_all
+    printed its errors itself) does not print them again."""
+    import json
+
+    check = _gpu_check()
+    row = {"workload": "scan", "unit": "s", "ours": 0.3, "bound": "the bare product", "bound_value": 0.1,
+           "equal": True, "device": "cuda"}  # fmt: skip
+    scripts = [
+        {"script": "bench_a.py", "seconds": 12.0, "failed": False, "error": ""},
+        {"script": "bench_b.py", "seconds": 3.0, "failed": True, "error": "exit status 1: boom"},
+    ]
+    plan = check.plan
+    for status, printed in (("TIMED OUT", True), ("FAILED", False)):
+
+        def run_part(part: object, left: float, status: str = status) -> tuple[str, str]:
+            json_path = part.argv[part.argv.index("--json") + 1]  # type: ignore[attr-defined]
+            Path(json_path).write_text(json.dumps({"rows": [row], "scripts": scripts}))
+            return status, "stopped"
+
+        monkeypatch.setattr(check, "plan", lambda *a, **k: plan(*a, **k)[3:])  # the benchmark part
+        monkeypatch.setattr(check, "run_part", run_part)
+        monkeypatch.setattr(check, "cuda_devices", lambda device: 1)
+        assert check.main(["--budget", "10"]) == 1
+        out, err = capsys.readouterr()
+        assert "Times of the benchmark scripts: bench_a.py 12 s, bench_b.py 3 s (FAILED)" in out
+        assert "| scan | cuda |" in out
+        assert ("boom" in err) == printed, status
+        monkeypatch.undo()

@@ -171,8 +171,8 @@ def tuple_table(mean: float) -> TupleTable:
     straddles steps of the distribution (1.4% of them for means near 1); ``fine`` splits each of those
     in 256 parts the same way (1% of their parts still straddle)."""
     k = np.arange(_LARGEST + 1)
-    probability, codes = poisson_pmf(mean), k.astype(np.int64)
-    pmf = probability
+    pmf = poisson_pmf(mean)
+    probability, codes = pmf, k.astype(np.int64)
     for _ in range(_CELLS - 1):
         probability = np.outer(pmf, probability).ravel()
         codes = (k[:, None] + 256 * codes[None, :]).ravel()

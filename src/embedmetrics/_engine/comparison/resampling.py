@@ -276,8 +276,9 @@ def bootstrap_sums(values: Tensor, n_resamples: int, seed: int) -> Tensor:
 
     Each resample is ``Q`` uniform row indices, kept as the counts ``C`` of a chunk (how often each row
     was drawn, ``int8``; drawn by ``counts.resample_counts``) and the sums are ``C x``, multiplied
-    tile by tile. A count that wraps around (a query drawn 128 times in a resample: never seen) has
-    the work redone in ``int16``, then ``int32`` (the same random numbers, the same counts).
+    tile by tile. Where a count could wrap around (``counts.CountOverflow``: a query drawn 128 times in
+    a resample, or the conservative bound of the poissonized counts, never reached at real sizes) the
+    work is redone in ``int16``, then ``int32`` (the same random numbers, the same counts).
     """
     for dtype in (torch.int8, torch.int16):
         try:
