@@ -314,7 +314,9 @@ class CorpusScan:
                 q, self.layout, block, self.similarity, depth, self.ordered_ids[c0:c1], self_pos,
                 self.buffers, bound, canonical, FILTER_PARTS if done <= LOOSE_BLOCKS else 1,
             )  # fmt: skip
-            running = part if running is None else merge_lists([running, part])
+            if running is not None:  # bounded parts are narrower than ``depth``: keep every key of both
+                part = merge_lists([running, part], min(depth, running.keys.shape[1] + part.keys.shape[1]))
+            running = part
             block_done(done, len(self.blocks))
         assert running is not None
         return running
@@ -413,13 +415,16 @@ def by_key_then_id(keys: Tensor, ids: Tensor) -> Tensor:
     return order.gather(1, torch.argsort(keys.gather(1, order), dim=1, stable=True))
 
 
-def merge_lists(parts: Sequence[TopLists]) -> TopLists:
-    """Merge the lists of disjoint corpus parts exactly (each ``(Q, w)``, any widths, at least one as
-    wide as the result): the ``depth`` (widest) smallest keys of the union; where the union has more
-    documents at the last key than places, the lowest ids among them. Its order within equal keys is
-    unspecified until ``TopLists.canonical``.
+def merge_lists(parts: Sequence[TopLists], width: Optional[int] = None) -> TopLists:
+    """Merge the lists of disjoint corpus parts exactly (each ``(Q, w)``, any widths): the ``width``
+    smallest keys of the union (default: as many as the widest part holds; at most the parts' widths
+    together); where the union has more documents at the last key than places, the lowest ids among
+    them. Its order within equal keys is unspecified until ``TopLists.canonical``.
+
+    Parts cut by a bound (``CorpusScan.lists``) are each narrower than the lists they feed: their merge
+    must be as wide as both together (up to ``depth``), or the keys of one that fit are dropped.
     """
-    depth = max(part.keys.shape[1] for part in parts)
+    depth = max(part.keys.shape[1] for part in parts) if width is None else width
     all_keys = torch.cat([part.keys for part in parts], dim=1)
     all_ids = torch.cat([part.ids for part in parts], dim=1)
     if len(parts) == 2 and not bool(all_keys.isnan().any()):  # two ascending lists: merged in place
