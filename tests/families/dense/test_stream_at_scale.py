@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import embedmetrics as em
 from _dist import run_distributed
@@ -93,7 +95,7 @@ def deep_qrels(scores: torch.Tensor, doc_ids: torch.Tensor, depth: int) -> torch
     order = torch.argsort(scores, dim=1, descending=True)
     rows = []
     for qi in range(scores.shape[0]):
-        for rank, grade in ((0, 1), (depth // 2, 2), (depth - 5, 1), (depth + 3, 1)):
+        for rank, grade in {depth + 3: 1, depth - 5: 1, depth // 2: 2, 0: 1}.items():  # a rank once
             rows.append((qi, int(doc_ids[order[qi, rank]]), grade))
     return torch.tensor(rows, dtype=torch.int64)
 
@@ -213,3 +215,42 @@ def test_two_gloo_ranks_streaming_their_chunks_equal_the_stored_route(
         for key, value in expected.items():
             pairs = zip(got[key], value) if key == "run" else [(got[key], value)]
             assert all(torch.equal(a, b) for a, b in pairs), key
+
+
+def _chunking(draw: Any, n: int, depth: int) -> list[int]:
+    """Chunk sizes summing to ``n``: a first chunk that fills the lists, then up to 8 empty, one-row and
+    larger chunks and the rest (each later chunk bounded by the running lists)."""
+    sizes = [draw(st.integers(depth, n // 2))]
+    for _ in range(draw(st.integers(1, 8))):
+        left = n - sum(sizes)
+        sizes.append(draw(st.sampled_from([0, 1, left // 3, left // 2])))
+    return [*sizes, n - sum(sizes)]
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_any_chunking_of_a_corpus_that_fills_the_lists_equals_the_stored_route(data: Any) -> None:
+    """Hypothesis draws the chunking (sizes, counts, empty and one-row chunks, order), the block budget (a
+    chunk spans one to dozens of blocks), the data's ties, the similarity, dtype and depth."""
+    kind = data.draw(st.sampled_from(["gaussian", "duplicates", "integer"]))
+    similarity = data.draw(st.sampled_from(["cosine", "dot", "euclidean"]))
+    dtype = data.draw(st.sampled_from([torch.float32, torch.float64]))
+    depth = data.draw(st.integers(5, 120))
+    block_bytes = data.draw(st.sampled_from([2**11, 2**13, 2**15, None]))
+    n = 3_000
+    q, c = corpus_of(kind, depth, n, 4, dtype)
+    ids = torch.randperm(n, generator=torch.Generator().manual_seed(depth)) * 2
+    qrels = deep_qrels(brute_scores(q, c, similarity), ids, depth)
+    options: dict[str, Any] = {
+        "k": (1, depth), "depth": depth, "similarity": similarity, "aggregation": "none", "return_run": True,
+        "block_bytes": block_bytes,
+    }  # fmt: skip
+    sizes = _chunking(data.draw, n, depth)
+    order = data.draw(st.permutations(range(len(sizes))))
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    chunks = [(c[starts[i] : starts[i] + sizes[i]], ids[starts[i] : starts[i] + sizes[i]]) for i in order]
+    streamed = dense_retrieval(q, iter(chunks), qrels, **options)
+    stored = dense_retrieval(q, c, qrels, corpus_ids=ids, **options)
+    for key, value in stored.items():
+        pairs = zip(streamed[key], value) if key == "run" else [(streamed[key], value)]
+        assert all(torch.equal(a, b) for a, b in pairs), (key, sizes, order)
