@@ -23,6 +23,7 @@ from sentence_transformers.util import cos_sim, dot_score, euclidean_sim
 
 from _dist import run_distributed
 from _st_stream_helpers import HashModel, stream_cases_on_rank, tied_data
+from embedmetrics._engine.dense import scan as dense_scan
 from embedmetrics._engine.dense.measures import dense_values
 from embedmetrics.integrations.sentence_transformers import InformationRetrievalEvaluator
 
@@ -94,6 +95,22 @@ def test_every_chunk_size_gives_the_whole_corpus_values_bit_for_bit(ties: str) -
             assert list(evaluator.per_query) == list(expected)
             for key, values in expected.items():
                 np.testing.assert_array_equal(evaluator.per_query[key], values, err_msg=f"{chunk} {key}")
+
+
+def test_chunks_after_the_lists_fill_scanned_in_several_bounded_blocks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 55: 3,000 documents of 2,500 texts in chunks of 700, key blocks of a few columns: every chunk
+    after the first is scanned up to the running lists' reach in many blocks, whose keys all count."""
+    monkeypatch.setattr(dense_scan, "DENSE_BLOCK_BYTES", 2**11)
+    data = tied_data(12, 3_000, 2_500)
+    model = HashModel()
+    reference = InformationRetrievalEvaluator(*data, score_functions=SCORES, **KS)
+    expected = _expected_per_query(reference, _whole_corpus(reference, model))
+    evaluator = InformationRetrievalEvaluator(*data, score_functions=SCORES, corpus_chunk_size=700, **KS)
+    evaluator(model)
+    for key, values in expected.items():
+        np.testing.assert_array_equal(evaluator.per_query[key], values, err_msg=key)
 
 
 def test_predictions_are_those_of_the_whole_corpus(tmp_path: Path) -> None:

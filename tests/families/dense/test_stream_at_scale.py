@@ -254,3 +254,23 @@ def test_any_chunking_of_a_corpus_that_fills_the_lists_equals_the_stored_route(d
     for key, value in stored.items():
         pairs = zip(streamed[key], value) if key == "run" else [(streamed[key], value)]
         assert all(torch.equal(a, b) for a, b in pairs), (key, sizes, order)
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "integer"])
+def test_streamed_knn_vote_lists_at_150k_bank_rows_equal_the_whole_bank(kind: str) -> None:
+    """``KNNAccuracy.set_queries``'s vote lists (``vote_stream``): every chunk scanned whole, in small blocks,
+    3+ chunks in a shuffled order of a 150,000-row bank, k up to 500: the stored route's value bit for bit."""
+    g = torch.Generator().manual_seed(77)
+    q, bank = corpus_of(kind, 77, N_DOCS, WIDTH, torch.float32)
+    labels = torch.randint(0, 5, (N_DOCS,), generator=g)
+    q_labels = torch.randint(0, 5, (N_QUERIES,), generator=g)
+    for k in (100, 500):
+        options: dict[str, Any] = {"k": k, "top": (1, 3), "block_bytes": SMALL_BLOCKS}
+        stored = em.functional.knn_accuracy(bank, labels, q, q_labels, **options)
+        metric = em.KNNAccuracy(**options)
+        metric.set_queries(q, q_labels)
+        for rows, chunk_labels in chunked(bank, labels, 4, g):
+            metric.update(rows, chunk_labels)
+        got = metric.compute()
+        assert isinstance(got, torch.Tensor) and got.shape == (2,)
+        assert torch.equal(got, stored), (kind, k)

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 import torch
 
+from embedmetrics._engine.dense import scan as dense_scan
 from embedmetrics.functional import dense_retrieval
 from embedmetrics.qrels import read_qrels
 from families.report.test_cli import SRC, assert_one_line_error, call, run_cli
@@ -107,16 +108,25 @@ def _report(capsys: pytest.CaptureFixture[str], files: dict[str, str], corpus: s
 
 @pytest.mark.parametrize(("similarity", "ties"), [("cosine", "average"), ("dot", "pessimistic"),
                                                   ("euclidean", "optimistic")])  # fmt: skip
+@pytest.mark.parametrize("key_block_bytes", [None, 2**9])
 def test_streamed_report_equals_dense_retrieval_on_the_whole_corpus(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], similarity: str, ties: str
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    similarity: str,
+    ties: str,
+    key_block_bytes: int | None,
 ) -> None:
     """A file in blocks of every size, and a directory of shards (sidecars and an .npz's ids): the numbers
-    and the run of ``dense_retrieval`` on the whole corpus, bit for bit."""
+    and the run of ``dense_retrieval`` on the whole corpus, bit for bit; also with key blocks of a few
+    columns, so that a chunk read after the lists fill spans several bounded blocks (issue 55)."""
+    if key_block_bytes is not None:
+        monkeypatch.setattr(dense_scan, "DENSE_BLOCK_BYTES", key_block_bytes)
     files = _inputs(tmp_path)
     ks, depth = [1, 3, 10], 25
     expected, expected_run = _expected(files, ks, depth, similarity, ties)
     flags = ("--k", "1,3,10", "--depth", str(depth), "--similarity", similarity, "--ties", ties)
-    for corpus, block_rows in [(files["c"], 1), (files["c"], 7), (files["c"], 1000), (files["dir"], 5)]:
+    for corpus, block_rows in [(files["c"], 1), (files["c"], 7), (files["c"], 40), (files["c"], 1000), (files["dir"], 5)]:
         run = tmp_path / f"run_{block_rows}.txt"
         got = _report(capsys, files, corpus, *flags, "--block-rows", str(block_rows), "--save-run", str(run))
         assert got["dense"] == expected, (corpus, block_rows)
