@@ -7,6 +7,7 @@ from embedmetrics.functional.comparison import bootstrap_ci as bootstrap_ci
 from embedmetrics.functional.comparison import compare as compare
 from embedmetrics.functional.comparison import paired_test as paired_test
 from embedmetrics.functional.dense import dense_retrieval as dense_retrieval
+from embedmetrics.functional.dense import dense_search as dense_search
 from embedmetrics.functional.embedding import alignment_score as alignment_score
 from embedmetrics.functional.embedding import contrastive_accuracy_score as contrastive_accuracy_score
 from embedmetrics.functional.embedding import uniformity_score as uniformity_score
@@ -47,5 +48,6 @@ from embedmetrics.functional.shape_similarity import kruskal_similarity as krusk
 from embedmetrics.functional.shape_similarity import procrustes_r2 as procrustes_r2
 from embedmetrics.functional.shape_similarity import procrustes_similarity as procrustes_similarity
 
-#: Every functional twin of the registry (``embedmetrics._metric.registry``), in its order.
-__all__: list[str] = list(functional_names())
+#: Every functional twin of the registry (``embedmetrics._metric.registry``), in its order, and the search
+#: that lists documents without scoring them (``dense_search``: no metric, so not in the registry).
+__all__: list[str] = [*functional_names(), "dense_search"]

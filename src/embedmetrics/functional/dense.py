@@ -12,10 +12,14 @@ from torch import Tensor
 from embedmetrics._engine.core.checks import as_tensor, to_tensors
 from embedmetrics._engine.dense.measures import DenseOptions, check_dense_rows, dense_options, dense_values
 from embedmetrics._engine.dense.options import OPTIONS
+from embedmetrics._engine.dense.search import search_run
 from embedmetrics._engine.dense.stream import check_query_set, stream_chunks
 from embedmetrics._engine.settings.options import options_in, read_options
 
-__all__ = ["dense_retrieval"]
+__all__ = ["dense_retrieval", "dense_search"]
+
+#: The arguments named in the errors of the queries' checks.
+QUERY_NAMES = ("queries", "query_ids")
 
 
 def _ids(name: str, ids: Any, like: Tensor) -> Tensor:
@@ -39,6 +43,14 @@ def _output(result: dict[str, Any], numpy: bool) -> dict[str, Any]:
     return out
 
 
+def _no_chunk_ids(corpus_ids: Any) -> None:
+    if corpus_ids is not None:
+        raise ValueError(
+            "Argument `corpus_ids` must be None where `corpus` is an iterable of (embeddings, ids) chunks, "
+            f"got {type(corpus_ids).__name__}."
+        )
+
+
 def _streamed(
     queries: Any,
     query_ids: Any,
@@ -49,13 +61,9 @@ def _streamed(
     validate: bool,
 ) -> dict[str, Any]:
     """``dense_retrieval`` of a corpus given as an iterable of ``(embeddings, ids)`` chunks."""
-    if corpus_ids is not None:
-        raise ValueError(
-            "Argument `corpus_ids` must be None where `corpus` is an iterable of (embeddings, ids) chunks, "
-            f"got {type(corpus_ids).__name__}."
-        )
+    _no_chunk_ids(corpus_ids)
     given = as_tensor("queries", queries)
-    q, qids = check_query_set(given, _ids("query_ids", query_ids, given), validate, given.device)
+    q, qids = check_query_set(given, _ids("query_ids", query_ids, given), validate, given.device, QUERY_NAMES)
     result, numpy = stream_chunks(q, qids, chunks, qrels.to(q.device), opts, validate)
     return _output(result, numpy or isinstance(queries, np.ndarray))
 
@@ -140,3 +148,88 @@ def dense_retrieval(
     ids = (_ids("query_ids", query_ids, q), _ids("corpus_ids", corpus_ids, c))
     qids, cids = check_dense_rows(q, c, *ids, validate)
     return _output(dense_values(q, qids, c, cids, qrels.to(q.device), opts), numpy)
+
+
+def dense_search(
+    queries: Any,
+    corpus: Any,
+    *,
+    corpus_ids: Any = None,
+    query_ids: Any = None,
+    depth: int = 10,
+    similarity: str = "cosine",
+    exclude_self: bool = False,
+    tie_order: str = "ascending",
+    block_bytes: int | None = None,
+    validate_args: bool = True,
+) -> tuple[Any, Any]:
+    r"""Exact search without judgements: each query's top-``depth`` documents and their scores.
+
+    The lists of [`dense_retrieval`][embedmetrics.functional.dense_retrieval]'s run, for callers that have
+    no qrels (an MTEB search model, a re-ranker's first stage): every query against the whole corpus,
+    given as a tensor or streamed as an iterable of ``(embeddings, ids)`` chunks (read once; no corpus row
+    kept), the same lists either way, whatever the chunk sizes, their order, the block size or the CPU.
+    Tied documents are ordered by id: ``tie_order="ascending"`` keeps the lowest ids at the cut and lists
+    them first; ``"descending"`` keeps the highest and lists them first, as trec_eval and pytrec_eval order
+    tied scores (to order ties by another key, e.g. string ids, pass each document's rank in that order).
+
+    Args:
+        queries: ``(Q, d)`` query embeddings (tensor or NumPy array).
+        corpus: ``(N, d)`` document embeddings, or an iterable of ``(embeddings, ids)`` chunks.
+        corpus_ids: ``(N,)`` unique integer ids of a tensor corpus; default: row numbers (``None``
+            with chunks).
+        query_ids: ``(Q,)`` unique integer ids of the queries (read by ``exclude_self``); default: row
+            numbers.
+        depth: documents listed per query (clipped to the corpus size).
+        similarity: ``"cosine"``, ``"dot"`` or ``"euclidean"`` (nearer is better).
+        exclude_self: drop the document whose id equals the query's id (``-1`` / ``-inf`` pad the row).
+        tie_order: ``"ascending"`` or ``"descending"`` ids among documents of equal key.
+        block_bytes: memory budget of one similarity block, in bytes; ``None`` chooses it per device.
+        validate_args: reject NaN and infinite embeddings (reads the data).
+
+    Returns:
+        ``(doc_ids, scores)``, each ``(Q, min(depth, N))``, rows in the order of ``queries``, nearest first:
+        int64 ids and the similarity (minus the distance for ``"euclidean"``) recomputed per pair in float64,
+        returned as float64 for float64 queries, else float32. NumPy inputs give NumPy outputs.
+
+    Examples:
+        >>> import torch
+        >>> from embedmetrics.functional import dense_search
+        >>> queries = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+        >>> corpus = torch.tensor([[0.9, 0.1], [0.1, 0.9], [0.7, 0.7], [0.7, 0.7]])
+        >>> ids, scores = dense_search(queries, corpus, depth=2)
+        >>> ids
+        tensor([[0, 2],
+                [1, 2]])
+        >>> dense_search(queries, corpus, depth=2, tie_order="descending")[0]  # documents 2 and 3 tie
+        tensor([[0, 3],
+                [1, 3]])
+        >>> chunks = [(corpus[:2], torch.tensor([0, 1])), (corpus[2:], torch.tensor([2, 3]))]
+        >>> torch.equal(dense_search(queries, chunks, depth=2)[0], ids)
+        True
+    """
+    table = OPTIONS["DenseSearch"]
+    values = read_options("dense_search", table, options_in(table, locals()))
+    opts = dense_options(
+        {
+            **values,
+            "k": 1,
+            "metrics": ["hit_rate"],
+            "ties": "average",
+            "aggregation": "none",
+            "return_run": True,
+        }
+    )
+    descending, validate = values["tie_order"] == "descending", values["validate_args"]
+    given = as_tensor("queries", queries)
+    q, qids = check_query_set(given, _ids("query_ids", query_ids, given), validate, given.device, QUERY_NAMES)
+    if isinstance(corpus, (Tensor, np.ndarray)):
+        ((c,), _) = to_tensors(("corpus",), corpus)
+        _, cids = check_dense_rows(q, c.to(q.device), qids, _ids("corpus_ids", corpus_ids, c), validate)
+        ids, scores, numpy = search_run(q, qids, c.to(q.device), cids, opts, descending, validate)
+    else:
+        _no_chunk_ids(corpus_ids)
+        ids, scores, numpy = search_run(q, qids, corpus, None, opts, descending, validate)
+    if numpy or isinstance(queries, np.ndarray):
+        return ids.cpu().numpy(), scores.cpu().numpy()
+    return ids, scores

@@ -272,5 +272,6 @@ def test_streamed_knn_vote_lists_at_150k_bank_rows_equal_the_whole_bank(kind: st
         for rows, chunk_labels in chunked(bank, labels, 4, g):
             metric.update(rows, chunk_labels)
         got = metric.compute()
-        assert isinstance(got, torch.Tensor) and got.shape == (2,)
+        assert isinstance(got, torch.Tensor)
+        assert got.shape == (2,)
         assert torch.equal(got, stored), (kind, k)

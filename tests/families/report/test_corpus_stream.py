@@ -126,7 +126,13 @@ def test_streamed_report_equals_dense_retrieval_on_the_whole_corpus(
     ks, depth = [1, 3, 10], 25
     expected, expected_run = _expected(files, ks, depth, similarity, ties)
     flags = ("--k", "1,3,10", "--depth", str(depth), "--similarity", similarity, "--ties", ties)
-    for corpus, block_rows in [(files["c"], 1), (files["c"], 7), (files["c"], 40), (files["c"], 1000), (files["dir"], 5)]:
+    for corpus, block_rows in [
+        (files["c"], 1),
+        (files["c"], 7),
+        (files["c"], 40),
+        (files["c"], 1000),
+        (files["dir"], 5),
+    ]:
         run = tmp_path / f"run_{block_rows}.txt"
         got = _report(capsys, files, corpus, *flags, "--block-rows", str(block_rows), "--save-run", str(run))
         assert got["dense"] == expected, (corpus, block_rows)

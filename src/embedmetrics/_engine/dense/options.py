@@ -82,3 +82,34 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
         VALIDATE_ARGS,
     ),
 }  # fmt: skip
+
+#: The orders of tied documents a search can give: ascending ids (the lowest kept at a cut), or
+#: descending ids (the highest kept and listed first, as trec_eval and pytrec_eval order tied scores).
+TIE_ORDERS = ("ascending", "descending")
+
+
+def _search_options() -> tuple[Option, ...]:
+    """``dense_search``'s settings: dense retrieval's ``similarity``, ``exclude_self``, ``block_bytes`` and
+    ``validate_args``, a required ``depth`` and the ``tie_order``."""
+    shared = {o.name: o for o in OPTIONS["DenseRetrieval"]}
+    return (
+        Option(
+            "depth", "int", 10, "documents listed per query (clipped to the corpus size)", check_positive_int
+        ),
+        shared["similarity"],
+        shared["exclude_self"],
+        Option(
+            "tie_order",
+            "str",
+            "ascending",
+            "order of documents of equal key: ``ascending`` ids (the lowest "
+            "kept at the cut) or ``descending`` (the highest first, as trec_eval and pytrec_eval order ties)",
+            choice(*TIE_ORDERS),
+            choices=TIE_ORDERS,
+        ),
+        shared["block_bytes"],
+        shared["validate_args"],
+    )
+
+
+OPTIONS["DenseSearch"] = _search_options()

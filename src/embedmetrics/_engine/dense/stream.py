@@ -143,7 +143,11 @@ def _with_scores(lists: TopLists, parts: list[RunningLists], n_docs: Tensor) -> 
     if scores.shape[1] > 0:
         every_id = torch.cat([p.ids for p in parts], dim=1)
         every_score = torch.cat([p.scores for p in parts], dim=1)
-        sorted_ids, at = every_id.sort(dim=1)
+        # by id, a listed entry before the padding of the same id: a real id -1 finds its own score
+        padding = torch.isinf(torch.cat([p.keys for p in parts], dim=1)).to(torch.uint8)
+        at = torch.argsort(padding, dim=1, stable=True)
+        at = at.gather(1, torch.argsort(every_id.gather(1, at), dim=1, stable=True))
+        sorted_ids = every_id.gather(1, at)
         pos = torch.searchsorted(sorted_ids, ids.contiguous()).clamp_max(sorted_ids.shape[1] - 1)
         scores = every_score.gather(1, at.gather(1, pos))
         scores = torch.where(torch.isfinite(keys), scores, -math.inf)
@@ -338,16 +342,22 @@ def _checked_chunk(
 
 
 def check_query_set(
-    embeddings: Any, ids: Any, validate_args: bool, device: torch.device
+    embeddings: Any,
+    ids: Any,
+    validate_args: bool,
+    device: torch.device,
+    names: tuple[str, str] = ("embeddings", "ids"),
 ) -> tuple[Tensor, Tensor]:
-    """A stream's query set (``set_queries``): ``(Q, d)`` floating embeddings (at least one row; finite
-    with ``validate_args``), ``(Q,)`` unique integer ids, as tensors on ``device`` (ids int64)."""
-    queries = as_tensor("embeddings", embeddings).detach().to(device)
-    check_embeddings("embeddings", queries)
+    """A stream's query set (``set_queries``; ``names``: the arguments' names in errors): ``(Q, d)``
+    floating embeddings (at least one row; finite with ``validate_args``), ``(Q,)`` unique integer ids, as
+    tensors on ``device`` (ids int64)."""
+    rows, id_name = names
+    queries = as_tensor(rows, embeddings).detach().to(device)
+    check_embeddings(rows, queries)
     if validate_args:
-        check_finite("embeddings", queries)
-    query_ids = check_ids("ids", as_tensor("ids", ids).to(device), queries.shape[0])
-    check_unique_ids("ids", torch.sort(query_ids).values)
+        check_finite(rows, queries)
+    query_ids = check_ids(id_name, as_tensor(id_name, ids).to(device), queries.shape[0])
+    check_unique_ids(id_name, torch.sort(query_ids).values)
     return queries, query_ids
 
 
