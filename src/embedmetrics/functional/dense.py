@@ -9,11 +9,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.core.checks import as_tensor, to_tensors
+from embedmetrics._engine.core.checks import as_tensor, check_ids, to_tensors
 from embedmetrics._engine.dense.measures import DenseOptions, check_dense_rows, dense_options, dense_values
 from embedmetrics._engine.dense.options import OPTIONS
 from embedmetrics._engine.dense.search import search_run
-from embedmetrics._engine.dense.stream import check_query_set, stream_chunks
+from embedmetrics._engine.dense.stream import check_corpus_part, check_query_set, stream_chunks
 from embedmetrics._engine.settings.options import options_in, read_options
 
 __all__ = ["dense_retrieval", "dense_search"]
@@ -108,7 +108,8 @@ def dense_retrieval(
         k: a cut-off or a sequence of them.
         metrics: a subset of ``("ndcg", "recall", "precision", "mrr", "map", "hit_rate", "r_precision")``.
         depth: length of the retrieved list (``r_precision`` reads at most this far); default
-            ``max(k)``; BEIR retrieves 1000. Clipped to the corpus size (a huge one costs nothing).
+            ``max(k)``; BEIR retrieves 1000. Clipped to the corpus size (a huge one costs nothing where the
+            corpus is given whole; streamed chunks hold ``queries × depth`` list entries from the start).
         similarity: ``"cosine"``, ``"dot"`` or ``"euclidean"`` (nearer is better).
         exclude_self: drop the document whose id equals the query's id from its ranking (BEIR's
             ``ignore_identical_ids``, for sets whose queries are also in the corpus).
@@ -169,18 +170,23 @@ def dense_search(
     no qrels (an MTEB search model, a re-ranker's first stage): every query against the whole corpus,
     given as a tensor or streamed as an iterable of ``(embeddings, ids)`` chunks (read once; no corpus row
     kept), the same lists either way, whatever the chunk sizes, their order, the block size or the CPU.
-    Tied documents are ordered by id: ``tie_order="ascending"`` keeps the lowest ids at the cut and lists
-    them first; ``"descending"`` keeps the highest and lists them first, as trec_eval and pytrec_eval order
-    tied scores (to order ties by another key, e.g. string ids, pass each document's rank in that order).
+    Documents of equal key (the similarity in the embeddings' dtype, computed pair by pair: identical rows
+    always tie) are ordered by id: ``tie_order="ascending"`` keeps the lowest ids at the cut and lists them
+    first; ``"descending"`` keeps the highest and lists them first, as trec_eval and pytrec_eval order tied
+    scores (to order ties by another key, e.g. string ids, pass each document's rank in that order). The run
+    is ordered by the float64 scores: pytrec_eval, which reads scores as C ``float``, also ties scores that
+    differ below float32's precision, and may order those otherwise.
 
     Args:
         queries: ``(Q, d)`` query embeddings (tensor or NumPy array).
-        corpus: ``(N, d)`` document embeddings, or an iterable of ``(embeddings, ids)`` chunks.
+        corpus: ``(N, d)`` document embeddings of the queries' dtype (``N`` may be 0), or an iterable of
+            ``(embeddings, ids)`` chunks.
         corpus_ids: ``(N,)`` unique integer ids of a tensor corpus; default: row numbers (``None``
-            with chunks).
+            with chunks). Ids are unique across chunks too.
         query_ids: ``(Q,)`` unique integer ids of the queries (read by ``exclude_self``); default: row
             numbers.
-        depth: documents listed per query (clipped to the corpus size).
+        depth: documents listed per query (clipped to the corpus size; streamed chunks hold
+            ``queries × depth`` list entries from the start).
         similarity: ``"cosine"``, ``"dot"`` or ``"euclidean"`` (nearer is better).
         exclude_self: drop the document whose id equals the query's id (``-1`` / ``-inf`` pad the row).
         tie_order: ``"ascending"`` or ``"descending"`` ids among documents of equal key.
@@ -190,7 +196,8 @@ def dense_search(
     Returns:
         ``(doc_ids, scores)``, each ``(Q, min(depth, N))``, rows in the order of ``queries``, nearest first:
         int64 ids and the similarity (minus the distance for ``"euclidean"``) recomputed per pair in float64,
-        returned as float64 for float64 queries, else float32. NumPy inputs give NumPy outputs.
+        returned as float64 for float64 queries, else float32. NumPy queries give NumPy outputs; a tensor
+        corpus is of the queries' kind.
 
     Examples:
         >>> import torch
@@ -221,15 +228,17 @@ def dense_search(
         }
     )
     descending, validate = values["tie_order"] == "descending", values["validate_args"]
-    given = as_tensor("queries", queries)
-    q, qids = check_query_set(given, _ids("query_ids", query_ids, given), validate, given.device, QUERY_NAMES)
+    cids = None
     if isinstance(corpus, (Tensor, np.ndarray)):
-        ((c,), _) = to_tensors(("corpus",), corpus)
-        _, cids = check_dense_rows(q, c.to(q.device), qids, _ids("corpus_ids", corpus_ids, c), validate)
-        ids, scores, numpy = search_run(q, qids, c.to(q.device), cids, opts, descending, validate)
+        (given, c), _ = to_tensors(("queries", "corpus"), queries, corpus)
     else:
         _no_chunk_ids(corpus_ids)
-        ids, scores, numpy = search_run(q, qids, corpus, None, opts, descending, validate)
-    if numpy or isinstance(queries, np.ndarray):
+        given = as_tensor("queries", queries)
+    q, qids = check_query_set(given, _ids("query_ids", query_ids, given), validate, given.device, QUERY_NAMES)
+    if isinstance(corpus, (Tensor, np.ndarray)):
+        corpus = check_corpus_part("corpus", c, q, validate)
+        cids = check_ids("corpus_ids", _ids("corpus_ids", corpus_ids, corpus), corpus.shape[0])
+    ids, scores = search_run(q, qids, corpus, cids, opts, descending, validate)
+    if isinstance(queries, np.ndarray):
         return ids.cpu().numpy(), scores.cpu().numpy()
     return ids, scores

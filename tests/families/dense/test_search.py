@@ -127,3 +127,45 @@ def test_refusals_name_the_argument() -> None:
         dense_search(q, c, query_ids=torch.tensor([1, 1, 2]))
     with pytest.raises(TypeError, match="qrels"):
         dense_search(q, c, qrels=torch.zeros(0, 3))  # type: ignore[call-arg]
+
+
+def test_both_routes_agree_on_edge_inputs_and_name_ids_as_given() -> None:
+    """Unsigned ids, an empty corpus, a repeated id and an id given again are read alike on both routes;
+    errors name the ids as given, also in descending order (where the engine ranks reversed ids)."""
+    q, c = _integer_rows(11, 3, 6)
+    ids = torch.arange(6)
+    for tie_order in ("ascending", "descending"):
+        expected = dense_search(q, c, corpus_ids=ids, depth=3, similarity="dot", tie_order=tie_order)
+        for dtype in (torch.uint8, torch.uint16, torch.int32):
+            for corpus in (c, [(c, ids.to(dtype))]):
+                given = ids.to(dtype) if isinstance(corpus, torch.Tensor) else None
+                got = dense_search(
+                    q, corpus, corpus_ids=given, depth=3, similarity="dot", tie_order=tie_order
+                )
+                assert torch.equal(got[0], expected[0]), (tie_order, dtype)
+        empty = (
+            dense_search(q, c[:0], depth=3, tie_order=tie_order),
+            dense_search(q, [], tie_order=tie_order),
+        )
+        for got_ids, got_scores in empty:
+            assert got_ids.shape == (3, 0)
+            assert got_scores.shape == (3, 0)
+        with pytest.raises(ValueError, match="got 4 more than once"):
+            dense_search(q, c, corpus_ids=torch.tensor([0, 1, 2, 3, 4, 4]), tie_order=tie_order)
+        with pytest.raises(ValueError, match="got 4 more than once"):
+            dense_search(q, [(c, torch.tensor([0, 1, 2, 3, 4, 4]))], tie_order=tie_order)
+        with pytest.raises(ValueError, match="got 2, already given"):
+            dense_search(q, [(c[:3], ids[:3]), (c[3:], torch.tensor([5, 2, 7]))], tie_order=tie_order)
+
+
+def test_a_corpus_of_another_kind_or_dtype_is_refused_on_both_routes() -> None:
+    q, c = _integer_rows(12, 3, 6)
+    with pytest.raises(ValueError, match="queries' dtype"):
+        dense_search(q, c.float())
+    with pytest.raises(ValueError, match="queries' dtype"):
+        dense_search(q, [(c.float(), torch.arange(6))])
+    with pytest.raises(TypeError, match="queries"):
+        dense_search(q, c.numpy())
+    for corpus in (None, 5, {"a": 1}, "corpus"):
+        with pytest.raises(ArgumentKindError, match="Argument `corpus`"):
+            dense_search(q, corpus)

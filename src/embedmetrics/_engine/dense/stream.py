@@ -21,7 +21,7 @@ order and of any sizes, are the canonical lists of their union, and the values e
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, Optional
 
@@ -303,10 +303,17 @@ def stream_chunks(
     qrels: Tensor,
     opts: DenseOptions,
     validate_args: bool,
+    id_map: Optional[Callable[[Tensor], Tensor]] = None,
 ) -> tuple[dict[str, Any], bool]:
     """The result of ``dense_values`` for a corpus given as an iterable of ``(embeddings, ids)`` chunks
     (read once), and whether the chunks were NumPy arrays. Every chunk must have the queries' width and
-    dtype and ids never given before (``ValueError`` naming the chunk)."""
+    dtype and ids never given before (``ValueError`` naming the chunk and the id as given). ``id_map``: a
+    bijection of int64 ids applied to each chunk's checked ids (the run holds the mapped ids)."""
+    if isinstance(chunks, (Mapping, str, bytes)) or not isinstance(chunks, Iterable):
+        raise ArgumentKindError(
+            "Argument `corpus` must be a tensor, a NumPy array or an iterable of (embeddings, ids) chunks, "
+            f"got {type(chunks).__name__}."
+        )
     fixed = StreamQueries.build(queries, query_ids, qrels, opts)
     given: list[Tensor] = []  # each chunk's ids, looked up through ``seen``
     lists, seen, numpy = fixed.empty_lists(), SeenIds(), False
@@ -314,7 +321,7 @@ def stream_chunks(
         rows, ids, numpy = _checked_chunk(number, chunk, fixed.queries, validate_args)
         check_new_ids(f"ids of corpus chunk {number}", ids, given, seen)
         given.append(ids)
-        lists = fold_chunk(fixed, lists, rows, ids)
+        lists = fold_chunk(fixed, lists, rows, ids if id_map is None else id_map(ids))
     return stream_values(fixed, lists, compute_dtype(fixed.queries)), numpy
 
 
@@ -328,7 +335,15 @@ def _checked_chunk(
             f"{type(chunk).__name__} as chunk {number}."
         )
     name = f"corpus chunk {number}"
-    rows = as_tensor(name, chunk[0]).detach().to(queries.device)
+    rows = check_corpus_part(name, as_tensor(name, chunk[0]), queries, validate_args)
+    ids = check_ids(f"ids of {name}", as_tensor(f"ids of {name}", chunk[1]).to(queries.device), rows.shape[0])
+    return rows, ids, isinstance(chunk[0], np.ndarray)
+
+
+def check_corpus_part(name: str, rows: Tensor, queries: Tensor, validate_args: bool) -> Tensor:
+    """A part of a corpus searched with ``queries``: ``(n, d)`` rows (empty allowed) of the queries' dtype
+    and width (``ValueError`` naming ``name``), finite with ``validate_args``; detached, on their device."""
+    rows = rows.detach().to(queries.device)
     check_embeddings(name, rows, allow_empty=True)
     if rows.dtype != queries.dtype or rows.shape[1] != queries.shape[1]:
         raise ValueError(
@@ -337,8 +352,7 @@ def _checked_chunk(
         )
     if validate_args:
         check_finite(name, rows)
-    ids = check_ids(f"ids of {name}", as_tensor(f"ids of {name}", chunk[1]).to(queries.device), rows.shape[0])
-    return rows, ids, isinstance(chunk[0], np.ndarray)
+    return rows
 
 
 def check_query_set(
