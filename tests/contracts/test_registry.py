@@ -13,7 +13,14 @@ from torch import nn
 import embedmetrics
 import embedmetrics.functional
 from embedmetrics._metric.base import BaseMetric
-from embedmetrics._metric.registry import FAMILIES, HELPERS, REGISTRY, class_names, functional_names
+from embedmetrics._metric.registry import (
+    FAMILIES,
+    FUNCTIONAL_HELPERS,
+    HELPERS,
+    REGISTRY,
+    class_names,
+    functional_names,
+)
 
 from ._contract import docs_hook as _hook
 
@@ -46,8 +53,8 @@ def test_every_public_metric_class_is_registered() -> None:
 
 def test_package_tables_read_the_registry() -> None:
     assert set(embedmetrics.__all__) == {"__version__", *class_names(), *HELPERS}
-    assert embedmetrics.functional.__all__ == list(functional_names())
-    for name in functional_names():
+    assert embedmetrics.functional.__all__ == [*functional_names(), *FUNCTIONAL_HELPERS]
+    for name in embedmetrics.functional.__all__:
         assert callable(getattr(embedmetrics.functional, name))
     assert importlib.import_module("embedmetrics.retrieval").__all__[1:] == list(class_names("retrieval"))
 

@@ -222,6 +222,10 @@ REGISTRY: tuple[MetricSpec, ...] = (
     ),
 )
 
+#: Public functions of ``embedmetrics.functional`` that are not metrics (no value to accumulate, no module
+#: twin): the run-only search of dense retrieval.
+FUNCTIONAL_HELPERS: tuple[str, ...] = ("dense_search",)
+
 #: Public names of the package that are not metrics: name -> the module that defines it.
 HELPERS: dict[str, str] = {
     "AccuracyCalculator": "embedmetrics.neighbors",

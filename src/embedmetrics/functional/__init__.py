@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from embedmetrics._metric.registry import functional_names
+from embedmetrics._metric.registry import FUNCTIONAL_HELPERS, functional_names
 from embedmetrics.functional.comparison import bootstrap_ci as bootstrap_ci
 from embedmetrics.functional.comparison import compare as compare
 from embedmetrics.functional.comparison import paired_test as paired_test
@@ -48,6 +48,6 @@ from embedmetrics.functional.shape_similarity import kruskal_similarity as krusk
 from embedmetrics.functional.shape_similarity import procrustes_r2 as procrustes_r2
 from embedmetrics.functional.shape_similarity import procrustes_similarity as procrustes_similarity
 
-#: Every functional twin of the registry (``embedmetrics._metric.registry``), in its order, and the search
-#: that lists documents without scoring them (``dense_search``: no metric, so not in the registry).
-__all__: list[str] = [*functional_names(), "dense_search"]
+#: Every functional twin of the registry (``embedmetrics._metric.registry``), in its order, then the
+#: functions that are not metrics (``FUNCTIONAL_HELPERS``).
+__all__: list[str] = [*functional_names(), *FUNCTIONAL_HELPERS]

@@ -95,9 +95,9 @@ def dense_retrieval(
     ``R`` and in the ideal DCG, a judged query without a relevant document scores 0, and queries
     without any qrels line are skipped (the keys' trec_eval names: the Dense retrieval guide). Tied
     similarities are decided by ``ties``, never by the kernel, the block size or the corpus order:
-    ``"average"`` gives the exact expected value under a random order of tied documents (also for the
-    tie block that straddles a cut-off or ``depth``), ``"pessimistic"`` / ``"optimistic"`` rank tied
-    documents by increasing / decreasing relevance.
+    ``"average"`` gives the exact expected value under a random order of tied documents (also for a tie
+    block across a cut-off or ``depth``), ``"pessimistic"`` / ``"optimistic"`` rank them by increasing /
+    decreasing relevance.
 
     Args:
         queries: ``(Q, d)`` query embeddings (tensor or NumPy array; all inputs of one kind).
@@ -107,9 +107,8 @@ def dense_retrieval(
         corpus_ids: ``(N,)`` unique integer ids of the documents; default: row numbers.
         k: a cut-off or a sequence of them.
         metrics: a subset of ``("ndcg", "recall", "precision", "mrr", "map", "hit_rate", "r_precision")``.
-        depth: length of the retrieved list (``r_precision`` reads at most this far); default
-            ``max(k)``; BEIR retrieves 1000. Clipped to the corpus size (a huge one costs nothing where the
-            corpus is given whole; streamed chunks hold ``queries × depth`` list entries from the start).
+        depth: the list's length (BEIR: 1000), default ``max(k)``, clipped to the corpus size (free where it
+            is whole; streamed chunks hold ``queries × depth`` entries from the start).
         similarity: ``"cosine"``, ``"dot"`` or ``"euclidean"`` (nearer is better).
         exclude_self: drop the document whose id equals the query's id from its ranking (BEIR's
             ``ignore_identical_ids``, for sets whose queries are also in the corpus).
@@ -119,7 +118,7 @@ def dense_retrieval(
         return_run: also return ``"run"``: ``(doc_ids, scores)``, ``(Q, min(depth, N))``, nearest first,
             ties by ascending document id; scores are the similarity (minus the distance for
             ``"euclidean"``), recomputed per pair in float64; ``-1`` / ``-inf`` pad shorter rows.
-        block_bytes: memory budget of one similarity block, in bytes; ``None`` chooses it per device.
+        block_bytes: memory budget of one similarity block, in bytes (``None``: chosen per device).
         validate_args: reject NaN and infinite embeddings (reads the data).
 
     Returns:
@@ -215,8 +214,17 @@ def dense_search(
         >>> torch.equal(dense_search(queries, chunks, depth=2)[0], ids)
         True
     """
-    table = OPTIONS["DenseSearch"]
-    values = read_options("dense_search", table, options_in(table, locals()))
+    values = read_options(
+        "dense_search", OPTIONS["DenseSearch"], options_in(OPTIONS["DenseSearch"], locals())
+    )
+    ids, scores = _search(queries, corpus, corpus_ids, query_ids, values)
+    return (ids.cpu().numpy(), scores.cpu().numpy()) if isinstance(queries, np.ndarray) else (ids, scores)
+
+
+def _search(
+    queries: Any, corpus: Any, corpus_ids: Any, query_ids: Any, values: dict[str, Any]
+) -> tuple[Tensor, Tensor]:
+    """``dense_search`` of checked settings ``values``: the inputs checked, then the engine's search."""
     opts = dense_options(
         {
             **values,
@@ -238,7 +246,4 @@ def dense_search(
     if isinstance(corpus, (Tensor, np.ndarray)):
         corpus = check_corpus_part("corpus", c, q, validate)
         cids = check_ids("corpus_ids", _ids("corpus_ids", corpus_ids, corpus), corpus.shape[0])
-    ids, scores = search_run(q, qids, corpus, cids, opts, descending, validate)
-    if isinstance(queries, np.ndarray):
-        return ids.cpu().numpy(), scores.cpu().numpy()
-    return ids, scores
+    return search_run(q, qids, corpus, cids, opts, descending, validate)
