@@ -97,13 +97,12 @@ def keyed_qrels(
     document that is not in the corpus (its relevance would count in every recall, never retrievable).
     """
     _check_unique("queries", query_keys)
-    _check_unique("corpus", corpus_keys)
+    doc_keys, doc_codes = sorted_codes("corpus", corpus_keys)
     if not query_keys:
         raise ValueError(
             "Argument `relevant_docs` must give at least one relevant document to at least one query "
             "of `queries`, got none: there is nothing to evaluate."
         )
-    doc_keys = _sorted_keys("corpus", corpus_keys)
     code = {key: i for i, key in enumerate(doc_keys)}
     rows: list[tuple[int, int, int]] = []
     counts: list[int] = []
@@ -120,6 +119,16 @@ def keyed_qrels(
     return KeyedQrels(
         torch.tensor(rows, dtype=torch.int64).view(-1, 3),
         torch.tensor(counts, dtype=torch.int64),
-        torch.tensor([code[key] for key in corpus_keys], dtype=torch.int64),
+        doc_codes,
         doc_keys,
     )
+
+
+def sorted_codes(name: str, keys: Sequence[Hashable]) -> tuple[list[Hashable], Tensor]:
+    """The keys in sorted order and each key's code (its place in that order) in the order given, int64:
+    a run ordered by code orders ties by key. ``ValueError`` naming ``name`` on a repeated key or keys that
+    cannot be sorted together."""
+    _check_unique(name, keys)
+    ordered = _sorted_keys(name, keys)
+    code = {key: i for i, key in enumerate(ordered)}
+    return ordered, torch.tensor([code[key] for key in keys], dtype=torch.int64)

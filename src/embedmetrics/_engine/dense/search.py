@@ -11,6 +11,7 @@ them back. Ids are checked as given, before they are reversed, so errors name th
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 import torch
@@ -18,7 +19,14 @@ from torch import Tensor
 
 from embedmetrics._engine.dense.measures import DenseOptions, dense_values
 from embedmetrics._engine.dense.qrels import check_unique_ids
-from embedmetrics._engine.dense.stream import stream_chunks
+from embedmetrics._engine.dense.scan import by_key_then_id
+from embedmetrics._engine.dense.stream import (
+    RunningLists,
+    StreamQueries,
+    check_corpus_part,
+    fold_chunk,
+    stream_chunks,
+)
 
 
 def _reversed(ids: Tensor) -> Tensor:
@@ -62,3 +70,41 @@ def search_run(
 def _score_dtype(queries: Tensor) -> torch.dtype:
     """The run's scores: float64 for float64 queries, else float32 (as ``ordered_run``)."""
     return queries.dtype if queries.dtype == torch.float64 else torch.float32
+
+
+@dataclass
+class RunSearch:
+    """A run-only search fed one corpus chunk at a time (the streamed route of ``search_run`` as an object,
+    for callers that encode the chunks themselves): ``add`` checks a chunk and folds it into the running
+    lists, ``ranked`` reads each query's documents and canonical keys. Ids are int64 codes, unique."""
+
+    fixed: StreamQueries
+    lists: RunningLists
+    descending: bool
+    validate_args: bool
+
+    @classmethod
+    def start(cls, queries: Tensor, opts: DenseOptions, descending: bool, validate_args: bool) -> RunSearch:
+        """Fix the (checked) queries: ``opts`` gives the depth, similarity and block budget."""
+        empty = torch.zeros(0, 3, dtype=torch.int64, device=queries.device)
+        ids = torch.arange(queries.shape[0], device=queries.device)
+        fixed = StreamQueries.build(queries, ids, empty, opts)
+        return cls(fixed, fixed.empty_lists(), descending, validate_args)
+
+    def add(self, rows: Tensor, ids: Tensor) -> None:
+        """Fold one chunk (``(n, d)`` rows of the queries' dtype and width, finite with ``validate_args``;
+        ``(n,)`` int64 ids never given before: the caller's to check)."""
+        rows = check_corpus_part("corpus chunk", rows, self.fixed.queries, self.validate_args)
+        self.lists = fold_chunk(self.fixed, self.lists, rows, ~ids if self.descending else ids)
+
+    def ranked(self) -> tuple[Tensor, Tensor]:
+        """``(ids, keys)``, each ``(Q, min(depth, documents))``: per query (in the order given) its documents
+        by canonical key ascending (nearer first), ties by id in the order asked; ``-1`` / ``+inf`` pad."""
+        width = min(self.fixed.opts.depth, int(self.lists.n_docs))
+        keys, ids = self.lists.keys[:, :width], self.lists.ids[:, :width]
+        order = by_key_then_id(keys, ids)  # the running lists order a tie block by id at merges only
+        keys, ids = keys.gather(1, order), ids.gather(1, order)
+        listed = torch.isfinite(keys)
+        if self.descending:
+            ids = ~ids
+        return torch.where(listed, ids, -1), keys

@@ -1,0 +1,314 @@
+"""Exact search for MTEB's retrieval and reranking tasks: ``mteb.evaluate(ExactSearch(model), tasks)``.
+
+``ExactSearch`` implements mteb's search protocol (``index`` / ``search``, as its ``SearchEncoderWrapper``
+does) around any mteb encoder; ``ExactIndex`` implements its ``IndexEncoderSearchProtocol``
+(``add_documents`` / ``search`` / ``clear``) for users who keep ``SearchEncoderWrapper``. Both rank the
+documents by the dense engine's canonical keys (the similarity of a pair computed from its two rows alone,
+in the embeddings' dtype) and order tied documents by id, descending, as mteb's metrics and pytrec_eval order
+them: each query's list is the first ``top_k`` of the whole corpus, the same under any corpus chunk size,
+corpus order or encode batch size, wherever the encoder gives the same embeddings. The scores returned are
+those keys as similarities (float32 values for float32 embeddings), so mteb's metrics sort them as they were
+ranked. ``ExactSearch`` holds no corpus embeddings: ``index`` keeps the corpus dataset (as mteb's wrapper
+does) and ``search``, which knows the queries, encodes and folds one ``corpus_chunk_size`` chunk at a time.
+
+mteb applies ``ignore_identical_ids`` and ``skip_first_result`` to the returned results itself, after the
+search, as it does for its own search. Imported only on demand (``mteb`` is an optional extra).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from embedmetrics._engine.core.checks import check_finite
+from embedmetrics._engine.dense.exact_lists import DocFactors
+from embedmetrics._engine.dense.keyed import sorted_codes
+from embedmetrics._engine.dense.measures import dense_options
+from embedmetrics._engine.dense.options import OPTIONS
+from embedmetrics._engine.dense.scan import query_side
+from embedmetrics._engine.dense.search import RunSearch
+from embedmetrics._engine.dense.stream import check_corpus_part
+from embedmetrics._engine.settings.arguments import check_positive_int
+from embedmetrics._engine.settings.options import read_options
+
+__all__ = ["ExactIndex", "ExactSearch"]
+
+logger = logging.getLogger(__name__)
+
+#: mteb's similarity names this search ranks by (the model's ``mteb_model_meta.similarity_fn_name``).
+SIMILARITIES = {"cosine": "cosine", "dot": "dot"}
+
+Results = dict[str, dict[str, float]]
+
+
+def similarity_of(model: Any) -> str:
+    """The dense engine's similarity for an mteb model (``cosine`` where its metadata names none, as mteb's
+    own similarity does); ``ValueError`` naming any other."""
+    meta = getattr(model, "mteb_model_meta", None)
+    name = getattr(meta, "similarity_fn_name", None)
+    value = "cosine" if name is None else str(getattr(name, "value", name))
+    if value not in SIMILARITIES:
+        raise ValueError(
+            f"Argument `model`: its similarity_fn_name must be one of {sorted(SIMILARITIES)} for an exact "
+            f"search, got {value!r}."
+        )
+    return SIMILARITIES[value]
+
+
+def _as_rows(name: str, embeddings: Any) -> Tensor:
+    """An encoder's output as a 2-D floating tensor on the CPU (NumPy or torch)."""
+    rows = torch.as_tensor(embeddings).detach()
+    if rows.ndim != 2 or not rows.is_floating_point():
+        raise ValueError(
+            f"Argument `{name}` must be 2-D floating embeddings, got shape {tuple(rows.shape)} and dtype "
+            f"{rows.dtype}."
+        )
+    return rows.cpu()
+
+
+def _options(depth: int, similarity: str, block_bytes: int | None) -> Any:
+    values = read_options(
+        "ExactSearch",
+        OPTIONS["DenseSearch"],
+        {"depth": depth, "similarity": similarity, "block_bytes": block_bytes},
+    )
+    return dense_options(
+        {
+            **values,
+            "k": 1,
+            "metrics": ["hit_rate"],
+            "ties": "average",
+            "aggregation": "none",
+            "return_run": False,
+        }
+    )
+
+
+def _results(
+    query_ids: Sequence[Hashable], doc_keys: Sequence[Hashable], codes: Tensor, keys: Tensor
+) -> Results:
+    """mteb's results dict: per query its listed documents with their scores (minus the canonical key)."""
+    out: Results = {}
+    for qid, row_codes, row_keys in zip(query_ids, codes.tolist(), keys.tolist()):
+        out[str(qid)] = {str(doc_keys[c]): -k for c, k in zip(row_codes, row_keys) if c >= 0}
+    return out
+
+
+def exact_top(
+    queries: Tensor,
+    chunks: Any,
+    top_k: int,
+    similarity: str,
+    block_bytes: int | None = None,
+) -> tuple[Tensor, Tensor]:
+    """``(codes, keys)`` ``(Q, min(top_k, documents))``: each query's first ``top_k`` documents of the
+    ``(rows, codes)`` chunks by canonical key, ties by code descending."""
+    search = RunSearch.start(queries, _options(top_k, similarity, block_bytes), True, True)
+    for rows, codes in chunks:
+        search.add(rows, codes)
+    return search.ranked()
+
+
+def rerank_top(
+    queries: Tensor,
+    chunks: Any,
+    candidates: Sequence[Tensor],
+    top_k: int,
+    similarity: str,
+) -> tuple[list[Tensor], list[Tensor]]:
+    """Per query its candidate codes (``candidates[i]``, unique) ranked by canonical key within the
+    ``(rows, codes)`` chunks holding them, ties by code descending, the first ``top_k``: ``(codes, keys)``."""
+    q = query_side(queries, similarity, queries.dtype)
+    rows_of = torch.cat([torch.full((c.numel(),), i, dtype=torch.int64) for i, c in enumerate(candidates)])
+    wanted = torch.cat(list(candidates)) if candidates else torch.zeros(0, dtype=torch.int64)
+    keys = torch.full(wanted.shape, float("inf"), dtype=torch.float64)
+    for rows, codes in chunks:
+        rows = check_corpus_part("corpus chunk", rows, queries, True)
+        docs = DocFactors(rows, codes, similarity, queries.dtype)
+        here = (docs.holds(wanted) >= 0).nonzero().flatten()
+        if here.numel() > 0:
+            keys[here] = docs.dots(q, rows_of[here], wanted[here])
+    out_codes, out_keys = [], []
+    for i in range(len(candidates)):
+        mine = (rows_of == i).nonzero().flatten()
+        k, c = keys[mine], wanted[mine]
+        order = torch.argsort(-c, stable=True)
+        order = order[torch.argsort(k[order], stable=True)][:top_k]
+        out_codes.append(c[order])
+        out_keys.append(k[order])
+    return out_codes, out_keys
+
+
+class ExactSearch:
+    """An exact mteb search model around an mteb encoder (see the module docstring).
+
+    Args:
+        model: an mteb encoder (``encode``, ``mteb_model_meta`` with ``similarity_fn_name`` ``"cosine"`` or
+            ``"dot"``; ``None`` reads as cosine).
+        corpus_chunk_size: documents encoded and folded at once (memory: one chunk's embeddings, the
+            queries and ``queries × top_k`` list entries).
+        block_bytes: memory budget of one similarity block, in bytes; ``None`` chooses it per device.
+
+    Example:
+        ``mteb.evaluate(ExactSearch(model), tasks)`` where ``mteb.evaluate(model, tasks)`` ran mteb's own
+        search (the MTEB page of the docs).
+    """
+
+    def __init__(self, model: Any, corpus_chunk_size: int = 50_000, block_bytes: int | None = None) -> None:
+        self.model = model
+        self.similarity = similarity_of(model)
+        self.corpus_chunk_size = check_positive_int("corpus_chunk_size", corpus_chunk_size)
+        self.block_bytes = block_bytes
+        self.task_corpus: Any = None
+
+    @property
+    def mteb_model_meta(self) -> Any:
+        """The encoder's metadata (mteb names the results after it)."""
+        return self.model.mteb_model_meta
+
+    def index(self, corpus: Any, *, task_metadata: Any, hf_split: str, hf_subset: str, **kwargs: Any) -> None:
+        """Keep the corpus dataset (not its embeddings): ``search`` encodes it chunk by chunk."""
+        self.task_corpus = corpus
+
+    def _encode(self, data: Any, prompt: str, context: dict[str, Any]) -> Tensor:
+        from mteb._create_dataloaders import create_dataloader
+        from mteb.types import PromptType
+
+        encode_kwargs = context["encode_kwargs"]
+        prompt_type = PromptType.query if prompt == "query" else PromptType.document
+        loader = create_dataloader(
+            data, task_metadata=context["task_metadata"], prompt_type=prompt_type,
+            batch_size=encode_kwargs.get("batch_size", 32), num_proc=context.get("num_proc"),
+        )  # fmt: skip
+        rows = self.model.encode(
+            loader, task_metadata=context["task_metadata"], hf_split=context["hf_split"],
+            hf_subset=context["hf_subset"], prompt_type=prompt_type, **encode_kwargs,
+        )  # fmt: skip
+        rows = _as_rows(f"{prompt} embeddings", rows)
+        check_finite(f"{prompt} embeddings", rows)
+        return rows
+
+    def _chunks(self, codes: Tensor, context: dict[str, Any]) -> Any:
+        corpus = self.task_corpus
+        for start in range(0, len(corpus), self.corpus_chunk_size):
+            stop = min(start + self.corpus_chunk_size, len(corpus))
+            yield self._encode(corpus.select(range(start, stop)), "document", context), codes[start:stop]
+
+    def search(self, queries: Any, *, top_k: int, top_ranked: Any = None, **context: Any) -> Results:
+        """Each query's first ``top_k`` documents of the whole corpus (or of its ``top_ranked`` candidates),
+        as mteb's results dict ``{query_id: {doc_id: score}}``."""
+        if self.task_corpus is None:
+            raise ValueError("Corpus must be indexed before searching.")
+        top_k = check_positive_int("top_k", top_k)
+        doc_keys, codes = sorted_codes("corpus", list(self.task_corpus["id"]))
+        query_ids = list(queries["id"])
+        q = self._encode(queries, "query", context)
+        if top_ranked is None:
+            found, keys = exact_top(q, self._chunks(codes, context), top_k, self.similarity, self.block_bytes)
+            return _results(query_ids, doc_keys, found, keys)
+        return self._rerank(q, query_ids, doc_keys, top_ranked, top_k, context)
+
+    def _rerank(
+        self,
+        q: Tensor,
+        query_ids: list[Any],
+        doc_keys: list[Hashable],
+        top_ranked: Mapping[Any, Sequence[Any]],
+        top_k: int,
+        context: dict[str, Any],
+    ) -> Results:
+        code = {key: i for i, key in enumerate(doc_keys)}
+        candidates = []
+        for qid in query_ids:
+            if qid not in top_ranked:
+                logger.warning(f"No pre-ranked documents found for query {qid}")
+            candidates.append(torch.tensor([code[d] for d in top_ranked.get(qid, [])], dtype=torch.int64))
+        codes = torch.tensor([code[key] for key in self.task_corpus["id"]], dtype=torch.int64)
+        found, keys = rerank_top(q, self._chunks(codes, context), candidates, top_k, self.similarity)
+        return {
+            str(qid): {str(doc_keys[c]): -k for c, k in zip(f.tolist(), s.tolist())}
+            for qid, f, s in zip(query_ids, found, keys)
+        }
+
+
+class ExactIndex:
+    """mteb's ``IndexEncoderSearchProtocol`` with exact ties (``SearchEncoderWrapper(model,
+    index_backend=ExactIndex())``): mteb hands it the whole corpus's embeddings, so it holds them, as
+    every index backend does; ``ExactSearch`` holds none.
+
+    Args:
+        similarity: ``"cosine"`` or ``"dot"``; ``None`` (default) reads it from the model whose
+            ``similarity`` mteb passes to ``search`` (its ``mteb_model_meta.similarity_fn_name``).
+        block_bytes: memory budget of one similarity block, in bytes; ``None`` chooses it per device.
+    """
+
+    def __init__(self, similarity: str | None = None, block_bytes: int | None = None) -> None:
+        if similarity is not None and similarity not in SIMILARITIES.values():
+            raise ValueError(
+                f"Argument `similarity` must be one of {sorted(SIMILARITIES)}, got {similarity!r}."
+            )
+        self.similarity, self.block_bytes = similarity, block_bytes
+        self.clear()
+
+    def _similarity(self, similarity_fn: Any) -> str:
+        if self.similarity is not None:
+            return self.similarity
+        model = getattr(similarity_fn, "__self__", None)
+        if model is None or not hasattr(model, "mteb_model_meta"):
+            raise ValueError(
+                "Argument `similarity` of ExactIndex must be given where mteb's `similarity_fn` is not a "
+                f"model's method, got similarity_fn={similarity_fn!r}."
+            )
+        return similarity_of(model)
+
+    def clear(self) -> None:
+        """Forget every document."""
+        self.rows: list[Tensor] = []
+        self.ids: list[str] = []
+
+    def add_documents(self, embeddings: Any, idxs: list[str]) -> None:
+        """Add documents (their embeddings and ids, in the positions ``search`` returns)."""
+        rows = _as_rows("embeddings", embeddings)
+        if rows.shape[0] != len(idxs):
+            raise ValueError(
+                f"Argument `idxs` must name each of the {rows.shape[0]} rows, got {len(idxs)} ids."
+            )
+        self.rows.append(rows)
+        self.ids += [str(i) for i in idxs]
+
+    def search(
+        self,
+        embeddings: Any,
+        top_k: int,
+        similarity_fn: Any = None,
+        top_ranked: Mapping[str, Sequence[str]] | None = None,
+        query_idx_to_id: Mapping[int, str] | None = None,
+    ) -> tuple[list[list[float]], list[list[int]]]:
+        """``(scores, positions)`` per query: its first ``top_k`` documents (positions among the added
+        ones; with ``top_ranked``, positions in the query's candidate list), ties by id descending."""
+        if not self.rows:
+            raise ValueError("No documents were added to the index before searching.")
+        similarity = self._similarity(similarity_fn)
+        q = _as_rows("embeddings", embeddings)
+        corpus = torch.cat(self.rows)
+        doc_keys, codes = sorted_codes("idxs", self.ids)
+        if top_ranked is None:
+            found, keys = exact_top(q, [(corpus, codes)], top_k, similarity, self.block_bytes)
+            position = torch.argsort(codes)  # the added row of each code
+            places = [[int(position[c]) for c in row if c >= 0] for row in found.tolist()]
+            scores = [[-k for k in row[: len(p)]] for row, p in zip(keys.tolist(), places)]
+            return scores, places
+        assert query_idx_to_id is not None
+        code = {key: i for i, key in enumerate(doc_keys)}
+        ranked = [list(top_ranked.get(query_idx_to_id[i], [])) for i in range(q.shape[0])]
+        candidates = [torch.tensor([code[d] for d in r], dtype=torch.int64) for r in ranked]
+        found_codes, keys_of = rerank_top(q, [(corpus, codes)], candidates, top_k, similarity)
+        places = []
+        for r, f in zip(ranked, found_codes):
+            where = {code[d]: j for j, d in enumerate(r)}
+            places.append([where[c] for c in f.tolist()])
+        return [[-k for k in s.tolist()] for s in keys_of], places

@@ -1,0 +1,209 @@
+"""``embedmetrics.integrations.mteb`` inside real ``mteb.evaluate`` runs on local synthetic tasks.
+
+mteb's own search (``SearchEncoderWrapper``) is the reference where nothing ties: every score it writes
+(nDCG, MAP, recall, precision, MRR, hit rate, the nAUCs of the score values, the main score) must be the
+same, on integer-valued embeddings whose dot products are exact in any order of summation (so the score
+values themselves are the same bits in its matrix products and in our canonical keys). Where documents tie,
+a brute force of the exact scores, ties by document id descending (mteb's and pytrec_eval's order), is the
+reference, and mteb's own search is shown to move with the corpus chunk size and order where ours does not.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from mteb.models.search_wrappers import SearchEncoderWrapper
+
+from _mteb_helpers import IntegerEncoder, SineEncoder, evaluate, global_generators_kept, task
+from embedmetrics.integrations.mteb import ExactIndex, ExactSearch
+
+
+@pytest.fixture(autouse=True)
+def _mteb_seeds_are_its_own() -> Iterator[None]:
+    with global_generators_kept():
+        yield
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """The keys whose values differ (NaN equals NaN)."""
+    assert a.keys() == b.keys()
+    return [k for k in a if not (a[k] == b[k] or (math.isnan(a[k]) and math.isnan(b[k])))]
+
+
+def _exact_scores(encoder: IntegerEncoder, queries: dict[str, str], corpus: dict[str, str]) -> np.ndarray:
+    q = np.array([encoder.row(t) for t in queries.values()], dtype=np.int64)
+    c = np.array([encoder.row(t) for t in corpus.values()], dtype=np.int64)
+    return q @ c.T
+
+
+#: The cut-offs of the tasks without ties: mteb searches the first 100 of each query.
+K100 = {"k_values": (1, 3, 5, 10, 100)}
+
+
+def _wide() -> IntegerEncoder:
+    """Integer rows up to 2,000 in 4 columns: dot products below 2**24, exact in float32 in any order."""
+    return IntegerEncoder(width=4, bound=2000)
+
+
+def _distinct_data(seed: int, n_docs: int = 3000, n_queries: int = 60) -> tuple[dict, dict, dict]:
+    """Distinct texts; each query judges three of its 50 nearest documents (grades 1 and 2)."""
+    rng = np.random.default_rng(seed)
+    corpus = {f"d{i:05d}": f"document {seed} {i}" for i in rng.permutation(n_docs)}
+    queries = {f"q{i:03d}": f"query {seed} {i}" for i in range(n_queries)}
+    scores = _exact_scores(_wide(), queries, corpus)
+    ids = list(corpus)
+    qrels = {}
+    for row, qid in zip(scores, queries):
+        near = np.argsort(-row)[:50]
+        qrels[qid] = {ids[j]: int(rng.integers(1, 3)) for j in rng.choice(near, 3, replace=False)}
+    return corpus, queries, qrels
+
+
+def test_where_nothing_ties_every_score_equals_mteb_default_search() -> None:
+    corpus, queries, qrels = _distinct_data(2)
+    scores = _exact_scores(_wide(), queries, corpus)
+    top = -np.sort(-scores, axis=1)[:, :101]
+    assert (np.diff(top, axis=1) != 0).all()  # the premise: no tie among the first 101 of any query
+    encoder = _wide()
+    reference = evaluate(encoder, task(corpus, queries, qrels, **K100))
+    for model in (
+        ExactSearch(encoder),
+        ExactSearch(encoder, corpus_chunk_size=700),
+        SearchEncoderWrapper(encoder, index_backend=ExactIndex()),
+    ):
+        assert _same(evaluate(model, task(corpus, queries, qrels, **K100)), reference) == [], type(
+            model
+        ).__name__
+
+
+def _search(model: Any, the_task: Any, top_k: int, batch_size: int = 32) -> dict[str, dict[str, float]]:
+    """The results dict of one search (index, then search), as mteb's evaluator calls it."""
+    the_task.load_data()
+    split = the_task.dataset["default"]["test"]
+    context = {
+        "task_metadata": the_task.metadata, "hf_split": "test", "hf_subset": "default",
+        "encode_kwargs": {"batch_size": batch_size}, "num_proc": None,
+    }  # fmt: skip
+    model.index(split["corpus"], **context)
+    return model.search(split["queries"], top_k=top_k, top_ranked=split["top_ranked"], **context)
+
+
+def test_the_results_dict_equals_mteb_default_search_where_nothing_ties() -> None:
+    corpus, queries, qrels = _distinct_data(1, n_docs=1500, n_queries=20)
+    scores = _exact_scores(_wide(), queries, corpus)
+    assert (np.diff(-np.sort(-scores, axis=1)[:, :101], axis=1) != 0).all()  # no tie at the cut
+    encoder = _wide()
+    expected = _search(SearchEncoderWrapper(encoder), task(corpus, queries, qrels), 100)
+    assert _search(ExactSearch(encoder, corpus_chunk_size=333), task(corpus, queries, qrels), 100) == expected
+    index = SearchEncoderWrapper(encoder, index_backend=ExactIndex())
+    assert _search(index, task(corpus, queries, qrels), 100) == expected
+
+
+def _tied_data(seed: int) -> tuple[dict, dict, dict]:
+    """2,000 documents of 150 distinct texts (copies tie exactly), 40 queries, 3 judged documents each."""
+    rng = np.random.default_rng(seed)
+    corpus = {f"d{i:05d}": f"text {int(rng.integers(0, 150))}" for i in range(2000)}
+    queries = {f"q{i:03d}": f"query {i}" for i in range(40)}
+    qrels = {q: {f"d{int(j):05d}": 1 for j in rng.choice(2000, 3, replace=False)} for q in queries}
+    return corpus, queries, qrels
+
+
+def _shuffled(corpus: dict[str, str], seed: int) -> dict[str, str]:
+    keys = list(corpus)
+    random.Random(seed).shuffle(keys)
+    return {k: corpus[k] for k in keys}
+
+
+def test_ties_are_decided_by_document_id_whatever_the_chunks_order_and_batch_size() -> None:
+    """Each list is the first ``top_k`` of the whole corpus by (score, document id) descending, the same
+    bits under any corpus chunk size, corpus order and encode batch size; mteb's own search moves."""
+    corpus, queries, qrels = _tied_data(3)
+    encoder = IntegerEncoder(width=3, bound=2)  # 125 distinct rows at most: blocks of ties at every cut
+    exact = _exact_scores(encoder, queries, corpus)
+    ids = list(corpus)
+    expected = {}
+    for qid, row in zip(queries, exact):
+        ranked = sorted(range(len(ids)), key=lambda j: (-row[j], [-ord(ch) for ch in ids[j]]))[:10]
+        expected[qid] = {ids[j]: float(row[j]) for j in ranked}
+    ours, theirs = set(), set()
+    for chunk, order, batch in ((50_000, 0, 32), (9, 0, 32), (700, 1, 7), (50_000, 2, 32), (333, 3, 5)):
+        data = _shuffled(corpus, order) if order else corpus
+        found = _search(ExactSearch(encoder, corpus_chunk_size=chunk), task(data, queries, qrels), 10, batch)
+        assert found == expected, (chunk, order, batch)
+        k10 = {"k_values": (1, 3, 5, 10)}
+        ours.add(
+            tuple(sorted(evaluate(ExactSearch(encoder, chunk), task(data, queries, qrels, **k10)).items()))
+        )
+        mteb_default = SearchEncoderWrapper(encoder, corpus_chunk_size=chunk)
+        theirs.add(evaluate(mteb_default, task(data, queries, qrels, **k10))["main_score"])
+    assert len(ours) == 1
+    assert len(theirs) > 1  # mteb's own search: the cut of a tie block follows the chunks and the order
+
+
+def test_cosine_rank_scores_equal_mteb_default_and_nothing_moves_with_the_chunk_size() -> None:
+    """Float embeddings, cosine: the scores read off the ranking equal mteb's; every score of ours (the
+    nAUCs read the score values) is the same under any chunk size."""
+    corpus, queries, qrels = _distinct_data(4, n_docs=2000, n_queries=40)
+    encoder = SineEncoder()
+    reference = evaluate(encoder, task(corpus, queries, qrels))
+    runs = [
+        evaluate(ExactSearch(encoder, corpus_chunk_size=c), task(corpus, queries, qrels)) for c in (9, 2000)
+    ]
+    assert _same(runs[0], runs[1]) == []
+    differing = _same(runs[0], reference)
+    assert all(k.startswith("nauc_") for k in differing), differing
+
+
+def test_a_reranking_task_ranks_each_querys_candidates_as_mteb_does() -> None:
+    corpus, queries, qrels = _distinct_data(5, n_docs=600, n_queries=20)
+    rng = np.random.default_rng(5)
+    ids = list(corpus)
+    top_ranked = {q: [ids[j] for j in rng.choice(600, 40, replace=False)] for q in queries}
+    encoder = _wide()
+    reference = evaluate(encoder, task(corpus, queries, qrels, top_ranked))
+    for model in (
+        ExactSearch(encoder, corpus_chunk_size=77),
+        SearchEncoderWrapper(encoder, index_backend=ExactIndex()),
+    ):
+        assert _same(evaluate(model, task(corpus, queries, qrels, top_ranked)), reference) == []
+    top_ranked.pop("q003")  # a query without candidates: no results, as mteb's own search gives it
+    found = _search(ExactSearch(encoder, 50), task(corpus, queries, qrels, top_ranked), 10)
+    assert found == _search(SearchEncoderWrapper(encoder), task(corpus, queries, qrels, top_ranked), 10)
+    assert found["q003"] == {}
+
+
+@pytest.mark.parametrize("setting", [{"ignore_identical_ids": True}, {"skip_first_result": True}])
+def test_mtebs_own_result_filters_apply_as_to_its_search(setting: dict[str, bool]) -> None:
+    corpus, queries, qrels = _distinct_data(6, n_docs=800, n_queries=20)
+    corpus.update(dict(list(queries.items())[:10]))  # queries also in the corpus, under their ids
+    encoder = _wide()
+    reference = evaluate(encoder, task(corpus, queries, qrels, **setting))
+    assert (
+        _same(evaluate(ExactSearch(encoder, 100), task(corpus, queries, qrels, **setting)), reference) == []
+    )
+
+
+def test_bad_input_is_named() -> None:
+    corpus, queries, qrels = _distinct_data(7, n_docs=50, n_queries=5)
+    encoder = _wide()
+    with pytest.raises(ValueError, match="similarity_fn_name"):
+        ExactSearch(IntegerEncoder(similarity="euclidean"))
+    with pytest.raises(ValueError, match="corpus_chunk_size"):
+        ExactSearch(encoder, corpus_chunk_size=0)
+    nan = IntegerEncoder()
+    nan.row = lambda text: np.full(8, np.nan)  # type: ignore[method-assign]
+    with pytest.raises(ValueError, match="embeddings"):
+        _search(ExactSearch(nan), task(corpus, queries, qrels), 10)
+    wide = IntegerEncoder()
+    wide.row = lambda text: np.ones(9 if text.startswith("document") else 8)  # type: ignore[method-assign]
+    with pytest.raises(ValueError, match="width"):
+        _search(ExactSearch(wide), task(corpus, queries, qrels), 10)
+    big = _search(ExactSearch(encoder), task(corpus, queries, qrels), 1000)  # top_k past the corpus: all
+    assert all(len(docs) == 50 for docs in big.values())
+    with pytest.raises(ValueError, match="before searching"):
+        ExactSearch(encoder).search(None, top_k=10)
