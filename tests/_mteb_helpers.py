@@ -133,3 +133,28 @@ def global_generators_kept() -> Iterator[None]:
         torch.random.set_rng_state(states[0])
         np.random.set_state(states[1])  # noqa: NPY002
         random.setstate(states[2])
+
+
+def search_once(model: Any, the_task: Any, top_k: int, batch_size: int = 32) -> dict[str, dict[str, float]]:
+    """The results dict of one search (``index``, then ``search``), as mteb's evaluator calls them."""
+    with global_generators_kept():
+        the_task.load_data()
+    split = the_task.dataset["default"]["test"]
+    context = {
+        "task_metadata": the_task.metadata, "hf_split": "test", "hf_subset": "default",
+        "encode_kwargs": {"batch_size": batch_size}, "num_proc": None,
+    }  # fmt: skip
+    model.index(split["corpus"], **context)
+    return model.search(split["queries"], top_k=top_k, top_ranked=split["top_ranked"], **context)
+
+
+def search_on_rank(rank: int, world: int, data: tuple[Any, ...], top_k: int, chunk: int) -> dict[str, Any]:
+    """On one rank of a gloo group: ``ExactSearch``'s results over the rank's share of the chunks, merged."""
+    from embedmetrics.integrations.mteb import ExactSearch
+
+    corpus, queries, qrels, top_ranked = data
+    with global_generators_kept():
+        the_task = task(corpus, queries, qrels, top_ranked)
+    return search_once(
+        ExactSearch(IntegerEncoder(width=3, bound=2), corpus_chunk_size=chunk), the_task, top_k
+    )

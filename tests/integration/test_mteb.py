@@ -19,7 +19,16 @@ import numpy as np
 import pytest
 from mteb.models.search_wrappers import SearchEncoderWrapper
 
-from _mteb_helpers import IntegerEncoder, SineEncoder, evaluate, global_generators_kept, task
+from _dist import run_distributed
+from _mteb_helpers import (
+    IntegerEncoder,
+    SineEncoder,
+    evaluate,
+    global_generators_kept,
+    search_on_rank,
+    search_once,
+    task,
+)
 from embedmetrics.integrations.mteb import ExactIndex, ExactSearch
 
 
@@ -82,15 +91,7 @@ def test_where_nothing_ties_every_score_equals_mteb_default_search() -> None:
 
 
 def _search(model: Any, the_task: Any, top_k: int, batch_size: int = 32) -> dict[str, dict[str, float]]:
-    """The results dict of one search (index, then search), as mteb's evaluator calls it."""
-    the_task.load_data()
-    split = the_task.dataset["default"]["test"]
-    context = {
-        "task_metadata": the_task.metadata, "hf_split": "test", "hf_subset": "default",
-        "encode_kwargs": {"batch_size": batch_size}, "num_proc": None,
-    }  # fmt: skip
-    model.index(split["corpus"], **context)
-    return model.search(split["queries"], top_k=top_k, top_ranked=split["top_ranked"], **context)
+    return search_once(model, the_task, top_k, batch_size)
 
 
 def test_the_results_dict_equals_mteb_default_search_where_nothing_ties() -> None:
@@ -207,3 +208,21 @@ def test_bad_input_is_named() -> None:
     assert all(len(docs) == 50 for docs in big.values())
     with pytest.raises(ValueError, match="before searching"):
         ExactSearch(encoder).search(None, top_k=10)
+
+
+@pytest.mark.parametrize("reranking", [False, True])
+def test_two_gloo_processes_searching_their_shares_give_the_one_process_results(reranking: bool) -> None:
+    """Each rank encodes and scans the chunks ``rank::2`` of a tied corpus; the merged lists are the
+    single process's, bit for bit, on every rank."""
+    corpus, queries, qrels = _tied_data(8)
+    ids = list(corpus)
+    rng = np.random.default_rng(8)
+    top_ranked = (
+        {q: [ids[j] for j in rng.choice(2000, 60, replace=False)] for q in queries} if reranking else None
+    )
+    data = (corpus, queries, qrels, top_ranked)
+    expected = search_on_rank(0, 1, data, 10, 170)
+    results = run_distributed(
+        search_on_rank, 2, kwargs={"data": data, "top_k": 10, "chunk": 170}, timeout=240.0
+    )
+    assert results == [expected, expected]

@@ -11,8 +11,11 @@ those keys as similarities (float32 values for float32 embeddings), so mteb's me
 ranked. ``ExactSearch`` holds no corpus embeddings: ``index`` keeps the corpus dataset (as mteb's wrapper
 does) and ``search``, which knows the queries, encodes and folds one ``corpus_chunk_size`` chunk at a time.
 
-mteb applies ``ignore_identical_ids`` and ``skip_first_result`` to the returned results itself, after the
-search, as it does for its own search. Imported only on demand (``mteb`` is an optional extra).
+Under a ``torch.distributed`` process group (torchrun, Lightning, accelerate) each process encodes and scans
+the chunks ``rank::world`` of the corpus and the lists of every process are merged exactly: every process
+returns the same results, those of one process. mteb applies ``ignore_identical_ids`` and
+``skip_first_result`` to the returned results itself, after the search, as it does for its own search.
+Imported only on demand (``mteb`` is an optional extra).
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import Tensor
+from tqdm.auto import tqdm
 
 from embedmetrics._engine.core.checks import check_finite
 from embedmetrics._engine.dense.exact_lists import DocFactors
@@ -98,19 +103,29 @@ def _results(
     return out
 
 
+def process_share() -> tuple[int, int]:
+    """``(rank, world size)`` of this process in the default ``torch.distributed`` group (``(0, 1)``
+    without one): each process encodes and scans the chunks ``rank::world`` of the corpus."""
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
 def exact_top(
     queries: Tensor,
     chunks: Any,
     top_k: int,
     similarity: str,
     block_bytes: int | None = None,
+    distributed: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """``(codes, keys)`` ``(Q, min(top_k, documents))``: each query's first ``top_k`` documents of the
-    ``(rows, codes)`` chunks by canonical key, ties by code descending."""
+    ``(rows, codes)`` chunks by canonical key, ties by code descending; ``distributed``: of every
+    process's chunks (a collective)."""
     search = RunSearch.start(queries, _options(top_k, similarity, block_bytes), True, True)
     for rows, codes in chunks:
         search.add(rows, codes)
-    return search.ranked()
+    return search.ranked(distributed)
 
 
 def rerank_top(
@@ -119,9 +134,11 @@ def rerank_top(
     candidates: Sequence[Tensor],
     top_k: int,
     similarity: str,
+    distributed: bool = False,
 ) -> tuple[list[Tensor], list[Tensor]]:
     """Per query its candidate codes (``candidates[i]``, unique) ranked by canonical key within the
-    ``(rows, codes)`` chunks holding them, ties by code descending, the first ``top_k``: ``(codes, keys)``."""
+    ``(rows, codes)`` chunks holding them, ties by code descending, the first ``top_k``: ``(codes, keys)``;
+    ``distributed``: the chunks of every process (a collective)."""
     q = query_side(queries, similarity, queries.dtype)
     rows_of = torch.cat([torch.full((c.numel(),), i, dtype=torch.int64) for i, c in enumerate(candidates)])
     wanted = torch.cat(list(candidates)) if candidates else torch.zeros(0, dtype=torch.int64)
@@ -132,6 +149,8 @@ def rerank_top(
         here = (docs.holds(wanted) >= 0).nonzero().flatten()
         if here.numel() > 0:
             keys[here] = docs.dots(q, rows_of[here], wanted[here])
+    if distributed:  # each candidate is held by one process: the others' keys are +inf
+        dist.all_reduce(keys, op=dist.ReduceOp.MIN)
     out_codes, out_keys = [], []
     for i in range(len(candidates)):
         mine = (rows_of == i).nonzero().flatten()
@@ -193,8 +212,12 @@ class ExactSearch:
         return rows
 
     def _chunks(self, codes: Tensor, context: dict[str, Any]) -> Any:
+        """This process's chunks (``rank::world`` of them), encoded one at a time, with their codes."""
         corpus = self.task_corpus
-        for start in range(0, len(corpus), self.corpus_chunk_size):
+        rank, world = process_share()
+        starts = range(0, len(corpus), self.corpus_chunk_size)[rank::world]
+        shown = context["encode_kwargs"].get("show_progress_bar", True)
+        for start in tqdm(starts, desc="Searching corpus chunks (exact)", disable=not shown):
             stop = min(start + self.corpus_chunk_size, len(corpus))
             yield self._encode(corpus.select(range(start, stop)), "document", context), codes[start:stop]
 
@@ -208,7 +231,9 @@ class ExactSearch:
         query_ids = list(queries["id"])
         q = self._encode(queries, "query", context)
         if top_ranked is None:
-            found, keys = exact_top(q, self._chunks(codes, context), top_k, self.similarity, self.block_bytes)
+            distributed = process_share()[1] > 1
+            chunks = self._chunks(codes, context)
+            found, keys = exact_top(q, chunks, top_k, self.similarity, self.block_bytes, distributed)
             return _results(query_ids, doc_keys, found, keys)
         return self._rerank(q, query_ids, doc_keys, top_ranked, top_k, context)
 
@@ -228,7 +253,10 @@ class ExactSearch:
                 logger.warning(f"No pre-ranked documents found for query {qid}")
             candidates.append(torch.tensor([code[d] for d in top_ranked.get(qid, [])], dtype=torch.int64))
         codes = torch.tensor([code[key] for key in self.task_corpus["id"]], dtype=torch.int64)
-        found, keys = rerank_top(q, self._chunks(codes, context), candidates, top_k, self.similarity)
+        distributed = process_share()[1] > 1
+        found, keys = rerank_top(
+            q, self._chunks(codes, context), candidates, top_k, self.similarity, distributed
+        )
         return {
             str(qid): {str(doc_keys[c]): -k for c, k in zip(f.tolist(), s.tolist())}
             for qid, f, s in zip(query_ids, found, keys)

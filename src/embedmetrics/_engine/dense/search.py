@@ -25,6 +25,7 @@ from embedmetrics._engine.dense.stream import (
     StreamQueries,
     check_corpus_part,
     fold_chunk,
+    gather_stream,
     stream_chunks,
 )
 
@@ -97,11 +98,14 @@ class RunSearch:
         rows = check_corpus_part("corpus chunk", rows, self.fixed.queries, self.validate_args)
         self.lists = fold_chunk(self.fixed, self.lists, rows, ~ids if self.descending else ids)
 
-    def ranked(self) -> tuple[Tensor, Tensor]:
+    def ranked(self, distributed: bool = False) -> tuple[Tensor, Tensor]:
         """``(ids, keys)``, each ``(Q, min(depth, documents))``: per query (in the order given) its documents
-        by canonical key ascending (nearer first), ties by id in the order asked; ``-1`` / ``+inf`` pad."""
-        width = min(self.fixed.opts.depth, int(self.lists.n_docs))
-        keys, ids = self.lists.keys[:, :width], self.lists.ids[:, :width]
+        by canonical key ascending (nearer first), ties by id in the order asked; ``-1`` / ``+inf`` pad.
+        ``distributed``: every process's lists merged first (a collective; the queries the same on every
+        process, each process's chunks its own): every process returns the same."""
+        lists = gather_stream(self.lists) if distributed else self.lists
+        width = min(self.fixed.opts.depth, int(lists.n_docs))
+        keys, ids = lists.keys[:, :width], lists.ids[:, :width]
         order = by_key_then_id(keys, ids)  # the running lists order a tie block by id at merges only
         keys, ids = keys.gather(1, order), ids.gather(1, order)
         listed = torch.isfinite(keys)
