@@ -39,7 +39,8 @@ class NumberEncoder:
             loader=None, name="embedmetrics-bench/number-encoder", revision="1", model_type=["dense"],
             embed_dim=width, similarity_fn_name="cosine", languages=None, open_weights=True,
             release_date=None, n_parameters=0, n_embedding_parameters=0, memory_usage_mb=0, license="mit",
-            max_tokens=np.inf, reference=None, framework=[], use_instructions=False, public_training_code=None,
+            max_tokens=np.inf, reference=None, framework=[], use_instructions=False,
+            public_training_code=None,
             public_training_data=None, training_datasets=set(), modalities=["text"],
         )  # fmt: skip
 
@@ -79,7 +80,8 @@ def run_one(method: str, n: int, q: int, d: int, chunk: int, top_k: int) -> dict
         type="Retrieval", name="BenchRetrieval", main_score="ndcg_at_10", description="bench", reference=None,
         dataset={"path": "NA", "revision": "NA"}, category="t2t", eval_splits=["test"],
         eval_langs=["eng-Latn"], date=("2022-12-22", "2022-12-22"), dialect=["Written"], domains=[],
-        task_subtypes=[], license="mit", annotations_creators="derived", modalities=["text"], sample_creation="found", bibtex_citation="",
+        task_subtypes=[], license="mit", annotations_creators="derived", modalities=["text"],
+        sample_creation="found", bibtex_citation="",
     )  # fmt: skip
     corpus = Dataset.from_dict({"id": [f"d{i}" for i in range(n)], "text": [f"doc {i}" for i in range(n)]})
     queries = Dataset.from_dict(
