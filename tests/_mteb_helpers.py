@@ -158,3 +158,22 @@ def search_on_rank(rank: int, world: int, data: tuple[Any, ...], top_k: int, chu
     return search_once(
         ExactSearch(IntegerEncoder(width=3, bound=2), corpus_chunk_size=chunk), the_task, top_k
     )
+
+
+class KillingEncoder(IntegerEncoder):
+    """An ``IntegerEncoder`` whose process SIGKILLs itself as it starts encoding document chunk
+    ``kill_at`` (counted from 1): the chunks before it are folded and saved."""
+
+    def __init__(self, kill_at: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.kill_at, self.document_chunks = kill_at, 0
+
+    def encode(self, inputs: Any, *, prompt_type: Any = None, **kwargs: Any) -> Any:
+        if prompt_type is not None and str(getattr(prompt_type, "value", prompt_type)) == "document":
+            self.document_chunks += 1
+            if self.document_chunks == self.kill_at:
+                import os
+                import signal
+
+                os.kill(os.getpid(), signal.SIGKILL)
+        return super().encode(inputs, prompt_type=prompt_type, **kwargs)

@@ -10,18 +10,26 @@ reference, and mteb's own search is shown to move with the corpus chunk size and
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import random
+import re
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from mteb.models.search_wrappers import SearchEncoderWrapper
 
-from _dist import run_distributed
+from _dist import _src_root, run_distributed
 from _mteb_helpers import (
     IntegerEncoder,
+    KillingEncoder,
     SineEncoder,
     evaluate,
     global_generators_kept,
@@ -30,6 +38,8 @@ from _mteb_helpers import (
     task,
 )
 from embedmetrics.integrations.mteb import ExactIndex, ExactSearch
+
+TESTS = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)
@@ -226,3 +236,53 @@ def test_two_gloo_processes_searching_their_shares_give_the_one_process_results(
         search_on_rank, 2, kwargs={"data": data, "top_k": 10, "chunk": 170}, timeout=240.0
     )
     assert results == [expected, expected]
+
+
+_KILLED_RUN = """
+import sys
+from _mteb_helpers import KillingEncoder, global_generators_kept, search_once, task
+from embedmetrics.integrations.mteb import ExactSearch
+import json
+corpus, queries, qrels = json.loads(sys.argv[1])
+with global_generators_kept():
+    the_task = task(corpus, queries, qrels)
+encoder = KillingEncoder(int(sys.argv[3]), width=3, bound=2)
+search_once(ExactSearch(encoder, corpus_chunk_size=170, checkpoint_dir=sys.argv[2]), the_task, 10)
+"""
+
+
+def _killed(data: tuple[dict, dict, dict], directory: Path, kill_at: int) -> None:
+    """A process that searches with ``checkpoint_dir`` and is SIGKILLed at document chunk ``kill_at``."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), _src_root()])}
+    command = [sys.executable, "-c", _KILLED_RUN, json.dumps(data), str(directory), str(kill_at)]
+    out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == -signal.SIGKILL, out.stderr[-2000:]
+
+
+def test_a_killed_search_resumes_at_the_last_saved_chunk_with_the_same_results(tmp_path: Path) -> None:
+    corpus, queries, qrels = _tied_data(9)
+    encoder = IntegerEncoder(width=3, bound=2)
+    expected = _search(ExactSearch(encoder, corpus_chunk_size=170), task(corpus, queries, qrels), 10)
+    _killed((corpus, queries, qrels), tmp_path, kill_at=6)  # 12 chunks of 170: 5 folded and saved
+    assert [p.name for p in tmp_path.iterdir()] == ["EmbedmetricsSynthetic-default-test.rank0.pt"]
+    counting = KillingEncoder(kill_at=0, width=3, bound=2)
+    resumed = ExactSearch(counting, corpus_chunk_size=170, checkpoint_dir=str(tmp_path))
+    assert _search(resumed, task(corpus, queries, qrels), 10) == expected
+    assert counting.document_chunks == 12 - 5  # the saved chunks are not encoded again
+    assert list(tmp_path.iterdir()) == []  # the split's search ended: its checkpoint is gone
+
+
+def test_a_checkpoint_of_another_model_corpus_or_setting_is_refused(tmp_path: Path) -> None:
+    corpus, queries, qrels = _tied_data(10)
+    _killed((corpus, queries, qrels), tmp_path, kill_at=3)
+    other_model = IntegerEncoder(width=3, bound=2)
+    other_model.mteb_model_meta = other_model.mteb_model_meta.model_copy(update={"revision": "2"})
+    fewer = dict(list(corpus.items())[:-1])
+    for model, data, chunk, why in (
+        (other_model, corpus, 170, "another model: 'embedmetrics-tests/encoder@1' there"),
+        (IntegerEncoder(width=3, bound=2), fewer, 170, "another corpus;"),
+        (IntegerEncoder(width=3, bound=2), corpus, 171, "another corpus_chunk_size: 170 there, 171 here"),
+    ):
+        search = ExactSearch(model, corpus_chunk_size=chunk, checkpoint_dir=str(tmp_path))
+        with pytest.raises(ValueError, match=re.escape(why)):
+            _search(search, task(data, queries, qrels), 10)

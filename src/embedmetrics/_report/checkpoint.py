@@ -4,8 +4,8 @@ Every ``--checkpoint-every`` seconds (and at the end) the running lists of the d
 (``RunningLists.as_dict()``) are written to ``DIR/dense_lists.pt`` with the number of corpus rows done,
 the corpus's fingerprint (each shard's name, size, modification time, shape and dtype, and its ids
 file's) and the settings (cut-offs, depth, similarity, ties, run, the queries' and qrels' files). The
-file is written beside its final name, synced, then renamed over it (``os.replace``: atomic), so a
-process killed at any moment leaves the last complete checkpoint. The same command run again reads it
+file is written atomically (``embedmetrics._engine.dense.saved``), so a process killed at any moment
+leaves the last complete checkpoint. The same command run again reads it
 and goes on from the next row; the lists of disjoint parts merge exactly, so the output is that of an
 uninterrupted run. A checkpoint of another corpus or of other settings is refused (``ReportInputError``).
 """
@@ -20,6 +20,7 @@ from typing import Any, Optional
 import torch
 
 from embedmetrics._engine.dense.measures import DenseOptions
+from embedmetrics._engine.dense.saved import read_state, write_state
 from embedmetrics._engine.dense.stream import RunningLists, StreamQueries
 from embedmetrics._io.errors import ReportInputError
 
@@ -119,28 +120,18 @@ class Checkpoint:
 
     def _read(self) -> dict[str, Any]:
         try:
-            state = torch.load(self.path, map_location="cpu", weights_only=True)
-        except Exception:  # unpickling errors come in many types (their advice is not for this file)
-            raise ReportInputError(
-                f"{self.path}: not a readable checkpoint of embedmetrics report (damaged or another file); "
-                "delete it to start the scan over."
-            ) from None
-        if not isinstance(state, dict):
-            raise ReportInputError(f"{self.path}: not a checkpoint of embedmetrics report.")
-        return state
+            state = read_state(self.path)
+        except ValueError as err:
+            raise ReportInputError(f"{err} Delete it to start the scan over.") from None
+        return state or {}
 
     def save(self, rows_done: int, lists: RunningLists, *, now: bool = False) -> None:
         """Write the lists (atomically) when ``every`` seconds have passed since the last save, or ``now``."""
         if not now and time.monotonic() - self.last < self.every:
             return
         state = {"settings": self.settings, "rows_done": rows_done, "lists": lists.as_dict()}
-        partial = self.path + ".partial"
         try:
-            with open(partial, "wb") as handle:
-                torch.save(state, handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(partial, self.path)
+            write_state(self.path, state)
         except OSError as err:
             raise ReportInputError(
                 f"{self.path}: cannot write the checkpoint: {err.strerror or err}."

@@ -20,8 +20,12 @@ Imported only on demand (``mteb`` is an optional extra).
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
+import re
 from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -34,9 +38,10 @@ from embedmetrics._engine.dense.exact_lists import DocFactors
 from embedmetrics._engine.dense.keyed import sorted_codes
 from embedmetrics._engine.dense.measures import dense_options
 from embedmetrics._engine.dense.options import OPTIONS
+from embedmetrics._engine.dense.saved import read_state, write_state
 from embedmetrics._engine.dense.scan import query_side
 from embedmetrics._engine.dense.search import RunSearch
-from embedmetrics._engine.dense.stream import check_corpus_part
+from embedmetrics._engine.dense.stream import RunningLists, check_corpus_part
 from embedmetrics._engine.settings.arguments import check_positive_int
 from embedmetrics._engine.settings.options import read_options
 
@@ -112,20 +117,14 @@ def process_share() -> tuple[int, int]:
 
 
 def exact_top(
-    queries: Tensor,
-    chunks: Any,
-    top_k: int,
-    similarity: str,
-    block_bytes: int | None = None,
-    distributed: bool = False,
-) -> tuple[Tensor, Tensor]:
+    queries: Tensor, chunks: Any, top_k: int, similarity: str, block_bytes: int | None = None
+) -> Any:
     """``(codes, keys)`` ``(Q, min(top_k, documents))``: each query's first ``top_k`` documents of the
-    ``(rows, codes)`` chunks by canonical key, ties by code descending; ``distributed``: of every
-    process's chunks (a collective)."""
+    ``(rows, codes)`` chunks by canonical key, ties by code descending."""
     search = RunSearch.start(queries, _options(top_k, similarity, block_bytes), True, True)
     for rows, codes in chunks:
         search.add(rows, codes)
-    return search.ranked(distributed)
+    return search.ranked()
 
 
 def rerank_top(
@@ -162,6 +161,72 @@ def rerank_top(
     return out_codes, out_keys
 
 
+def search_fingerprint(
+    model: Any, queries: Tensor, query_ids: Sequence[Any], corpus_ids: Sequence[Any], settings: dict[str, Any]
+) -> dict[str, Any]:
+    """What a search's running lists depend on: the model (name and revision), the queries (ids and
+    embeddings), the corpus (ids, in order) and the settings, as comparable values."""
+    meta = getattr(model, "mteb_model_meta", None)
+    corpus = hashlib.sha256("\0".join(map(str, corpus_ids)).encode())
+    asked = hashlib.sha256("\0".join(map(str, query_ids)).encode())
+    asked.update(queries.contiguous().numpy().tobytes())
+    name = f"{getattr(meta, 'name', None)}@{getattr(meta, 'revision', None)}"
+    return {
+        "format": 1,
+        "model": name,
+        "queries": asked.hexdigest(),
+        "corpus": corpus.hexdigest(),
+        **settings,
+    }
+
+
+@dataclass
+class Resume:
+    """``checkpoint_dir``'s file for one task split on one process: the running lists and the chunks done,
+    saved after every chunk (atomically), refused for another fingerprint, removed when the search ends."""
+
+    path: str
+    fingerprint: dict[str, Any]
+
+    @classmethod
+    def open(cls, directory: str, context: dict[str, Any], rank: int, fingerprint: dict[str, Any]) -> Resume:
+        os.makedirs(directory, exist_ok=True)
+        task = getattr(context.get("task_metadata"), "name", "task")
+        name = f"{task}-{context.get('hf_subset')}-{context.get('hf_split')}.rank{rank}.pt"
+        return cls(os.path.join(directory, re.sub(r"[^\w.-]", "_", name)), fingerprint)
+
+    def restore(self, search: RunSearch) -> int:
+        """The chunks done, their lists put into ``search`` (0 without a checkpoint)."""
+        state = read_state(self.path)
+        if state is None:
+            return 0
+        saved = state.get("fingerprint", {})
+        for key, value in self.fingerprint.items():
+            if saved.get(key) != value:
+                other = "" if key in ("queries", "corpus") else f": {saved.get(key)!r} there, {value!r} here"
+                raise ValueError(
+                    f"{self.path}: this checkpoint was made for another {key}{other}; delete it or choose "
+                    "another checkpoint_dir."
+                )
+        lists = RunningLists(**state["lists"])
+        if {k: t.shape for k, t in lists.as_dict().items()} != {
+            k: t.shape for k, t in search.lists.as_dict().items()
+        }:
+            raise ValueError(f"{self.path}: the saved lists do not fit these queries; delete it.")
+        search.lists = lists
+        return int(state["chunks_done"])
+
+    def save(self, done: int, search: RunSearch) -> None:
+        write_state(
+            self.path, {"fingerprint": self.fingerprint, "chunks_done": done, "lists": search.lists.as_dict()}
+        )
+
+    def finish(self) -> None:
+        """The search is complete: its checkpoint is no longer needed."""
+        if os.path.exists(self.path):
+            os.remove(self.path)
+
+
 class ExactSearch:
     """An exact mteb search model around an mteb encoder (see the module docstring).
 
@@ -171,17 +236,28 @@ class ExactSearch:
         corpus_chunk_size: documents encoded and folded at once (memory: one chunk's embeddings, the
             queries and ``queries × top_k`` list entries).
         block_bytes: memory budget of one similarity block, in bytes; ``None`` chooses it per device.
+        checkpoint_dir: where each process saves its running lists after every chunk (one file per task
+            split and process, removed when the split's search ends): a killed evaluation run again with
+            the same ``checkpoint_dir`` goes on from the last chunk saved, with the same results; a file
+            of another model, corpus, query set or setting is refused.
 
     Example:
         ``mteb.evaluate(ExactSearch(model), tasks)`` where ``mteb.evaluate(model, tasks)`` ran mteb's own
         search (the MTEB page of the docs).
     """
 
-    def __init__(self, model: Any, corpus_chunk_size: int = 50_000, block_bytes: int | None = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        corpus_chunk_size: int = 50_000,
+        block_bytes: int | None = None,
+        checkpoint_dir: str | None = None,
+    ) -> None:
         self.model = model
         self.similarity = similarity_of(model)
         self.corpus_chunk_size = check_positive_int("corpus_chunk_size", corpus_chunk_size)
         self.block_bytes = block_bytes
+        self.checkpoint_dir = checkpoint_dir
         self.task_corpus: Any = None
 
     @property
@@ -211,11 +287,12 @@ class ExactSearch:
         check_finite(f"{prompt} embeddings", rows)
         return rows
 
-    def _chunks(self, codes: Tensor, context: dict[str, Any]) -> Any:
-        """This process's chunks (``rank::world`` of them), encoded one at a time, with their codes."""
+    def _chunks(self, codes: Tensor, context: dict[str, Any], skip: int = 0) -> Any:
+        """This process's chunks (``rank::world`` of them; the first ``skip`` left out), encoded one at a
+        time, with their codes."""
         corpus = self.task_corpus
         rank, world = process_share()
-        starts = range(0, len(corpus), self.corpus_chunk_size)[rank::world]
+        starts = range(0, len(corpus), self.corpus_chunk_size)[rank::world][skip:]
         shown = context["encode_kwargs"].get("show_progress_bar", True)
         for start in tqdm(starts, desc="Searching corpus chunks (exact)", disable=not shown):
             stop = min(start + self.corpus_chunk_size, len(corpus))
@@ -231,11 +308,32 @@ class ExactSearch:
         query_ids = list(queries["id"])
         q = self._encode(queries, "query", context)
         if top_ranked is None:
-            distributed = process_share()[1] > 1
-            chunks = self._chunks(codes, context)
-            found, keys = exact_top(q, chunks, top_k, self.similarity, self.block_bytes, distributed)
+            found, keys = self._full_search(q, query_ids, codes, top_k, context)
             return _results(query_ids, doc_keys, found, keys)
         return self._rerank(q, query_ids, doc_keys, top_ranked, top_k, context)
+
+    def _full_search(
+        self, q: Tensor, query_ids: list[Any], codes: Tensor, top_k: int, context: dict[str, Any]
+    ) -> tuple[Tensor, Tensor]:
+        """Every chunk of this process folded into the running lists (after those a checkpoint holds,
+        saved after each chunk), then every process's lists merged."""
+        rank, world = process_share()
+        search = RunSearch.start(q, _options(top_k, self.similarity, self.block_bytes), True, True)
+        resume = None
+        if self.checkpoint_dir is not None:
+            settings = {"top_k": top_k, "corpus_chunk_size": self.corpus_chunk_size, "world_size": world}
+            fingerprint = search_fingerprint(self.model, q, query_ids, list(self.task_corpus["id"]), settings)
+            resume = Resume.open(self.checkpoint_dir, context, rank, fingerprint)
+        done = 0 if resume is None else resume.restore(search)
+        for rows, chunk_codes in self._chunks(codes, context, skip=done):
+            search.add(rows, chunk_codes)
+            done += 1
+            if resume is not None:
+                resume.save(done, search)
+        found = search.ranked(world > 1)
+        if resume is not None:
+            resume.finish()
+        return found
 
     def _rerank(
         self,
