@@ -77,8 +77,15 @@ def _meta(width: int, similarity: str) -> ModelMeta:
 class IntegerEncoder:
     """Integer-valued float32 rows (``-bound..bound``) per text; ``similarity_fn_name`` as given."""
 
-    def __init__(self, width: int = 8, similarity: str = "dot", bound: int = 1000, dtype: Any = np.float32):
-        self.width, self.bound, self.dtype = width, bound, dtype
+    def __init__(
+        self,
+        width: int = 8,
+        similarity: str = "dot",
+        bound: int = 1000,
+        dtype: Any = np.float32,
+        torch_out: bool = False,
+    ) -> None:
+        self.width, self.bound, self.dtype, self.torch_out = width, bound, dtype, torch_out
         self.mteb_model_meta = _meta(width, similarity)
         self.batches: list[int] = []  # the size of every batch encoded
 
@@ -91,7 +98,8 @@ class IntegerEncoder:
         for batch in inputs:
             self.batches.append(len(batch["text"]))
             rows += [self.row(text) for text in batch["text"]]
-        return np.stack(rows).astype(self.dtype) if rows else np.zeros((0, self.width), self.dtype)
+        out = np.stack(rows).astype(self.dtype) if rows else np.zeros((0, self.width), self.dtype)
+        return torch.from_numpy(out) if self.torch_out else out
 
     def similarity(self, a: Any, b: Any) -> Any:
         from mteb.similarity_functions import select_similarity

@@ -83,12 +83,17 @@ def _distinct_data(seed: int, n_docs: int = 3000, n_queries: int = 60) -> tuple[
     return corpus, queries, qrels
 
 
-def test_where_nothing_ties_every_score_equals_mteb_default_search() -> None:
+@pytest.mark.parametrize(
+    ("dtype", "torch_out"),
+    [(np.float32, False), (np.float16, False), (np.float16, True), (np.float64, False)],
+)
+def test_where_nothing_ties_every_score_equals_mteb_default_search(dtype: Any, torch_out: bool) -> None:
+    """float16 rows (as arrays or tensors) are scored in float32, float64 arrays too, as mteb scores them."""
     corpus, queries, qrels = _distinct_data(2)
     scores = _exact_scores(_wide(), queries, corpus)
     top = -np.sort(-scores, axis=1)[:, :101]
     assert (np.diff(top, axis=1) != 0).all()  # the premise: no tie among the first 101 of any query
-    encoder = _wide()
+    encoder = IntegerEncoder(width=4, bound=2000, dtype=dtype, torch_out=torch_out)
     reference = evaluate(encoder, task(corpus, queries, qrels, **K100))
     for model in (
         ExactSearch(encoder),

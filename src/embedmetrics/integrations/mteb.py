@@ -28,6 +28,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch import Tensor
@@ -70,8 +71,15 @@ def similarity_of(model: Any) -> str:
 
 
 def _as_rows(name: str, embeddings: Any) -> Tensor:
-    """An encoder's output as a 2-D floating tensor on the CPU (NumPy or torch)."""
-    rows = torch.as_tensor(embeddings).detach()
+    """An encoder's output as a 2-D floating tensor on the CPU, in the dtype mteb's own similarity scores it
+    in (``mteb.similarity_functions``): arrays as float32, tensors below 32 bits (float16, bfloat16)
+    upcast to float32, other tensors as they are."""
+    if isinstance(embeddings, Tensor):
+        rows = embeddings.detach()
+        if rows.is_floating_point() and torch.finfo(rows.dtype).bits < 32:
+            rows = rows.float()
+    else:
+        rows = torch.as_tensor(np.asarray(embeddings), dtype=torch.float32)
     if rows.ndim != 2 or not rows.is_floating_point():
         raise ValueError(
             f"Argument `{name}` must be 2-D floating embeddings, got shape {tuple(rows.shape)} and dtype "
