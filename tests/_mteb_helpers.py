@@ -157,15 +157,15 @@ def search_once(model: Any, the_task: Any, top_k: int, batch_size: int = 32) -> 
 
 
 def search_on_rank(rank: int, world: int, data: tuple[Any, ...], top_k: int, chunk: int) -> dict[str, Any]:
-    """On one rank of a gloo group: ``ExactSearch``'s results over the rank's share of the chunks, merged."""
+    """On one rank of a gloo group: ``ExactSearch``'s results over the rank's share of the chunks, merged,
+    and the scores of ``mteb.evaluate`` with it."""
     from embedmetrics.integrations.mteb import ExactSearch
 
     corpus, queries, qrels, top_ranked = data
     with global_generators_kept():
-        the_task = task(corpus, queries, qrels, top_ranked)
-    return search_once(
-        ExactSearch(IntegerEncoder(width=3, bound=2), corpus_chunk_size=chunk), the_task, top_k
-    )
+        the_task = task(corpus, queries, qrels, top_ranked, k_values=(1, 3, 5, top_k))
+        model = ExactSearch(IntegerEncoder(width=3, bound=2), corpus_chunk_size=chunk)
+        return {"results": search_once(model, the_task, top_k), "scores": evaluate(model, the_task)}
 
 
 class KillingEncoder(IntegerEncoder):
