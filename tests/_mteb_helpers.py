@@ -9,10 +9,7 @@ products and in ours); ``SineEncoder`` gives float rows (cosine, inexact).
 
 from __future__ import annotations
 
-import contextlib
-import random
 import zlib
-from collections.abc import Iterator
 from typing import Any, Optional
 
 import mteb
@@ -23,6 +20,8 @@ from mteb.abstasks.retrieval import AbsTaskRetrieval
 from mteb.abstasks.retrieval_dataset_loaders import RetrievalSplitData
 from mteb.abstasks.task_metadata import TaskMetadata
 from mteb.models.model_meta import ModelMeta
+
+from _seeding import global_generators_kept
 
 _ARGS: dict[str, Any] = {
     "description": "A synthetic retrieval task of the embedmetrics tests.", "reference": None,
@@ -128,19 +127,6 @@ def evaluate(model: Any, the_task: Any, **kwargs: Any) -> dict[str, Any]:
     result = mteb.evaluate(model, the_task, cache=None, show_progress_bar=False, **kwargs)
     scores = dict(result.task_results[0].scores["test"][0])
     return {k: v for k, v in scores.items() if k not in ("hf_subset", "languages")}
-
-
-@contextlib.contextmanager
-def global_generators_kept() -> Iterator[None]:
-    """mteb seeds the global generators of torch, NumPy and Python itself (fixed seeds, in its tasks and
-    its evaluation): they are put back after, as the suite's check of global random state requires."""
-    states = (torch.random.get_rng_state(), np.random.get_state(), random.getstate())  # noqa: NPY002
-    try:
-        yield
-    finally:
-        torch.random.set_rng_state(states[0])
-        np.random.set_state(states[1])  # noqa: NPY002
-        random.setstate(states[2])
 
 
 def search_once(model: Any, the_task: Any, top_k: int, batch_size: int = 32) -> dict[str, dict[str, float]]:

@@ -24,3 +24,16 @@ def seeded(seed: int) -> Iterator[None]:
         finally:
             np.random.set_state(np_state)  # noqa: NPY002
             random.setstate(py_state)
+
+
+@contextlib.contextmanager
+def global_generators_kept() -> Iterator[None]:
+    """Put torch's, NumPy's and Python's global generators back as they were after code that seeds them
+    itself (a Lightning or sentence-transformers trainer, mteb's tasks and evaluation)."""
+    state = (torch.random.get_rng_state(), np.random.get_state(), random.getstate())  # noqa: NPY002
+    try:
+        yield
+    finally:
+        torch.random.set_rng_state(state[0])
+        np.random.set_state(state[1])  # noqa: NPY002
+        random.setstate(state[2])

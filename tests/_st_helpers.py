@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
+
+from _seeding import global_generators_kept
 
 DIM = 16
 WORDS = [f"w{i}" for i in range(120)]
@@ -86,18 +85,6 @@ class EncodeCounter:
             return inference(inputs, **kwargs)
 
         model._inference = counted
-
-
-@contextmanager
-def global_rng_kept() -> Iterator[None]:
-    """Put torch's, NumPy's and Python's global generators back as they were (the trainer seeds them)."""
-    state = (torch.random.get_rng_state(), np.random.get_state(), random.getstate())  # noqa: NPY002
-    try:
-        yield
-    finally:
-        torch.random.set_rng_state(state[0])
-        np.random.set_state(state[1])  # noqa: NPY002
-        random.setstate(state[2])
 
 
 def evaluate(model_dir: str, data: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -185,7 +172,7 @@ def train(model_dir: str, data: tuple[Any, ...], out_dir: str, distributed: bool
         train_dataset=Dataset.from_dict({"anchor": anchors[:n], "positive": positives[:n]}),
     )  # fmt: skip
     counter = EncodeCounter(model)
-    with global_rng_kept():
+    with global_generators_kept():
         trainer.train()
     logged = [
         {k: v for k, v in entry.items() if k.startswith("eval_tiny")}
