@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 from datasets import concatenate_datasets
 from mteb.models.search_wrappers import SearchEncoderWrapper
 
@@ -304,3 +305,75 @@ def test_a_checkpoint_of_another_model_corpus_or_setting_is_refused(tmp_path: Pa
         search = ExactSearch(model, corpus_chunk_size=chunk, checkpoint_dir=str(tmp_path))
         with pytest.raises(ValueError, match=re.escape(why)):
             evaluate(search, task(data, queries, qrels))
+
+
+def _context(the_task: Any) -> dict[str, Any]:
+    return {
+        "task_metadata": the_task.metadata,
+        "hf_split": "test",
+        "hf_subset": "default",
+        "encode_kwargs": {},
+    }
+
+
+def test_review_findings_ids_as_strings_odd_outputs_and_the_index_checks() -> None:
+    """Integer ids tie in their string order; top_k 0 lists nothing; integer tensors are embeddings; a zero
+    similarity is +0.0; the corpus is released after the search; the index refuses NaN queries, documents
+    of another width and a similarity the model does not declare."""
+    from datasets import Dataset
+
+    corpus, queries, qrels = _distinct_data(11, n_docs=40, n_queries=3)
+    the_task = task(corpus, queries, qrels)
+    encoder = IntegerEncoder(width=3, bound=2)
+    same_text = Dataset.from_dict({"id": [9, 10, 11, 100, 2, 3], "text": ["document x"] * 6})
+    search = ExactSearch(encoder)
+    search.index(same_text, **_context(the_task))
+    with global_generators_kept():
+        the_task.load_data()
+    split = the_task.dataset["default"]["test"]
+    found = search.search(split["queries"], top_k=2, **_context(the_task))
+    assert all(set(docs) == {"9", "3"} for docs in found.values())  # "9" > "3" > "2" > "11" > "100" > "10"
+    assert search.task_corpus is None  # released, as mteb's own search releases it
+    search.index(same_text, **_context(the_task))
+    assert search.search(split["queries"], top_k=0, **_context(the_task)) == {q: {} for q in queries}
+
+    class TensorEncoder(IntegerEncoder):
+        def encode(self, inputs: Any, **kwargs: Any) -> Any:
+            rows = torch.as_tensor(super().encode(inputs, **kwargs))
+            return rows.long() if kwargs.get("prompt_type") is None else rows.long() * 0
+
+    zero = ExactSearch(TensorEncoder(width=3, bound=2, similarity="cosine"))
+    zero.index(same_text, **_context(the_task))
+    scores = [
+        s
+        for docs in zero.search(split["queries"], top_k=3, **_context(the_task)).values()
+        for s in docs.values()
+    ]
+    assert len(scores) == 9
+    assert all(math.copysign(1.0, s) == 1.0 for s in scores)  # +0.0, never -0.0
+    assert set(scores) == {0.0}
+
+    index = ExactIndex()
+    index.add_documents(np.ones((2, 3), np.float32), ["a", "b"])
+    with pytest.raises(ValueError, match="width and dtype"):
+        index.add_documents(np.ones((2, 4), np.float32), ["c", "d"])
+    with pytest.raises(ValueError, match="finite"):
+        index.search(np.full((1, 3), np.nan, np.float32), 2, encoder.similarity)
+    assert index.search(np.ones((1, 3), np.float32), 0, encoder.similarity) == ([[]], [[]])
+    cosine = ExactIndex("cosine")
+    cosine.add_documents(np.ones((2, 3), np.float32), ["a", "b"])
+    with pytest.raises(ValueError, match="declares 'dot'"):
+        cosine.search(np.ones((1, 3), np.float32), 1, encoder.similarity)
+    with pytest.raises(ValueError, match="mteb_model_meta"):
+        ExactSearch(object())
+
+
+def test_a_checkpoint_of_a_corpus_of_other_texts_under_the_same_ids_is_refused(tmp_path: Path) -> None:
+    corpus, queries, qrels = _tied_data(12)
+    _killed((corpus, queries, qrels), tmp_path, kill_at=3)
+    changed = {key: text + " changed" if i < 30 else text for i, (key, text) in enumerate(corpus.items())}
+    search = ExactSearch(
+        IntegerEncoder(width=3, bound=2), corpus_chunk_size=170, checkpoint_dir=str(tmp_path)
+    )
+    with pytest.raises(ValueError, match="another corpus;"):
+        evaluate(search, task(changed, queries, qrels))

@@ -43,7 +43,7 @@ from embedmetrics._engine.dense.saved import read_state, write_state
 from embedmetrics._engine.dense.scan import query_side
 from embedmetrics._engine.dense.search import RunSearch
 from embedmetrics._engine.dense.stream import RunningLists, check_corpus_part
-from embedmetrics._engine.settings.arguments import check_positive_int
+from embedmetrics._engine.settings.arguments import check_int, check_positive_int
 from embedmetrics._engine.settings.options import read_options
 
 __all__ = ["ExactIndex", "ExactSearch"]
@@ -59,8 +59,12 @@ Results = dict[str, dict[str, float]]
 def similarity_of(model: Any) -> str:
     """The dense engine's similarity for an mteb model (``cosine`` where its metadata names none, as mteb's
     own similarity does); ``ValueError`` naming any other."""
-    meta = getattr(model, "mteb_model_meta", None)
-    name = getattr(meta, "similarity_fn_name", None)
+    if not hasattr(model, "mteb_model_meta"):
+        raise ValueError(
+            f"Argument `model` must be an mteb encoder with `mteb_model_meta` (its similarity), got "
+            f"{type(model).__name__}."
+        )
+    name = getattr(model.mteb_model_meta, "similarity_fn_name", None)
     value = "cosine" if name is None else str(getattr(name, "value", name))
     if value not in SIMILARITIES:
         raise ValueError(
@@ -76,7 +80,7 @@ def _as_rows(name: str, embeddings: Any) -> Tensor:
     upcast to float32, other tensors as they are."""
     if isinstance(embeddings, Tensor):
         rows = embeddings.detach()
-        if rows.is_floating_point() and torch.finfo(rows.dtype).bits < 32:
+        if not rows.is_floating_point() or torch.finfo(rows.dtype).bits < 32:
             rows = rows.float()
     else:
         rows = torch.as_tensor(np.asarray(embeddings), dtype=torch.float32)
@@ -85,6 +89,7 @@ def _as_rows(name: str, embeddings: Any) -> Tensor:
             f"Argument `{name}` must be 2-D floating embeddings, got shape {tuple(rows.shape)} and dtype "
             f"{rows.dtype}."
         )
+    check_finite(name, rows)
     return rows.cpu()
 
 
@@ -118,7 +123,7 @@ def _results(
     """mteb's results dict: per query its listed documents with their scores (minus the canonical key)."""
     out: Results = {}
     for qid, row_codes, row_keys in zip(query_ids, codes.tolist(), keys.tolist()):
-        out[str(qid)] = {str(doc_keys[c]): -k for c, k in zip(row_codes, row_keys) if c >= 0}
+        out[str(qid)] = {str(doc_keys[c]): 0.0 - k for c, k in zip(row_codes, row_keys) if c >= 0}
     return out
 
 
@@ -175,13 +180,23 @@ def rerank_top(
     return out_codes, out_keys
 
 
+def corpus_digest(corpus: Any, chunk: int) -> str:
+    """SHA-256 of every column of a corpus dataset (ids, texts, titles, ...), in order, read ``chunk`` rows
+    at a time (never the whole corpus at once); the same for any ``chunk``."""
+    columns: dict[str, Any] = {}
+    for start in range(0, len(corpus), chunk):
+        for name, values in corpus[start : start + chunk].items():
+            digest = columns.setdefault(name, hashlib.sha256(name.encode()))
+            digest.update("".join(f"{value}\0" for value in values).encode())
+    return hashlib.sha256("".join(columns[name].hexdigest() for name in sorted(columns)).encode()).hexdigest()
+
+
 def search_fingerprint(
-    model: Any, queries: Tensor, query_ids: Sequence[Any], corpus_ids: Sequence[Any], settings: dict[str, Any]
+    model: Any, queries: Tensor, query_ids: Sequence[Any], corpus: str, settings: dict[str, Any]
 ) -> dict[str, Any]:
     """What a search's running lists depend on: the model (name and revision), the queries (ids and
-    embeddings), the corpus (ids, in order) and the settings, as comparable values."""
+    embeddings), the corpus (``corpus_digest``) and the settings, as comparable values."""
     meta = getattr(model, "mteb_model_meta", None)
-    corpus = hashlib.sha256("\0".join(map(str, corpus_ids)).encode())
     asked = hashlib.sha256("\0".join(map(str, query_ids)).encode())
     asked.update(queries.contiguous().numpy().tobytes())
     name = f"{getattr(meta, 'name', None)}@{getattr(meta, 'revision', None)}"
@@ -189,7 +204,7 @@ def search_fingerprint(
         "format": 1,
         "model": name,
         "queries": asked.hexdigest(),
-        "corpus": corpus.hexdigest(),
+        "corpus": corpus,
         **settings,
     }
 
@@ -297,9 +312,7 @@ class ExactSearch:
             loader, task_metadata=context["task_metadata"], hf_split=context["hf_split"],
             hf_subset=context["hf_subset"], prompt_type=prompt_type, **encode_kwargs,
         )  # fmt: skip
-        rows = _as_rows(f"{prompt} embeddings", rows)
-        check_finite(f"{prompt} embeddings", rows)
-        return rows
+        return _as_rows(f"{prompt} embeddings", rows)
 
     def _chunks(self, codes: Tensor, context: dict[str, Any], skip: int = 0) -> Any:
         """This process's chunks (``rank::world`` of them; the first ``skip`` left out), encoded one at a
@@ -317,15 +330,19 @@ class ExactSearch:
         as mteb's results dict ``{query_id: {doc_id: score}}``."""
         if self.task_corpus is None:
             raise ValueError("Corpus must be indexed before searching.")
-        top_k = check_positive_int("top_k", top_k)
-        corpus_ids = id_column(self.task_corpus)
-        doc_keys, codes = sorted_codes("corpus", corpus_ids)
         query_ids = id_column(queries)
+        if check_int("top_k", top_k, least=0) == 0:  # as mteb's own search: no document for any query
+            return {str(qid): {} for qid in query_ids}
+        # ids compared as the strings mteb's metrics and pytrec_eval compare (ties: descending string order)
+        doc_keys, codes = sorted_codes("corpus", [str(key) for key in id_column(self.task_corpus)])
         q = self._encode(queries, "query", context)
-        if top_ranked is None:
-            found, keys = self._full_search(q, query_ids, codes, top_k, context)
-            return _results(query_ids, doc_keys, found, keys)
-        return self._rerank(q, query_ids, doc_keys, top_ranked, top_k, context)
+        try:
+            if top_ranked is None:
+                found, keys = self._full_search(q, query_ids, codes, top_k, context)
+                return _results(query_ids, doc_keys, found, keys)
+            return self._rerank(q, query_ids, doc_keys, codes, top_ranked, top_k, context)
+        finally:
+            self.task_corpus = None  # as mteb's own search: the corpus is released after the search
 
     def _full_search(
         self, q: Tensor, query_ids: list[Any], codes: Tensor, top_k: int, context: dict[str, Any]
@@ -337,7 +354,8 @@ class ExactSearch:
         resume = None
         if self.checkpoint_dir is not None:
             settings = {"top_k": top_k, "corpus_chunk_size": self.corpus_chunk_size, "world_size": world}
-            fingerprint = search_fingerprint(self.model, q, query_ids, id_column(self.task_corpus), settings)
+            digest = corpus_digest(self.task_corpus, self.corpus_chunk_size)
+            fingerprint = search_fingerprint(self.model, q, query_ids, digest, settings)
             resume = Resume.open(self.checkpoint_dir, context, rank, fingerprint)
         done = 0 if resume is None else resume.restore(search)
         for rows, chunk_codes in self._chunks(codes, context, skip=done):
@@ -355,6 +373,7 @@ class ExactSearch:
         q: Tensor,
         query_ids: list[Any],
         doc_keys: list[Hashable],
+        codes: Tensor,
         top_ranked: Mapping[Any, Sequence[Any]],
         top_k: int,
         context: dict[str, Any],
@@ -364,14 +383,14 @@ class ExactSearch:
         for qid in query_ids:
             if qid not in top_ranked:
                 logger.warning(f"No pre-ranked documents found for query {qid}")
-            candidates.append(torch.tensor([code[d] for d in top_ranked.get(qid, [])], dtype=torch.int64))
-        codes = torch.tensor([code[key] for key in id_column(self.task_corpus)], dtype=torch.int64)
+            listed = [code[str(d)] for d in top_ranked.get(qid, [])]
+            candidates.append(torch.tensor(listed, dtype=torch.int64))
         distributed = process_share()[1] > 1
         found, keys = rerank_top(
             q, self._chunks(codes, context), candidates, top_k, self.similarity, distributed
         )
         return {
-            str(qid): {str(doc_keys[c]): -k for c, k in zip(f.tolist(), s.tolist())}
+            str(qid): {str(doc_keys[c]): 0.0 - k for c, k in zip(f.tolist(), s.tolist())}
             for qid, f, s in zip(query_ids, found, keys)
         }
 
@@ -396,15 +415,20 @@ class ExactIndex:
         self.clear()
 
     def _similarity(self, similarity_fn: Any) -> str:
-        if self.similarity is not None:
-            return self.similarity
+        """The similarity given, checked against the model's where mteb passes a model's method."""
         model = getattr(similarity_fn, "__self__", None)
-        if model is None or not hasattr(model, "mteb_model_meta"):
+        declared = similarity_of(model) if hasattr(model, "mteb_model_meta") else None
+        if self.similarity is not None and declared is not None and declared != self.similarity:
+            raise ValueError(
+                f"Argument `similarity` of ExactIndex is {self.similarity!r}, but the model declares "
+                f"{declared!r}: leave it None to read the model's."
+            )
+        if self.similarity is None and declared is None:
             raise ValueError(
                 "Argument `similarity` of ExactIndex must be given where mteb's `similarity_fn` is not a "
                 f"model's method, got similarity_fn={similarity_fn!r}."
             )
-        return similarity_of(model)
+        return self.similarity or str(declared)
 
     def clear(self) -> None:
         """Forget every document."""
@@ -417,6 +441,11 @@ class ExactIndex:
         if rows.shape[0] != len(idxs):
             raise ValueError(
                 f"Argument `idxs` must name each of the {rows.shape[0]} rows, got {len(idxs)} ids."
+            )
+        if self.rows and (rows.shape[1], rows.dtype) != (self.rows[0].shape[1], self.rows[0].dtype):
+            raise ValueError(
+                f"Argument `embeddings` must have the width and dtype of the documents added before "
+                f"({self.rows[0].shape[1]}, {self.rows[0].dtype}), got {rows.shape[1]} and {rows.dtype}."
             )
         self.rows.append(rows)
         self.ids += [str(i) for i in idxs]
@@ -435,13 +464,15 @@ class ExactIndex:
             raise ValueError("No documents were added to the index before searching.")
         similarity = self._similarity(similarity_fn)
         q = _as_rows("embeddings", embeddings)
+        if check_int("top_k", top_k, least=0) == 0:  # as mteb's own search: no document for any query
+            return [[] for _ in range(q.shape[0])], [[] for _ in range(q.shape[0])]
         corpus = torch.cat(self.rows)
         doc_keys, codes = sorted_codes("idxs", self.ids)
         if top_ranked is None:
             found, keys = exact_top(q, [(corpus, codes)], top_k, similarity, self.block_bytes)
             position = torch.argsort(codes)  # the added row of each code
             places = [[int(position[c]) for c in row if c >= 0] for row in found.tolist()]
-            scores = [[-k for k in row[: len(p)]] for row, p in zip(keys.tolist(), places)]
+            scores = [[0.0 - k for k in row[: len(p)]] for row, p in zip(keys.tolist(), places)]
             return scores, places
         assert query_idx_to_id is not None
         code = {key: i for i, key in enumerate(doc_keys)}
@@ -452,4 +483,4 @@ class ExactIndex:
         for r, f in zip(ranked, found_codes):
             where = {code[d]: j for j, d in enumerate(r)}
             places.append([where[c] for c in f.tolist()])
-        return [[-k for k in s.tolist()] for s in keys_of], places
+        return [[0.0 - k for k in s.tolist()] for s in keys_of], places
