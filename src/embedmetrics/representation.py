@@ -426,7 +426,9 @@ class KNNAccuracy(RunningListStates, _RepresentationMetric):
         "bank", "bank_labels", *_running_states.values(), QUERY_IDS, LIST_SETTINGS,
     )  # fmt: skip
     batch_spec = BatchSpec(
-        (Arg("embeddings"), Arg("labels", "class_labels", rows_of="embeddings")), roles=("bank", "query")
+        (Arg("embeddings"), Arg("labels", "class_labels", rows_of="embeddings")),
+        roles=("bank", "query"),
+        allow_empty=True,
     )
     _embedding_states = ("bank", "query")
     _aligned_row_stores = (("bank", "bank_labels"), ("query", "query_labels"))
@@ -499,14 +501,16 @@ class KNNAccuracy(RunningListStates, _RepresentationMetric):
         batch, which = self.read_batch(embeddings, labels, role)
         self.refuse_lists_without_queries()
         t, lab = batch["embeddings"], batch["labels"]
+        if self.is_streaming() and which != "bank":
+            raise ValueError(
+                f"Argument `role` must be 'bank' after `set_queries` (the queries are fixed), got {which!r}."
+            )
+        if t.shape[0] == 0:  # an empty batch or bank chunk adds nothing (as an empty corpus chunk)
+            return
         if not self.is_streaming():
             self.append_rows(str(which), t)
             self.append_rows(f"{which}_labels", lab)
             return
-        if which != "bank":
-            raise ValueError(
-                f"Argument `role` must be 'bank' after `set_queries` (the queries are fixed), got {which!r}."
-            )
         state = VoteStream(**self.running_lists())
         queries = self._stream_queries.to(self.device)
         self.set_running_lists(fold_bank_chunk(state, queries, t, lab, self.k, self.block_bytes).as_dict())

@@ -406,3 +406,30 @@ def test_review_findings_merges_of_other_k_layouts_after_reset_and_lists_without
     loaded.load_state_dict(a.state_dict())
     with pytest.raises(ValueError, match="set_queries"):
         loaded.compute()
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+def test_an_empty_bank_chunk_is_a_no_op_on_both_routes(streaming: bool) -> None:
+    """As ``DenseRetrieval`` takes an empty corpus chunk: ``update`` and ``forward`` of zero rows change
+    nothing, streamed or stored; an empty chunk of another width is still refused."""
+    bank, labels, queries, qlab = _data("atoms", 31, 40, 7, torch.float64)
+
+    def started() -> em.KNNAccuracy:
+        metric = em.KNNAccuracy(k=5, top=TOPS)
+        if streaming:
+            metric.set_queries(queries, qlab)
+        else:
+            metric.update(queries, qlab, role="query")
+        return metric
+
+    reference = started()
+    reference.update(bank, labels)
+    metric = started()
+    metric.update(bank[:0], labels[:0])
+    metric(bank[:0], labels[:0])
+    metric.update(bank, labels)
+    metric.update(bank[:0], labels[:0])
+    _assert_same_bits(metric.compute(), reference.compute())
+    with pytest.raises(IncompatibleStateError, match="width"):
+        metric.update(torch.zeros(0, 4, dtype=torch.float64), labels[:0])
+    _assert_same_bits(metric.compute(), reference.compute())
