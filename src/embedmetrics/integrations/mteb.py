@@ -127,6 +127,13 @@ def _results(
     return out
 
 
+def _lists(places: Tensor, codes: Tensor, keys: Tensor) -> tuple[list[list[float]], list[list[int]]]:
+    """An index backend's answer: per query the scores (minus the keys) and places of its listed codes."""
+    listed = [row.count(True) for row in (codes >= 0).tolist()]  # listed entries come first in a row
+    scores = [[0.0 - k for k in row[:n]] for row, n in zip(keys.tolist(), listed)]
+    return scores, [row[:n] for row, n in zip(places.tolist(), listed)]
+
+
 def process_share() -> tuple[int, int]:
     """``(rank, world size)`` of this process in the default ``torch.distributed`` group (``(0, 1)``
     without one): each process encodes and scans the chunks ``rank::world`` of the corpus."""
@@ -153,10 +160,11 @@ def rerank_top(
     top_k: int,
     similarity: str,
     distributed: bool = False,
-) -> tuple[list[Tensor], list[Tensor]]:
-    """Per query its candidate codes (``candidates[i]``, unique) ranked by canonical key within the
-    ``(rows, codes)`` chunks holding them, ties by code descending, the first ``top_k``: ``(codes, keys)``;
-    ``distributed``: the chunks of every process (a collective)."""
+) -> tuple[Tensor, Tensor]:
+    """Per query its candidate codes (``candidates[i]``) ranked by canonical key within the ``(rows,
+    codes)`` chunks holding them, ties by code descending, the first ``top_k``: ``(codes, keys)``, each
+    ``(Q, width)``, ``-1`` / ``+inf`` padding a query of fewer; ``distributed``: the chunks of every process
+    (a collective)."""
     q = query_side(queries, similarity, queries.dtype)
     rows_of = torch.cat([torch.full((c.numel(),), i, dtype=torch.int64) for i, c in enumerate(candidates)])
     wanted = torch.cat(list(candidates)) if candidates else torch.zeros(0, dtype=torch.int64)
@@ -169,15 +177,21 @@ def rerank_top(
             keys[here] = docs.dots(q, rows_of[here], wanted[here])
     if distributed:  # each candidate is held by one process: the others' keys are +inf
         dist.all_reduce(keys, op=dist.ReduceOp.MIN)
-    out_codes, out_keys = [], []
-    for i in range(len(candidates)):
-        mine = (rows_of == i).nonzero().flatten()
-        k, c = keys[mine], wanted[mine]
-        order = torch.argsort(-c, stable=True)
-        order = order[torch.argsort(k[order], stable=True)][:top_k]
-        out_codes.append(c[order])
-        out_keys.append(k[order])
-    return out_codes, out_keys
+    order = torch.argsort(
+        -wanted, stable=True
+    )  # by query, then key, then code descending: three stable sorts
+    order = order[torch.argsort(keys[order], stable=True)]
+    order = order[torch.argsort(rows_of[order], stable=True)]
+    counts = torch.bincount(rows_of, minlength=len(candidates))
+    row = rows_of[order]
+    place = torch.arange(order.numel()) - (counts.cumsum(0) - counts)[row]
+    kept = place < top_k
+    width = min(top_k, int(counts.max())) if counts.numel() else 0
+    codes = torch.full((len(candidates), width), -1, dtype=torch.int64)
+    found = torch.full((len(candidates), width), float("inf"), dtype=torch.float64)
+    codes[row[kept], place[kept]] = wanted[order][kept]
+    found[row[kept], place[kept]] = keys[order][kept]
+    return codes, found
 
 
 def corpus_digest(corpus: Any, chunk: int) -> str:
@@ -389,10 +403,7 @@ class ExactSearch:
         found, keys = rerank_top(
             q, self._chunks(codes, context), candidates, top_k, self.similarity, distributed
         )
-        return {
-            str(qid): {str(doc_keys[c]): 0.0 - k for c, k in zip(f.tolist(), s.tolist())}
-            for qid, f, s in zip(query_ids, found, keys)
-        }
+        return _results(query_ids, doc_keys, found, keys)
 
 
 class ExactIndex:
@@ -470,17 +481,13 @@ class ExactIndex:
         doc_keys, codes = sorted_codes("idxs", self.ids)
         if top_ranked is None:
             found, keys = exact_top(q, [(corpus, codes)], top_k, similarity, self.block_bytes)
-            position = torch.argsort(codes)  # the added row of each code
-            places = [[int(position[c]) for c in row if c >= 0] for row in found.tolist()]
-            scores = [[0.0 - k for k in row[: len(p)]] for row, p in zip(keys.tolist(), places)]
-            return scores, places
+            rows = torch.argsort(codes)[found.clamp_min(0)]  # the added row of each listed code
+            return _lists(rows, found, keys)
         assert query_idx_to_id is not None
         code = {key: i for i, key in enumerate(doc_keys)}
         ranked = [list(top_ranked.get(query_idx_to_id[i], [])) for i in range(q.shape[0])]
         candidates = [torch.tensor([code[d] for d in r], dtype=torch.int64) for r in ranked]
-        found_codes, keys_of = rerank_top(q, [(corpus, codes)], candidates, top_k, similarity)
-        places = []
-        for r, f in zip(ranked, found_codes):
-            where = {code[d]: j for j, d in enumerate(r)}
-            places.append([where[c] for c in f.tolist()])
-        return [[0.0 - k for k in s.tolist()] for s in keys_of], places
+        found, keys = rerank_top(q, [(corpus, codes)], candidates, top_k, similarity)
+        where = [{code[d]: j for j, d in enumerate(r)} for r in ranked]  # the place in each query's list
+        places = torch.tensor([[w.get(c, -1) for c in row] for w, row in zip(where, found.tolist())])
+        return _lists(places.reshape(found.shape), found, keys)
