@@ -624,13 +624,14 @@ def _judged(
     return grade, was_retrieved
 
 
-def join_run(run: Run, qrels: Qrels, *, trec_eval_ties: bool = False) -> JoinedRun:
+def join_run(run: Run, qrels: Qrels, *, trec_eval_ties: bool = False, trec_eval: int = 10) -> JoinedRun:
     """Join a run with its qrels into flat ``preds``/``target``/``indexes``/``retrieved`` arrays.
 
     Vectorised: ids are integer codes in one joint vocabulary, and the ``(query, document)`` pairs of
     the run are looked up among the qrels' by binary search; there is no loop over queries.
     With ``trec_eval_ties`` the scores are replaced by trec_eval's strict order (score descending,
-    then docno descending), so no ties remain. Needs no torch (``JoinedRun.tensors`` converts).
+    then docno descending), so no ties remain; ``trec_eval`` is the version whose scores are compared:
+    10.0's doubles, or 9.0.8's single precision (``9``). Needs no torch (``JoinedRun.tensors`` converts).
     """
     queries, run_q, qr_q = _joint_codes(run.queries, run.qid, qrels.queries, qrels.qid)
     docs, run_d, qr_d = _joint_codes(run.docs, run.docno, qrels.docs, qrels.docno)
@@ -656,7 +657,8 @@ def join_run(run: Run, qrels: Qrels, *, trec_eval_ties: bool = False) -> JoinedR
     n_run, total = run_s.size, run_s.size + missing.size  # the run's rows, then the missing relevant
     preds = np.zeros(total, dtype=np.float64)  # a missing row is never ranked: any score would do
     if trec_eval_ties:
-        preds[_trec_eval_order(run_s, run_d, max(docs.size, 1), run_q)] = -np.arange(n_run, dtype=np.float64)
+        order = _trec_eval_order(run_s, run_d, max(docs.size, 1), run_q, single=trec_eval == 9)
+        preds[order] = -np.arange(n_run, dtype=np.float64)
     else:
         preds[:n_run] = run_s
     target = np.empty(total, dtype=np.int64)

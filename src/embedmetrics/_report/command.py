@@ -17,11 +17,11 @@ from embedmetrics._io.arrays import as_embeddings, check_labels, encode_labels, 
 from embedmetrics._io.corpus_files import default_block_rows
 from embedmetrics._io.errors import ReportInputError
 from embedmetrics._io.progress import progress_bar, show_progress
-from embedmetrics._io.trec import JoinedRun, join_run
+from embedmetrics._io.trec import JoinedRun
 from embedmetrics._report import evaluate, output, plots
 from embedmetrics._report.checkpoint import Checkpoint, open_checkpoint, stream_settings
 from embedmetrics._report.dense import DenseInputs, load_dense, stream_corpus, write_run
-from embedmetrics._report.preflight import preflight, read_and_join
+from embedmetrics._report.preflight import join_as_asked, preflight, read_and_join
 
 #: The cut-offs of the TREC curve plot go at least this far.
 CURVE_MIN_K = 20
@@ -91,7 +91,7 @@ def load_inputs(args: argparse.Namespace, trec: JoinedRun | None = None) -> Inpu
         )
         inputs.views = (data.view1, data.view2)
         inputs.views_are = VIEWS_ARE
-        inputs.trec = join_run(data.run, data.qrels, trec_eval_ties=args.ties == "trec_eval")
+        inputs.trec = join_as_asked(data.run, data.qrels, args)
         n = int(data.embeddings.shape[0])
         inputs.info = {
             "source": "digits",
@@ -223,7 +223,7 @@ def _views_family(inputs: Inputs, ks: list[int], figures: plots.Figures | None, 
 
 
 def _trec_family(
-    inputs: Inputs, ks: list[int], ties: str, figures: plots.Figures | None, report: Report
+    inputs: Inputs, ks: list[int], ties: str, figures: plots.Figures | None, report: Report, version: int = 10
 ) -> None:
     assert inputs.trec is not None
     data = inputs.trec.tensors()
@@ -256,12 +256,14 @@ def _trec_family(
             "qrels_queries_not_in_run": skipped_qrels,
             "relevant_not_retrieved": int((~data.retrieved).sum()),
             "ties": ties,
+            **({"trec_eval": version} if ties == "trec_eval" else {}),
         }
     )
+    order = f" (trec_eval {'9.0.8' if version == 9 else '10.0'}'s order)" if ties == "trec_eval" else ""
     report.notes.append(
         f"trec: {n_eval} queries evaluated; skipped (as trec_eval 9 does; 10.0 stops at a judged query "
         f"absent from the run, `embedmetrics trec_eval` too) {skipped_run} run queries without qrels and "
-        f"{skipped_qrels} judged queries absent from the run; ties: {ties}"
+        f"{skipped_qrels} judged queries absent from the run; ties: {ties}{order}"
     )
     missed = inputs.info["trec"]["relevant_not_retrieved"]
     if missed and n_eval:
@@ -372,6 +374,7 @@ def _run_report(args: argparse.Namespace, ks: list[int], trec: JoinedRun | None)
         preflight(args)
     inputs = load_inputs(args, trec)
     report = Report(notes=[f"inputs: {inputs.source}"], default_k=args.k is None)
+    trec_family = partial(_trec_family, inputs, ks, args.ties, _figures(args), report, args.trec_eval)
     steps: list[tuple[str, object, Callable[[], None]]] = [
         (
             "embeddings: kNN scans, k-means",
@@ -379,7 +382,7 @@ def _run_report(args: argparse.Namespace, ks: list[int], trec: JoinedRun | None)
             partial(_embeddings_family, inputs, ks, _figures(args), report),
         ),
         ("views: similarity scan", inputs.views, partial(_views_family, inputs, ks, _figures(args), report)),
-        ("trec: ranking", inputs.trec, partial(_trec_family, inputs, ks, args.ties, _figures(args), report)),
+        ("trec: ranking", inputs.trec, trec_family),
         ("dense: corpus scan", inputs.dense, partial(_dense_family, inputs, args, ks, report)),
     ]
     todo = [(label, step) for label, given, step in steps if given is not None]

@@ -20,9 +20,10 @@ from torch import Tensor
 from embedmetrics._engine.comparison.options import OPTIONS
 from embedmetrics._engine.settings.options import read_options
 from embedmetrics._io.errors import ReportInputError
-from embedmetrics._io.trec import join_run, read_qrels, read_run
+from embedmetrics._io.trec import read_qrels, read_run
 from embedmetrics._report import output, plots
 from embedmetrics._report.evaluate import measure_ties, per_query_trec
+from embedmetrics._report.preflight import join_as_asked
 from embedmetrics.functional import bootstrap_ci, compare
 
 #: Queries named in an error about different query sets.
@@ -90,7 +91,7 @@ def run_comparison(args: argparse.Namespace, paths: list[str], ks: list[int]) ->
     opts = _options(args)
     qrels = read_qrels(args.qrels)
     names = system_names(paths)
-    joined = [join_run(read_run(p), qrels, trec_eval_ties=args.ties == "trec_eval").tensors() for p in paths]
+    joined = [join_as_asked(read_run(p), qrels, args).tensors() for p in paths]
     ties = measure_ties(args.ties)
     per_run = [per_query_trec(data, ks, ties) for data in joined]
     queries = aligned_queries(names, [data.query_ids for data in joined], args.query_set)
@@ -108,6 +109,8 @@ def run_comparison(args: argparse.Namespace, paths: list[str], ks: list[int]) ->
             entry["ci"] = {n: list(map(float, bootstrap_ci(v)[1:])) for n, v in values.items()}
         results[measure] = (comparison, values, entry)
     info = {"systems": dict(zip(names, paths)), "queries_compared": len(queries), "k": ks, "ties": args.ties}
+    if args.ties == "trec_eval":
+        info["trec_eval"] = args.trec_eval
     document = output.dump({"comparison": {m: e for m, (_, _, e) in results.items()}, "info": info})
     if args.json == "-":
         sys.stdout.write(document + "\n")

@@ -21,7 +21,7 @@ import threading
 import numpy as np
 
 from embedmetrics._io.errors import ReportInputError
-from embedmetrics._io.trec import JoinedRun, join_run, read_qrels, read_run
+from embedmetrics._io.trec import JoinedRun, Qrels, Run, join_run, read_qrels, read_run
 from embedmetrics._io.trec_arrow import arrow_modules
 from embedmetrics._report import output
 
@@ -216,8 +216,14 @@ class SharedRows:
 
 
 def read_and_join(args: argparse.Namespace) -> JoinedRun:
-    """``args.run`` joined with ``args.qrels`` (trec_eval's tie order with ``--ties trec_eval``)."""
-    return join_run(read_run(args.run), read_qrels(args.qrels), trec_eval_ties=args.ties == "trec_eval")
+    """``args.run`` joined with ``args.qrels`` as the report's options ask (``join_as_asked``)."""
+    return join_as_asked(read_run(args.run), read_qrels(args.qrels), args)
+
+
+def join_as_asked(run: Run, qrels: Qrels, args: argparse.Namespace) -> JoinedRun:
+    """``run`` joined with ``qrels``: in trec_eval's tie order with ``--ties trec_eval``, its scores compared
+    as the ``--trec-eval`` version stores them (10.0's doubles, 9.0.8's single precision)."""
+    return join_run(run, qrels, trec_eval_ties=args.ties == "trec_eval", trec_eval=args.trec_eval)
 
 
 def _import_quietly(*names: str) -> None:

@@ -486,3 +486,61 @@ def test_json_carries_the_run_tag(tmp_path: Path, capsys: pytest.CaptureFixture[
                           "--json", "-")  # fmt: skip
     assert status == 0
     assert json.loads(out)["trec_eval"]["all"]["runid"] == "tag"
+
+
+#: The table's TREC measures and trec_eval's names for them (``--ties trec_eval``, cut-offs 1, 3, 10).
+TABLE_NAMES = {"mrr": "recip_rank", "map": "map", "r_precision": "Rprec"} | {
+    f"{ours}@{k}": f"{theirs}_{k}"
+    for k in (1, 3, 10)
+    for ours, theirs in (
+        ("precision", "P"),
+        ("ndcg", "ndcg_cut"),
+        ("recall", "recall"),
+        ("hit_rate", "success"),
+    )
+}
+
+
+def single_precision_ties_case(seed: int) -> tuple[Run, Qrels]:
+    """``random_case``, every third score moved to a neighbour equal to it in single precision only."""
+    run, qrels = random_case(seed, n_queries=20)
+    rng = random.Random(seed)
+    near = {q: {d: (s + 1e-9 * rng.randint(1, 9) if rng.random() < 0.33 else s) for d, s in docs.items()}
+            for q, docs in run.items()}  # fmt: skip
+    return near, {q: docs for q, docs in qrels.items() if q in near}
+
+
+@pytest.mark.parametrize("seed", [3, 4, 5])
+def test_table_with_trec_eval_ties_follows_the_trec_eval_version(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], seed: int
+) -> None:
+    """``report --ties trec_eval`` (the table) ranks as ``--trec-eval`` says: 10.0's doubles, 9.0.8's
+    single precision; each version's table equals that version's trec_eval lines, and 9's equals
+    pytrec_eval (which wraps 9). The versions differ on these runs (the case has teeth)."""
+    run, qrels = single_precision_ties_case(seed)
+    run_path, qrels_path = write_files(tmp_path, run, qrels)
+    files = ["--run", run_path, "--qrels", qrels_path]
+    specs = ["-m", "recip_rank", "-m", "map", "-m", "Rprec", "-m", "P.1,3,10", "-m", "ndcg_cut.1,3,10",
+             "-m", "recall.1,3,10", "-m", "success.1,3,10"]  # fmt: skip
+    lines = {}
+    for version in ("10", "9"):
+        status = main(["report", *files, "--ties", "trec_eval", "--trec-eval", version, "--k", "1,3,10",
+                       "--json", "-"])  # fmt: skip
+        table = json.loads(capsys.readouterr().out)
+        assert status == 0
+        assert table["info"]["trec"]["trec_eval"] == int(version)
+        status = main(["report", *files, "--format", "trec_eval", "--trec-eval", version, *specs])
+        lines[version] = {
+            row.split()[0]: float(row.split()[2]) for row in capsys.readouterr().out.splitlines()
+        }
+        assert status == 0
+        for ours_name, theirs in TABLE_NAMES.items():
+            assert table["trec"][ours_name] == pytest.approx(lines[version][theirs], abs=5e-5), (
+                version,
+                ours_name,
+            )
+    assert lines["10"] != lines["9"]
+    judged = {q: d for q, d in qrels.items() if d}
+    per_query = pytrec_eval.RelevanceEvaluator(judged, {"recip_rank", "P.1"}).evaluate(run)
+    mean = sum(v["recip_rank"] for v in per_query.values()) / len(per_query)
+    assert lines["9"]["recip_rank"] == pytest.approx(mean, abs=5e-5)
