@@ -58,6 +58,7 @@ def __dir__() -> list[str]:
 # For type checkers and the API docs: the same names imported eagerly (``X as X``: re-exported).
 if TYPE_CHECKING:
     from embedmetrics._config import set_compile as set_compile
+    from embedmetrics._engine.comparison.systems import ComparisonTooLargeError as ComparisonTooLargeError
     from embedmetrics._engine.core.checks import IncompatibleStateError as IncompatibleStateError
     from embedmetrics._engine.ranking.trec_twin_ties import TieBlockTooLargeError as TieBlockTooLargeError
     from embedmetrics._engine.settings.arguments import ArgumentKindError as ArgumentKindError

@@ -230,6 +230,7 @@ FUNCTIONAL_HELPERS: tuple[str, ...] = ("dense_search",)
 HELPERS: dict[str, str] = {
     "AccuracyCalculator": "embedmetrics.neighbors",
     "ArgumentKindError": "embedmetrics._engine.settings.arguments",
+    "ComparisonTooLargeError": "embedmetrics._engine.comparison.systems",
     "IncompatibleStateError": "embedmetrics._engine.core.checks",
     "set_compile": "embedmetrics._config",
     "TieBlockTooLargeError": "embedmetrics._engine.ranking.trec_twin_ties",

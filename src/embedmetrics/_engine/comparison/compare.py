@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import string
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -11,13 +11,20 @@ import torch
 from torch import Tensor
 
 from embedmetrics._engine.comparison.corrections import correct
+from embedmetrics._engine.comparison.options import RESAMPLING
 from embedmetrics._engine.comparison.paired import run_test
-from embedmetrics._engine.comparison.resampling import canonical_order
+from embedmetrics._engine.comparison.systems import Systems, check_fits
 
 
 def check_per_query(names: tuple[str, ...], values: list[Tensor]) -> Tensor:
-    """``(len(values), Q)`` float64: 1-D per-query values of one length ``Q >= 2``, finite, whose sums
-    over the queries are finite too (a resampled sum never overflows)."""
+    """``(len(values), Q)`` float64: the ``checked_rows`` stacked."""
+    return torch.stack(checked_rows(names, values))
+
+
+def checked_rows(names: tuple[str, ...], values: list[Tensor]) -> list[Tensor]:
+    """The values as 1-D float64 rows (a float64 row as it is, not copied): 1-D per-query values of one
+    length ``Q >= 2``, finite, whose sums over the queries are finite too (a resampled sum never
+    overflows)."""
     for name, v in zip(names, values):
         if v.ndim != 1:
             raise ValueError(f"Argument `{name}` must be 1-D per-query values, got shape {tuple(v.shape)}.")
@@ -31,27 +38,41 @@ def check_per_query(names: tuple[str, ...], values: list[Tensor]) -> Tensor:
             f"Arguments {', '.join(f'`{n}`' for n in names)} must have the same length (the same "
             f"queries), got {lengths}."
         )
-    out = torch.stack([v.detach().to(torch.float64) for v in values])
-    for name, row in zip(names, out):
+    rows = [v.detach().to(torch.float64) for v in values]
+    for name, row in zip(names, rows):
         if bool(torch.isnan(row).any()):
             raise ValueError(
                 f"Argument `{name}` must not contain NaN per-query values, "
                 f"got {int(torch.isnan(row).sum())} NaN."
             )
         _check_sums(f"Argument `{name}`", row)
-    if out.shape[1] < 2:
+    if rows[0].shape[0] < 2:
         raise ValueError(
             f"Arguments {', '.join(f'`{n}`' for n in names)} must hold at least 2 queries, "
-            f"got {out.shape[1]}."
+            f"got {rows[0].shape[0]}."
         )
-    return out
+    return rows
 
 
-def check_differences(names: tuple[str, ...], values: Tensor) -> None:
-    """The per-query differences of every two of the ``(S, Q)`` systems, and their sums over the
-    queries, must be finite (the tests resample differences)."""
-    spread = values.max(dim=0).values - values.min(dim=0).values
-    _check_sums(f"The differences of {', '.join(f'`{n}`' for n in names)}", spread)
+def systems_to_compare(names: tuple[str, ...], values: list[Tensor], test: str, n_resamples: int) -> Systems:
+    """The checked ``Systems`` of ``values``: no more systems than queries and pairs that fit in the memory
+    at hand (refused before anything is copied), then ``checked_rows`` and ``check_differences``."""
+    queries = int(values[0].shape[0]) if values[0].ndim else 1
+    check_shape((len(values), queries))
+    check_fits((len(values), queries), n_resamples, test in RESAMPLING, values[0].device)
+    rows = checked_rows(names, values)
+    check_differences(names, rows)
+    return Systems(rows)
+
+
+def check_differences(names: tuple[str, ...], rows: Sequence[Tensor]) -> None:
+    """The per-query differences of every two of the systems' rows, and their sums over the queries,
+    must be finite (the tests resample differences)."""
+    top, bottom = rows[0].clone(), rows[0].clone()
+    for row in rows[1:]:
+        torch.maximum(top, row, out=top)
+        torch.minimum(bottom, row, out=bottom)
+    _check_sums(f"The differences of {', '.join(f'`{n}`' for n in names)}", top.sub_(bottom))
 
 
 def _check_sums(what: str, row: Tensor) -> None:
@@ -82,7 +103,8 @@ def result_dtype(values: list[Tensor]) -> torch.dtype:
 
 
 def systems_of(values: Any) -> tuple[list[str], list[Tensor]]:
-    """Names and per-query tensors of ``values``: a mapping name -> values, or an ``(S, Q)`` tensor."""
+    """Names and per-query tensors of ``values``: a mapping name -> values, or an ``(S, Q)`` tensor.
+    More systems than queries are refused, before any copy (``check_shape``)."""
     if isinstance(values, Mapping):
         names = [str(k) for k in values]
         if len(set(names)) < len(names):
@@ -98,7 +120,20 @@ def systems_of(values: Any) -> tuple[list[str], list[Tensor]]:
             "Argument `values` must be a mapping of systems or an (S, Q) tensor, "
             f"got shape {tuple(tensor.shape)}."
         )
+    check_shape(tuple(tensor.shape), transposed_hint=True)
     return [str(i) for i in range(tensor.shape[0])], list(tensor)
+
+
+def check_shape(shape: tuple[int, ...], transposed_hint: bool = False) -> None:
+    """``(S, Q)``: no more systems than queries (a table of queries as rows would be read as that many
+    systems, and their pairs would not fit)."""
+    systems, queries = shape
+    if systems > queries >= 2:
+        hint = "; a (queries, systems) table is given as `values.T`" if transposed_hint else ""
+        raise ValueError(
+            f"Argument `values` must hold no more systems than queries, got shape {shape}: {systems} systems "
+            f"of {queries} queries{hint}."
+        )
 
 
 @dataclass(frozen=True)
@@ -177,26 +212,27 @@ class Comparison:
 def compare_systems(
     dtype: torch.dtype,
     names: list[str],
-    values: Tensor,
+    systems: Systems,
     test: str,
     correction: Optional[str],
     alpha: float,
     n_resamples: int,
     seed: int,
 ) -> Comparison:
-    """Every pair of the ``(S, Q)`` values, tested two-sided at once (one resample matrix for all)."""
-    S = values.shape[0]
+    """Every pair of the systems, tested two-sided at once (one resample matrix for all)."""
+    S = len(systems.rows)
+    device = systems.rows[0].device
     index = [(i, j) for i in range(S) for j in range(i + 1, S)]
-    left = torch.tensor([i for i, _ in index], dtype=torch.long, device=values.device)
-    right = torch.tensor([j for _, j in index], dtype=torch.long, device=values.device)
-    values = values[:, canonical_order(values)]  # the means, too, the same bits in any query order
-    result = run_test(values, left, right, test, "two-sided", n_resamples, seed, in_order=True)
+    left = torch.tensor([i for i, _ in index], dtype=torch.long, device=device)
+    right = torch.tensor([j for _, j in index], dtype=torch.long, device=device)
+    means = systems.means()  # before the test, which may release the rows
+    result = run_test(systems, left, right, test, "two-sided", n_resamples, seed)
     corrected = correct(result.p_value, correction)
-    significant = torch.zeros(S, S, dtype=torch.bool, device=values.device)
+    significant = torch.zeros(S, S, dtype=torch.bool, device=device)
     significant[left, right] = corrected <= alpha
     significant = significant | significant.T
     stat, diff, effect = (v.to(dtype) for v in (result.statistic, result.mean_difference, result.effect_size))
     return Comparison(  # p-values in float64 whatever the values: a far tail is no float32 number
-        names, values.mean(dim=1).to(dtype), [(names[i], names[j]) for i, j in index], stat,
+        names, means.to(dtype), [(names[i], names[j]) for i, j in index], stat,
         result.p_value.double(), corrected.double(), diff, effect, significant, test, correction, alpha,
     )  # fmt: skip

@@ -12,6 +12,8 @@ from embedmetrics._engine.settings.options import Option, choice
 
 #: The paired tests.
 TESTS = ("t", "wilcoxon", "randomization", "bootstrap")
+#: The tests that resample (their resampled sums and table count in a comparison's memory).
+RESAMPLING = ("randomization", "bootstrap")
 #: The alternatives of a test: ``a`` differs from ``b``, is greater, or is less.
 ALTERNATIVES = ("two-sided", "greater", "less")
 #: Multiple-comparison corrections (``None``: none).

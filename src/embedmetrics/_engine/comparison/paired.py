@@ -37,16 +37,20 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from embedmetrics._engine.comparison.resampling import bootstrap_sums, canonical_order, sign_flip_sums
+from embedmetrics._engine.comparison.resampling import bootstrap_sums, sign_flip_sums
+from embedmetrics._engine.comparison.systems import Systems
 
 #: Relative tolerance of "at least as extreme" (sums of the same numbers in another order).
 _TOLERANCE = 1e-12
+#: Bytes of the resampled statistics of the pairs held at once (a block of pairs at a time).
+_NULL_BYTES = 1 << 25
 
 
 class PairedResult(NamedTuple):
@@ -60,53 +64,53 @@ class PairedResult(NamedTuple):
 
 
 def run_test(
-    values: Tensor,
+    systems: Systems,
     left: Tensor,
     right: Tensor,
     test: str,
     alternative: str,
     n_resamples: int,
     seed: int,
-    in_order: bool = False,
 ) -> PairedResult:
-    """The paired test ``test`` of the pairs ``(values[left[p]], values[right[p]])`` of the ``(S, Q)``
-    per-query values (see the module docstring); ``in_order``: the queries are already in the canonical
-    order (``resampling.canonical_order``)."""
-    values = values if in_order else values[:, canonical_order(values)]
-    d = values[left] - values[right]
+    """The paired test ``test`` of the pairs ``(left[p], right[p])`` of ``systems`` (see the module
+    docstring); no ``(pairs, queries)`` matrix is held (``systems.Systems``). The resampling tests
+    release the systems' rows once their table is built."""
+    mean, sd, first = systems.moments(left, right)
     if test == "t":
-        return _t_test(d, alternative)
+        return _t_test(mean, sd, systems.n, alternative)
     if test == "wilcoxon":
-        results = [_wilcoxon(row, alternative) for row in d]
+        results = [
+            _wilcoxon(systems.difference(int(i), int(j)), m, alternative)
+            for i, j, m in zip(left, right, mean)
+        ]
         return PairedResult(*(torch.stack(parts) for parts in zip(*results)))
-    n = values.shape[1]
-    centred = (values - values[:, :1]).T  # (Q, S): every system minus its own first value
-    observed, first = d.mean(dim=1), d[:, :1]
+    n, count = systems.n, len(systems.rows)
+    table = systems.centred_table(ones=test == "randomization")
+    systems.release()
     if test == "randomization":  # a column of ones: the sum of each resample's signs
-        sums = sign_flip_sums(torch.cat([centred, centred.new_ones(n, 1)], dim=1), n_resamples, seed)
-        null = (sums[:, left] - sums[:, right]).T / n + first * (sums[:, -1] / n)
+        sums = sign_flip_sums(table, n_resamples, seed)
+
+        def null(p: slice) -> Tensor:
+            return (sums[:, left[p]] - sums[:, right[p]]).T / n + first[p, None] * (sums[:, count] / n)
+
     else:  # resampled mean of d minus the observed one: the null of the bootstrap test
-        sums = bootstrap_sums(centred, n_resamples, seed)
-        null = (sums[:, left] - sums[:, right]).T / n + (first - observed[:, None])
-    return PairedResult(observed, _resampled_p(observed, null, alternative), observed, _cohen_dz(d))
+        sums = bootstrap_sums(table, n_resamples, seed)
+
+        def null(p: slice) -> Tensor:
+            return (sums[:, left[p]] - sums[:, right[p]]).T / n + (first[p] - mean[p])[:, None]
+
+    return PairedResult(mean, _resampled_p(mean, null, n_resamples, alternative), mean, mean / sd)
 
 
 # ----------------------------------------------------------------------------- t
 
 
-def _cohen_dz(d: Tensor) -> Tensor:
-    sd = d.std(dim=1)
-    return d.mean(dim=1) / sd
-
-
-def _t_test(d: Tensor, alternative: str) -> PairedResult:
+def _t_test(mean: Tensor, sd: Tensor, n: int, alternative: str) -> PairedResult:
     try:
         from scipy.special import stdtr  # type: ignore[import-untyped]  # the t distribution
     except ImportError:
         raise ImportError("The paired t-test needs scipy: pip install 'embedmetrics[compare]'.") from None
 
-    n = d.shape[1]
-    mean, sd = d.mean(dim=1), d.std(dim=1)
     t = mean / (sd / math.sqrt(n))
     tt = t.cpu().numpy()
     if alternative == "greater":
@@ -115,7 +119,7 @@ def _t_test(d: Tensor, alternative: str) -> PairedResult:
         p = stdtr(n - 1, tt)
     else:
         p = 2 * stdtr(n - 1, -np.abs(tt))
-    p_value = torch.as_tensor(np.asarray(p, dtype=np.float64), device=d.device)
+    p_value = torch.as_tensor(np.asarray(p, dtype=np.float64), device=mean.device)
     return PairedResult(t, p_value, mean, mean / sd)
 
 
@@ -141,7 +145,7 @@ def _signed_ranks(d: Tensor) -> tuple[Tensor, Tensor, bool]:
     return ranks, (c**3 - c).sum(), bool((counts > 1).any())
 
 
-def _wilcoxon(d: Tensor, alternative: str) -> PairedResult:
+def _wilcoxon(d: Tensor, mean: Tensor, alternative: str) -> PairedResult:
     ranks, tie_term, ties = _signed_ranks(d)
     r_plus, r_minus = ranks[d > 0].sum(), ranks[d < 0].sum()
     count = float((d != 0).sum())
@@ -155,7 +159,7 @@ def _wilcoxon(d: Tensor, alternative: str) -> PairedResult:
     statistic = torch.minimum(r_plus, r_minus) if alternative == "two-sided" else r_plus
     total = r_plus + r_minus
     effect = torch.where(total > 0, (r_plus - r_minus) / torch.where(total > 0, total, 1.0), 0.0)
-    return PairedResult(statistic, d.new_tensor(p), d.mean(), effect)
+    return PairedResult(statistic, d.new_tensor(p), mean, effect)
 
 
 def _wilcoxon_exact(count: int, r_plus: float, alternative: str) -> float:
@@ -208,8 +212,22 @@ def normal_cdf(z: float) -> float:
 # ----------------------------------------------------------------------------- resampling
 
 
-def _resampled_p(observed: Tensor, null: Tensor, alternative: str) -> Tensor:
-    """``(1 + #{null at least as extreme as observed}) / (1 + resamples)`` per pair."""
+def _resampled_p(
+    observed: Tensor, null: Callable[[slice], Tensor], n_resamples: int, alternative: str
+) -> Tensor:
+    """``(1 + #{null at least as extreme as observed}) / (1 + resamples)`` per pair; ``null(pairs)`` gives
+    the ``(pairs, resamples)`` resampled statistics of a slice of the pairs, taken a block at a time."""
+    step = max(1, _NULL_BYTES // (8 * n_resamples))
+    counts = [
+        _extreme_counts(observed[lo : lo + step], null(slice(lo, lo + step)), alternative)
+        for lo in range(0, observed.numel(), step)
+    ]
+    count = torch.cat(counts).to(observed.dtype) + 1
+    return count / torch.full_like(count, n_resamples + 1)  # a tensor: a CUDA kernel would use 1 / (n + 1)
+
+
+def _extreme_counts(observed: Tensor, null: Tensor, alternative: str) -> Tensor:
+    """Per pair, the resampled statistics at least as extreme as the observed one."""
     obs = observed[:, None]
     gamma = obs.abs() * _TOLERANCE
     if alternative == "greater":
@@ -218,5 +236,4 @@ def _resampled_p(observed: Tensor, null: Tensor, alternative: str) -> Tensor:
         extreme = null <= obs + gamma
     else:
         extreme = null.abs() >= obs.abs() - gamma
-    count = extreme.sum(dim=1).to(null.dtype) + 1
-    return count / torch.full_like(count, null.shape[1] + 1)  # a tensor: a CUDA kernel would use 1 / (n + 1)
+    return extreme.sum(dim=1)

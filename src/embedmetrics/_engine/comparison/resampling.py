@@ -29,7 +29,7 @@ the GIL), each into one buffer made once a call (:func:`resampled_sums`).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -46,35 +46,36 @@ _COUNT_CHUNK = 1 << 20
 _TILE_BYTES = 1 << 20
 #: The same on a GPU: no cache to fit, and one kernel launch per tile.
 _DEVICE_TILE_BYTES = 1 << 26
-#: Resamples of a group of random bits (at least; 1 bit an entry: memory ``32 Q`` bytes).
-_SIGN_ROWS = 256
+#: Resamples of a group of random bits (at least; 1 bit an entry: memory ``16 Q`` bytes a thread).
+_SIGN_ROWS = 128
 #: Resamples of a tile (at most): a multiple of 48, so of every kernel height of BLAS's products.
 _TILE_ROWS = 240
-#: Resamples of a group of resample counts (at least; 1 byte an entry: memory ``32 Q`` bytes).
-_COUNT_ROWS = 32
+#: Resamples of a group of resample counts (at least; 1 byte an entry: memory ``16 Q`` bytes a thread).
+_COUNT_ROWS = 16
 #: The values' columns are padded with zeros to a multiple of this (BLAS's fastest narrow products).
 _COLUMN_STEP = 12
 #: Threads that draw, build and multiply the groups side by side.
 _WORKERS = 2
 
 
-def canonical_order(values: Tensor) -> Tensor:
-    """``(Q,)``: the permutation that sorts the queries (the columns of the ``(S, Q)`` finite values) by
-    their values, system 0 first, ties broken by the next systems, then by the queries' positions: the order
-    of stable sorts by every system, the last first. Done as one sort by system 0, then the same stable
-    sorts (the last system first, then the runs of equal values of system 0) of the tied queries only:
-    one sort where system 0 has no ties, one more than a sort per system where most queries tie."""
+def canonical_order(values: Tensor | Sequence[Tensor]) -> Tensor:
+    """``(Q,)``: the permutation that sorts the queries (the columns of the ``(S, Q)`` finite values, or of
+    ``S`` rows of ``Q`` values) by their values, system 0 first, ties broken by the next systems, then by
+    the queries' positions: the order of stable sorts by every system, the last first. Done as one sort by
+    system 0, then the same stable sorts (the last system first, then the runs of equal values of system
+    0) of the tied queries only: one sort where system 0 has no ties, one more than a sort per system
+    where most queries tie."""
     order = torch.argsort(values[0], stable=True)
     keys = values[0][order]
     starts = torch.ones_like(keys, dtype=torch.bool)  # where a run of equal values of system 0 starts
     starts[1:] = keys[1:] != keys[:-1]
     alone = starts & torch.cat([starts[1:], starts.new_ones(1)])
     tied = torch.nonzero(~alone).squeeze(1)  # positions in a run of two or more: whole runs, in order
-    if values.shape[0] == 1 or tied.numel() == 0:
+    if len(values) == 1 or tied.numel() == 0:
         return order
     queries, runs = order[tied], torch.cumsum(starts, 0)[tied]
-    inner = torch.arange(len(tied), device=values.device)
-    for key in (*values[1:].flip(0)[:, queries], runs):
+    inner = torch.arange(len(tied), device=keys.device)
+    for key in (*(values[s][queries] for s in range(len(values) - 1, 0, -1)), runs):
         inner = inner[torch.argsort(key[inner], stable=True)]
     order[tied] = queries[inner]
     return order
@@ -135,8 +136,11 @@ def resampled_sums(
     groups' sums in order. NumPy and torch release the GIL: the threads draw, unpack and multiply side
     by side, each with a one-thread product (:func:`_one_thread_each`). An error or an interrupt in any
     thread stops the others at their next group."""
-    padded = values.new_zeros(values.shape[0], padded_columns(values.shape[1]))
-    padded[:, : values.shape[1]] = values
+    if values.shape[1] == padded_columns(values.shape[1]) and values.is_contiguous():
+        padded = values  # padded by the caller (``systems.Systems.centred_table``)
+    else:
+        padded = values.new_zeros(values.shape[0], padded_columns(values.shape[1]))
+        padded[:, : values.shape[1]] = values
     heights = [sum(sizes[k] for k in part) for part in parts]
     budget = _TILE_BYTES if padded.is_cpu else _DEVICE_TILE_BYTES
     tall, wide = tile_shape(max(heights), padded.shape[1], budget)
