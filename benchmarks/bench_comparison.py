@@ -9,7 +9,8 @@ ranx (numba, pandas, ...) is not a dependency: it runs in its own process, with 
 the same per-query values (a ``.npy`` file) and time only the test, best of ``--repeat``, numba's
 compilation excluded (one warm-up call). Reported (10 systems, ``--resamples`` resamples):
 
-1. one pair, ``--queries`` queries: ranx's ``fisher_randomization_test`` against ``paired_test``, and
+1. one pair, ``--queries`` queries, and one pair of ``--small`` queries (200: a paper's topic set, where
+   the small inputs' one product runs): ranx's ``fisher_randomization_test`` against ``paired_test``, and
    whether the two p-values agree within sampling error (5 standard deviations of two independent
    estimates, plus 2 / resamples for the ``+1`` of ours);
 2. ``compare`` with the randomization test, 45 pairs, at every size of ``--sizes`` (and ``--big``, if
@@ -87,7 +88,8 @@ def _bound(queries: int, count: int, resamples: int, repeat: int, test: str) -> 
     values = torch.rand(queries, count + signs, dtype=torch.float64)
     width = 8 * ((queries + 7) // 8) if signs else queries
     sizes = resampling.chunks(resamples, width, resampling._SIGN_CHUNK if signs else resampling._COUNT_CHUNK)
-    parts = resampling.groups(sizes, resampling._SIGN_ROWS if signs else resampling._COUNT_ROWS)
+    least = resampling._SIGN_ROWS if signs else resampling._COUNT_ROWS
+    parts = resampling.groups(sizes, resampling.group_rows(least, width // 8 if signs else width))
 
     def products() -> None:
         resampling.resampled_sums(
@@ -113,12 +115,36 @@ def _row(test: str, queries: int, systems: dict[str, torch.Tensor], args: argpar
     emit(f"{test} test, {size}", seconds, bound="the bare products", bound_value=bound, **peer)
 
 
+def _pair_row(a: torch.Tensor, b: torch.Tensor, python: str | None, args: argparse.Namespace) -> float | None:
+    """One pair: ``paired_test``'s randomization test against ranx's (best of ``--repeat`` each, ours
+    warmed up); ranx's seconds, or ``None`` without ranx."""
+    ours, t_pair = timed(
+        lambda: paired_test(a, b, test="randomization", n_resamples=args.resamples), "cpu", args.repeat,
+        warmup=True,
+    )  # fmt: skip
+    size = f"{a.numel():,} queries x {args.resamples:,} resamples"
+    if python is None:
+        emit(f"randomization test, one pair, {size}", t_pair)
+        return None
+    p_ours = float(ours.p_value)
+    ranx = _ranx_pair(python, a.numpy(), b.numpy(), args.resamples, args.repeat)
+    equal = _agree(p_ours, ranx["p"], args.resamples)
+    print(f"one pair, {size}: ranx {ranx['seconds'] * 1e3:.2f} ms (p={ranx['p']:.4f}), ", end="")
+    print(f"ours {t_pair * 1e3:.2f} ms (p={p_ours:.4f}), {ranx['seconds'] / t_pair:.1f}x; same p: {equal}")
+    emit(
+        f"randomization test, one pair, {size}", t_pair, peer="ranx 0.3 (own process)",
+        peer_value=ranx["seconds"], equal=equal,
+    )  # fmt: skip
+    return float(ranx["seconds"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--ranx-python", default=None, help="a Python where `import ranx` works (default: this one, if so)"
     )
     parser.add_argument("--queries", type=int, default=100_000)
+    parser.add_argument("--small", type=int, default=200, help="queries of the small pair (0: none)")
     parser.add_argument("--sizes", default="50000,100000,200000", help="queries of the randomization rows")
     parser.add_argument("--big", type=int, default=0, help="queries of one more row, e.g. 1000000 (0: none)")
     parser.add_argument("--systems", type=int, default=10)
@@ -129,25 +155,13 @@ def main() -> None:
     python = args.ranx_python or (sys.executable if spec is not None and spec.origin else None)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}")
     systems = _systems(args.queries, args.systems)
-    a, b = systems["s0"], systems["s1"]
-    ours, t_pair = timed(
-        lambda: paired_test(a, b, test="randomization", n_resamples=args.resamples), "cpu", args.repeat
-    )
-    p_ours = float(ours.p_value)
-    peer: dict[str, object] = {}
     if python is None:
         print("ranx is not installed here and --ranx-python was not given: ours only")
-    else:
-        ranx = _ranx_pair(python, a.numpy(), b.numpy(), args.resamples, args.repeat)
-        equal = _agree(p_ours, ranx["p"], args.resamples)
-        print(f"one pair: ranx {ranx['seconds']:.3f} s (p={ranx['p']:.4f}), ours {t_pair:.3f} s ", end="")
-        print(f"(p={p_ours:.4f}); same p within sampling error: {equal}")
-        size = f"{args.queries:,} queries x {args.resamples:,} resamples"
-        emit(
-            f"randomization test, one pair, {size}", t_pair, peer="ranx 0.3 (own process)",
-            peer_value=ranx["seconds"], equal=equal,
-        )  # fmt: skip
-        peer = {"peer": "45 x one ranx pair", "peer_value": 45 * ranx["seconds"]}
+    if args.small:
+        small = _systems(args.small, 2, seed=1)
+        _pair_row(small["s0"], small["s1"], python, args)
+    ranx_seconds = _pair_row(systems["s0"], systems["s1"], python, args)
+    peer = {} if ranx_seconds is None else {"peer": "45 x one ranx pair", "peer_value": 45 * ranx_seconds}
     for queries in [int(q) for q in args.sizes.split(",") if q] + ([args.big] if args.big else []):
         rows = systems if queries == args.queries else _systems(queries, args.systems)
         _row("randomization", queries, rows, args, **(peer if queries == args.queries else {}))

@@ -118,9 +118,10 @@ def compare(
 
     The resampling tests use the same resamples for every pair (each group of them multiplied in tiles
     with every system's differences from its first value, so a constant added to every system changes
-    nothing); no ``(pairs, queries)`` differences are held (a pair's mean and deviation come from blocks of
-    them: 10 systems on 1,000,000 queries take at most twice the values' own size); the queries are sorted by their values first (the p-values depend on the multiset of the
-    queries, not on their order). System names must differ as text (keys ``1`` and ``"1"`` are
+    nothing); no ``(pairs, queries)`` differences are held (a pair's mean and deviation come from blocks
+    of them: 10 systems on 1,000,000 queries take at most twice the values' own size); the queries are
+    sorted by their values first (the p-values depend on the multiset of the queries, not on their
+    order). System names must differ as text (keys ``1`` and ``"1"`` are
     refused). ``correction="holm"`` (Holm's step-down, controls the family-wise error rate like Bonferroni
     and rejects at least as much), ``"bonferroni"`` or ``None``.
 

@@ -117,9 +117,9 @@ def test_pairs_beyond_the_memory_at_hand_are_refused_before_allocating(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(systems, "memory_at_hand", lambda device: 1 << 20)
-    values = torch.zeros(1, 1, dtype=torch.float64).expand(400, 500)
+    values = torch.zeros(1, 1, dtype=torch.float64).expand(2000, 3000)
     with pytest.raises(
-        systems.ComparisonTooLargeError, match=r"400 systems on 500 queries.*79800 pairs.*cpu"
+        systems.ComparisonTooLargeError, match=r"2000 systems on 3000 queries.*1999000 pairs.*cpu"
     ):
         compare(values, test="randomization")
     assert issubclass(systems.ComparisonTooLargeError, MemoryError)

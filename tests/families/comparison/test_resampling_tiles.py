@@ -20,16 +20,23 @@ QUERIES = (10_000, 100_000, 200_000, 1_000_000, 10_000_000)
 KERNELS = {"signs": ("_SIGN_CHUNK", "_SIGN_ROWS"), "counts": ("_COUNT_CHUNK", "_COUNT_ROWS")}
 
 
+def _least(kernel: str, queries: int) -> int:
+    """The resamples of a group (at least) at ``queries`` queries: half from ``_GROUP_BYTES`` on."""
+    row_bytes = (queries + 7) // 8 if kernel == "signs" else queries
+    return resampling.group_rows(getattr(resampling, KERNELS[kernel][1]), row_bytes)
+
+
 def _groups(kernel: str, queries: int, resamples: int = 10_000) -> tuple[list[int], list[range]]:
-    chunk, rows = (getattr(resampling, name) for name in KERNELS[kernel])
-    sizes = resampling.chunks(resamples, queries, chunk)
-    return sizes, resampling.groups(sizes, rows)
+    sizes = resampling.chunks(resamples, queries, getattr(resampling, KERNELS[kernel][0]))
+    return sizes, resampling.groups(sizes, _least(kernel, queries))
 
 
 @pytest.mark.parametrize("kernel", sorted(KERNELS))
 def test_the_values_are_read_once_for_a_group_of_resamples_whatever_the_queries(kernel: str) -> None:
-    least = getattr(resampling, KERNELS[kernel][1])
     for queries in QUERIES:
+        least, full = _least(kernel, queries), getattr(resampling, KERNELS[kernel][1])
+        small = full * (queries if kernel == "counts" else queries / 8) <= resampling._GROUP_BYTES
+        assert least == (full if small else full // 2), queries  # 1,000,000 queries: half
         sizes, parts = _groups(kernel, queries)
         assert [k for part in parts for k in part] == list(range(len(sizes)))  # every chunk, in order
         held = [sum(sizes[k] for k in part) for part in parts]
@@ -41,9 +48,9 @@ def test_the_values_are_read_once_for_a_group_of_resamples_whatever_the_queries(
 @pytest.mark.parametrize("kernel", sorted(KERNELS))
 @pytest.mark.parametrize("columns", [2, 11, 46])
 def test_every_tile_fits_the_same_bytes_and_is_as_tall_as_its_group(kernel: str, columns: int) -> None:
-    least = getattr(resampling, KERNELS[kernel][1])
     padded = resampling.padded_columns(columns)
     for queries in QUERIES:
+        least = _least(kernel, queries)
         sizes, parts = _groups(kernel, queries)
         tall, wide = resampling.tile_shape(max(sum(sizes[k] for k in part) for part in parts), padded)
         on_a_gpu = resampling.tile_shape(tall, padded, resampling._DEVICE_TILE_BYTES)
@@ -67,11 +74,14 @@ def test_small_tiles_groups_and_other_thread_counts_give_the_same_sums(
     monkeypatch: pytest.MonkeyPatch, function: str, queries: int
 ) -> None:
     """Many chunks, groups and tiles (tiny sizes, a last tile and a last group shorter than the
-    others, tiles across chunks) and 1 or 3 threads give the sums of large tiles and groups."""
+    others, tiles across chunks) and 1 or 3 threads give the sums of large tiles and groups, and of
+    the small inputs' one product (``_direct_sums``)."""
     values = torch.randn(queries, 5, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     kernel = getattr(resampling, function)
     monkeypatch.setattr(resampling, "_SIGN_CHUNK", 8 * ((queries + 7) // 8) * 7)  # 7 resamples a chunk
     monkeypatch.setattr(resampling, "_COUNT_CHUNK", queries * 7)
+    direct = kernel(values, 61, seed=11)
+    monkeypatch.setattr(resampling, "_DIRECT_BYTES", 0)  # the threads, groups and tiles from here on
     whole = kernel(values, 61, seed=11)
     monkeypatch.setattr(resampling, "_TILE_BYTES", 8 * 3 * (7 + 12) * 8)  # tiles of 24 queries
     monkeypatch.setattr(resampling, "_TILE_ROWS", 3)
@@ -81,6 +91,24 @@ def test_small_tiles_groups_and_other_thread_counts_give_the_same_sums(
         monkeypatch.setattr(resampling, "_WORKERS", workers)
         tiled = kernel(values, 61, seed=11)
         np.testing.assert_allclose(tiled.numpy(), whole.numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(direct.numpy(), whole.numpy(), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("function", ["sign_flip_sums", "bootstrap_sums"])
+def test_small_inputs_are_multiplied_whole_in_the_caller_s_thread(
+    monkeypatch: pytest.MonkeyPatch, function: str
+) -> None:
+    """200 queries x 10,000 resamples (16 MiB of float64 weights): one product in the caller's thread,
+    no worker started; the sums of the tiled kernels'."""
+    values = torch.randn(200, 3, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    kernel = getattr(resampling, function)
+    started: list[int] = []
+    monkeypatch.setattr(resampling, "_one_thread_each", lambda *args: started.append(1))
+    direct = kernel(values, 10_000, seed=4)
+    assert not started
+    monkeypatch.undo()
+    monkeypatch.setattr(resampling, "_DIRECT_BYTES", 0)
+    np.testing.assert_allclose(kernel(values, 10_000, seed=4).numpy(), direct.numpy(), rtol=1e-12, atol=1e-12)
 
 
 def test_bootstrap_counts_that_might_wrap_around_are_redone_wider(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -124,6 +152,7 @@ def test_the_caller_s_thread_settings_are_left_as_they_were(monkeypatch: pytest.
     """The workers multiply with one thread each; the caller's thread count, and the one a new thread
     starts from, are as they were, during the call (a thread started by a worker's first chunk) and
     after it, after a chunk redone wider (an exception in a worker) too."""
+    monkeypatch.setattr(resampling, "_DIRECT_BYTES", 0)  # the workers, whatever the size
     values = torch.randn(5000, 3, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
     before, process = torch.get_num_threads(), _new_thread_setting()
     resampling.sign_flip_sums(values, 300, seed=0)
@@ -147,9 +176,10 @@ def test_the_caller_s_thread_settings_are_left_as_they_were(monkeypatch: pytest.
     assert _new_thread_setting() == process
 
 
-def test_a_process_setting_other_than_the_caller_s_is_kept() -> None:
+def test_a_process_setting_other_than_the_caller_s_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     """Another thread set the process's thread count (the value new threads start from) below the
     caller's: after a call, new threads still start from it and the caller keeps its own."""
+    monkeypatch.setattr(resampling, "_DIRECT_BYTES", 0)  # the workers, whatever the size
     values = torch.randn(5000, 3, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
     before, process = torch.get_num_threads(), _new_thread_setting()
     setter = threading.Thread(target=torch.set_num_threads, args=(1,))

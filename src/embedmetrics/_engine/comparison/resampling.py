@@ -14,7 +14,8 @@ mapping of tens of megabytes for every chunk costs page faults on every call).
 
 **The products** of the signs or counts with the values read them in tiles of float64 of at most
 ``_TILE_BYTES`` (cache-sized, chosen in bytes, never per CPU): the chunks are taken in groups of at
-least ``_SIGN_ROWS`` or ``_COUNT_ROWS`` resamples (:func:`groups`), each group in tiles of
+least ``_SIGN_ROWS`` or ``_COUNT_ROWS`` resamples (half as many from ``_GROUP_BYTES`` on: :func:`groups`,
+:func:`group_rows`), each group in tiles of
 :func:`tile_shape` (at most ``_TILE_ROWS`` resamples x queries, across the chunks of the group), each
 tile unpacked or converted into one reused float64 buffer and multiplied with its slice of the values,
 added to the group's sums. The values are padded with zero columns to a multiple of
@@ -46,14 +47,20 @@ _COUNT_CHUNK = 1 << 20
 _TILE_BYTES = 1 << 20
 #: The same on a GPU: no cache to fit, and one kernel launch per tile.
 _DEVICE_TILE_BYTES = 1 << 26
-#: Resamples of a group of random bits (at least; 1 bit an entry: memory ``16 Q`` bytes a thread).
-_SIGN_ROWS = 128
+#: Resamples of a group of random bits (at least; 1 bit an entry: memory ``32 Q`` bytes a thread).
+_SIGN_ROWS = 256
 #: Resamples of a tile (at most): a multiple of 48, so of every kernel height of BLAS's products.
 _TILE_ROWS = 240
-#: Resamples of a group of resample counts (at least; 1 byte an entry: memory ``16 Q`` bytes a thread).
-_COUNT_ROWS = 16
+#: Resamples of a group of resample counts (at least; 1 byte an entry: memory ``32 Q`` bytes a thread).
+_COUNT_ROWS = 32
+#: Bytes of a thread's group of bits or counts above which it holds half as many resamples (16 MiB:
+#: 500,000 queries; a million queries' groups held 64 MB, close to the values of 10 systems).
+_GROUP_BYTES = 1 << 24
 #: The values' columns are padded with zeros to a multiple of this (BLAS's fastest narrow products).
 _COLUMN_STEP = 12
+#: Bytes of float64 signs or counts (resamples x queries) at most that are multiplied whole, in the
+#: caller's thread (:func:`_direct_sums`): 200 queries x 10,000 resamples.
+_DIRECT_BYTES = 1 << 24
 #: Threads that draw, build and multiply the groups side by side.
 _WORKERS = 2
 
@@ -101,6 +108,12 @@ def groups(sizes: list[int], rows: int) -> list[range]:
     return out
 
 
+def group_rows(least: int, row_bytes: int) -> int:
+    """Resamples of a group (at least): ``least``, or half as many where ``least`` rows of ``row_bytes``
+    would take more than ``_GROUP_BYTES`` (a tile of half the height is as fast; the memory is halved)."""
+    return least if least * row_bytes <= _GROUP_BYTES else max(1, least // 2)
+
+
 def padded_columns(columns: int) -> int:
     """The columns the values are multiplied with: ``columns`` rounded up to ``_COLUMN_STEP``."""
     return -(-columns // _COLUMN_STEP) * _COLUMN_STEP
@@ -141,6 +154,8 @@ def resampled_sums(
     else:
         padded = values.new_zeros(values.shape[0], padded_columns(values.shape[1]))
         padded[:, : values.shape[1]] = values
+    if padded.is_cpu and 8 * sum(sizes) * padded.shape[0] <= _DIRECT_BYTES:
+        return _direct_sums(build, make, fill, padded, sizes, seed)[:, : values.shape[1]]
     heights = [sum(sizes[k] for k in part) for part in parts]
     budget = _TILE_BYTES if padded.is_cpu else _DEVICE_TILE_BYTES
     tall, wide = tile_shape(max(heights), padded.shape[1], budget)
@@ -164,6 +179,26 @@ def resampled_sums(
     _one_thread_each(worker, stop)
     assert all(sums is not None for sums in out)  # every group, or the error that stopped them
     return torch.cat(out)  # type: ignore[arg-type]
+
+
+def _direct_sums(
+    build: Callable[[np.random.Generator, Tensor], None],
+    make: Callable[[int], Tensor],
+    fill: Callable[[Tensor, int, int, Tensor], None],
+    padded: Tensor,
+    sizes: list[int],
+    seed: int,
+) -> Tensor:
+    """:func:`resampled_sums` of a small input (at most ``_DIRECT_BYTES`` of float64 signs or counts), in
+    the caller's thread: every chunk built into one block, converted whole and multiplied once (the
+    threads, groups and tiles cost more than the work below that size)."""
+    block, start = make(sum(sizes)), 0
+    for k, size in enumerate(sizes):
+        build(chunk_generator(seed, k), block[start : start + size])
+        start += size
+    weights = padded.new_empty(start, padded.shape[0])
+    fill(block, 0, padded.shape[0], weights)
+    return weights @ padded
 
 
 def _one_thread_each(worker: Callable[[int], None], stop: threading.Event) -> None:
@@ -263,7 +298,7 @@ def sign_flip_sums(values: Tensor, n_resamples: int, seed: int) -> Tensor:
     n = values.shape[0]
     width, total = (n + 7) // 8, values.sum(dim=0)
     sizes = chunks(n_resamples, 8 * width, _SIGN_CHUNK)
-    parts = groups(sizes, _SIGN_ROWS)
+    parts = groups(sizes, group_rows(_SIGN_ROWS, width))
 
     def build(rng: np.random.Generator, out: Tensor) -> None:
         out.copy_(torch.from_numpy(random_bytes(rng, out.numel()).reshape(out.shape)))
@@ -297,7 +332,7 @@ def _bootstrap_sums(values: Tensor, n_resamples: int, seed: int, dtype: torch.dt
     around."""
     n = values.shape[0]
     sizes = chunks(n_resamples, n, _COUNT_CHUNK)
-    parts = groups(sizes, _COUNT_ROWS)
+    parts = groups(sizes, group_rows(_COUNT_ROWS, n))
 
     def make(rows: int) -> Tensor:
         return torch.empty(rows, n, dtype=dtype)

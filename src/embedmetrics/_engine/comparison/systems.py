@@ -25,6 +25,8 @@ from embedmetrics._engine.comparison.resampling import canonical_order, padded_c
 
 #: Bytes of one block of differences (float64 rows of ``Q`` values, two rows at least).
 _DIFFERENCE_BYTES = 1 << 25
+#: Bytes of a comparison that are never checked against the memory at hand (reading it costs more).
+_ALWAYS_FITS = 1 << 26
 #: Bytes of the per-pair results held at once (float64), beside the resampled statistics.
 _PAIR_RESULTS = 12
 
@@ -169,7 +171,10 @@ def comparison_bytes(systems: int, queries: int, n_resamples: int, resampling: b
 def check_fits(shape: tuple[int, int], n_resamples: int, resampling: bool, device: torch.device) -> None:
     """Refuse, before allocating anything, a comparison whose pairs cannot fit in the memory at hand."""
     systems, queries = shape
-    need, have = comparison_bytes(systems, queries, n_resamples, resampling), memory_at_hand(device)
+    need = comparison_bytes(systems, queries, n_resamples, resampling)
+    if need <= _ALWAYS_FITS:
+        return
+    have = memory_at_hand(device)
     if need > have:
         pairs = systems * (systems - 1) // 2
         raise ComparisonTooLargeError(
