@@ -99,11 +99,20 @@ def run_comparison(args: argparse.Namespace, paths: list[str], ks: list[int]) ->
         torch.tensor([data.query_ids.index(q) for q in queries]) if data.query_ids != queries else None
         for data in joined
     ]
+    if len(queries) < max(2, len(names)):
+        raise ReportInputError(
+            f"comparing {len(names)} runs needs at least {max(2, len(names))} queries that every run "
+            f"retrieved and the qrels judge (no more runs than queries: their pairs' tests would mean "
+            f"nothing), got {len(queries)}."
+        )
     measures = list(per_run[0])
     results: dict[str, Any] = {}
     for measure in measures:
         values = {n: (v[measure] if r is None else v[measure][r]) for n, v, r in zip(names, per_run, rows)}
-        comparison = compare(values, **opts)
+        try:
+            comparison = compare(values, **opts)
+        except ValueError as err:  # the values themselves (overflow, memory): one line, not a traceback
+            raise ReportInputError(f"comparison of {measure}: {' '.join(str(err).split())}") from None
         entry = comparison.to_dict()
         if args.ci:
             entry["ci"] = {n: list(map(float, bootstrap_ci(v)[1:])) for n, v in values.items()}

@@ -119,3 +119,22 @@ def test_the_same_run_twice_is_a_clear_error(tmp_path: Path, capsys: pytest.Capt
     error = capsys.readouterr().err
     assert "is the same file as --run" in error
     assert "Traceback" not in error
+
+
+def test_more_runs_than_queries_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Three runs on two judged queries: one line naming the counts (``compare`` refuses more systems than
+    queries), no traceback; two runs on two queries are compared."""
+    (tmp_path / "qrels").write_text("q1 0 d1 1\nq2 0 d2 1\n")
+    runs = []
+    for name, score in (("a", 0.3), ("b", 0.6), ("c", 0.9)):
+        path = tmp_path / f"{name}.trec"
+        path.write_text(f"q1 Q0 d1 1 {score} {name}\nq1 Q0 d2 2 0.1 {name}\nq2 Q0 d2 1 0.5 {name}\n")
+        runs.append(path)
+    assert main(_args(runs, tmp_path / "qrels")) == 2
+    error = capsys.readouterr().err
+    assert "comparing 3 runs needs at least 3 queries" in error
+    assert "got 2" in error
+    assert "Traceback" not in error
+    assert main(_args(runs[:2], tmp_path / "qrels")) == 0
