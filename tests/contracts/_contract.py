@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from embedmetrics._metric.cases import Case, Stream
-from embedmetrics._metric.registry import REGISTRY, MetricSpec
+from embedmetrics._metric.registry import REGISTRY, ROUTES, MetricSpec
 
 #: The device of the suite's inputs and metrics: ``EMBEDMETRICS_TEST_DEVICE`` (``cpu`` when unset; ``make
 #: gpu-check`` runs the suite with ``cuda``). Off the CPU, every ``make_case`` gives its case on the device.
@@ -35,7 +35,8 @@ def _case_on_device(case: Case) -> Case:
     streams = [
         dataclasses.replace(s, args=on_device(s.args), kwargs=on_device(s.kwargs)) for s in case.streams
     ]
-    return dataclasses.replace(case, init=on_device(case.init), streams=streams)
+    setup = None if case.setup is None else dataclasses.replace(case.setup, args=on_device(case.setup.args))
+    return dataclasses.replace(case, init=on_device(case.init), streams=streams, setup=setup)
 
 
 _PLAIN_MAKE_CASE = MetricSpec.make_case
@@ -48,8 +49,9 @@ def _make_case_on_device(spec: MetricSpec, **kwargs: Any) -> Any:
 if DEVICE.type != "cpu":  # every test that asks the registry for a case gets it on the device
     MetricSpec.make_case = _make_case_on_device  # type: ignore[method-assign]
 
-#: Every module metric that accumulates a state (a ``torchmetrics.Metric``).
-STATEFUL = [s for s in REGISTRY if s.name is not None and not s.loss]
+#: Every module metric that accumulates a state (a ``torchmetrics.Metric``), and every other route of one
+#: (``ROUTES``: the streamed corpus and bank), each a case of its own.
+STATEFUL = [s for s in REGISTRY if s.name is not None and not s.loss] + list(ROUTES)
 IDS = [s.key for s in STATEFUL]
 
 Call = tuple[tuple[Any, ...], dict[str, Any]]
@@ -66,7 +68,10 @@ def build(spec: MetricSpec, case: Case, **overrides: Any) -> Any:
     ):
         inner.validate_args = init.pop("validate_args")  # a wrapper: the setting is its metric's
     metric = spec.load_class()(**init)
-    return metric if DEVICE.type == "cpu" else metric.to(DEVICE)
+    metric = metric if DEVICE.type == "cpu" else metric.to(DEVICE)
+    if case.setup is not None:  # a streamed route: the queries fixed before any batch
+        metric.set_queries(*(a.to(metric.device) for a in case.setup.args))
+    return metric
 
 
 def call(stream: Stream) -> Call:
@@ -117,6 +122,13 @@ def _with(stream: Stream, index: int, value: Tensor) -> Call:
 
 def _first_float(stream: Stream) -> int:
     return next(i for i, a in enumerate(stream.args) if a.is_floating_point())
+
+
+def widened_setup(case: Case) -> Case:
+    """``case`` with one more feature in its fixed queries too (a streamed route's ``set_queries``)."""
+    if case.setup is None:
+        return case
+    return dataclasses.replace(case, setup=dataclasses.replace(case.setup, args=widened(case.setup)[0]))
 
 
 def widened(stream: Stream) -> Call:

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from _dist import run_distributed
-from contracts._contract import STATEFUL, assert_same, build, call, cut, widened
+from contracts._contract import STATEFUL, assert_same, build, call, cut, widened, widened_setup
 from embedmetrics._metric.cases import Case, Stream
 
 WORLD = 2
@@ -39,6 +39,8 @@ def _disagreeing(spec: Any, rank: int, what: str) -> str:
     case = spec.make_case(seed=5, dtype=torch.float64 if what == "dtype" and rank == 1 else torch.float32)
     if what == "settings" and not case.other_settings:
         return "skip"
+    if what == "width" and rank == 1:
+        case = widened_setup(case)
     metric = build(spec, case, **(case.other_settings if what == "settings" and rank == 1 else {}))
     if what == "width" and case.streams[0].embeddings is None:
         return "skip"

@@ -18,7 +18,17 @@ from typing import Any
 import pytest
 import torch
 
-from contracts._contract import STATEFUL, assert_same, build, cut, feed, snapshot, whole_calls, widened
+from contracts._contract import (
+    STATEFUL,
+    assert_same,
+    build,
+    cut,
+    feed,
+    snapshot,
+    whole_calls,
+    widened,
+    widened_setup,
+)
 from embedmetrics import IncompatibleStateError
 from embedmetrics._metric.cases import Case, Stream
 from embedmetrics._metric.registry import MetricSpec
@@ -66,7 +76,7 @@ def test_merge_from_other_settings(spec: MetricSpec) -> None:
 @pytest.mark.parametrize("change", ["width", "dtype"])
 def test_merge_from_another_width_or_dtype_is_refused(spec: MetricSpec, change: str) -> None:
     case = spec.make_case()
-    other = spec.make_case(dtype=torch.float64) if change == "dtype" else case
+    other = spec.make_case(dtype=torch.float64) if change == "dtype" else widened_setup(case)
     ours, theirs = build(spec, case), build(spec, other)
     feed(ours, whole_calls(case))
     streams = other.streams if change == "dtype" else [_widened(s) for s in case.streams]
@@ -84,7 +94,7 @@ def test_merge_from_another_width_or_dtype_is_refused(spec: MetricSpec, change: 
 def test_load_state_dict_of_another_width_leaves_nothing_stale(spec: MetricSpec) -> None:
     case = spec.make_case()
     wide = [_widened(s) for s in case.streams]
-    source = build(spec, case)
+    source = build(spec, widened_setup(case))
     source.persistent(True)
     feed(source, [(s.args, s.kwargs) for s in wide])
     target = build(spec, case)

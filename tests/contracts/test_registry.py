@@ -18,6 +18,7 @@ from embedmetrics._metric.registry import (
     FUNCTIONAL_HELPERS,
     HELPERS,
     REGISTRY,
+    ROUTES,
     class_names,
     functional_names,
 )
@@ -34,6 +35,25 @@ def test_names_are_unique_and_families_known() -> None:
     assert {s.family for s in REGISTRY} <= set(FAMILIES)
     for spec in REGISTRY:
         assert set(spec.state_settings) <= set(spec.settings), spec.key
+
+
+def test_every_streamed_route_is_a_case_of_its_own() -> None:
+    """A metric with ``set_queries`` (a streamed route) has a ``ROUTES`` entry, so the contract suite runs
+    every contract on that route too; each route names a registered metric and a case factory."""
+    streamed = {s.name for s in REGISTRY if s.name is not None and hasattr(s.load_class(), "set_queries")}
+    assert streamed == {"DenseRetrieval", "KNNAccuracy"}
+    assert {s.name for s in ROUTES if s.route == "streamed"} == streamed
+    registered = {s.name: s for s in REGISTRY}
+    for route in ROUTES:
+        metric = registered[route.name]
+        assert (route.module, route.functional, route.family) == (
+            metric.module,
+            metric.functional,
+            metric.family,
+        )
+        assert route.options == metric.options
+        assert route.make_case().setup is not None, route.key
+    assert len({s.key for s in (*REGISTRY, *ROUTES)}) == len(REGISTRY) + len(ROUTES)
 
 
 def test_every_public_metric_class_is_registered() -> None:

@@ -49,6 +49,8 @@ class Case:
     ``init``). ``exact``: the module equals the functional bit for bit for any batch split (``False``
     where sums of floats are accumulated per batch: equal to 1e-10 relative). ``order_exact``: a
     permutation of the rows leaves the value bit for bit unchanged (else to 1e-10 relative).
+    ``setup``: the arguments of ``metric.set_queries`` (a streamed route's fixed queries), called on every
+    metric built from the case before its first batch; ``None``: nothing to call.
     """
 
     init: dict[str, Any]
@@ -57,6 +59,7 @@ class Case:
     other_settings: dict[str, Any]
     exact: bool = True
     order_exact: bool = True
+    setup: Optional[Stream] = None
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -205,6 +208,22 @@ def dense_case(spec: MetricSpec, dtype: torch.dtype = torch.float32, seed: int =
         Stream((corpus, corpus_ids), {"role": "corpus"}, unique=1),
     ]
     return Case(init, streams, functional, {"similarity": "dot"})
+
+
+def dense_stream_case(spec: MetricSpec, dtype: torch.dtype = torch.float32, seed: int = 0) -> Case:
+    """``dense_case`` with the queries fixed by ``set_queries``: the corpus streamed in chunks."""
+    case = dense_case(spec, dtype, seed)
+    queries = case.streams[0]
+    return Case(case.init, case.streams[1:], lambda s: case.functional([queries, *s]),
+                case.other_settings, setup=Stream(queries.args, unique=1))  # fmt: skip
+
+
+def knn_stream_case(spec: MetricSpec, dtype: torch.dtype = torch.float32, seed: int = 0) -> Case:
+    """``knn_case`` with the labelled queries fixed by ``set_queries``: the bank streamed in chunks."""
+    case = knn_case(spec, dtype, seed)
+    queries = case.streams[1]
+    return Case(case.init, case.streams[:1], lambda s: case.functional([*s, queries]),
+                case.other_settings, setup=Stream(queries.args))  # fmt: skip
 
 
 def shape_case(spec: MetricSpec, dtype: torch.dtype = torch.float32, seed: int = 0) -> Case:

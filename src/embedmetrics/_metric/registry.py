@@ -55,7 +55,8 @@ class MetricSpec:
     ``settings`` and ``state_settings``; ``inputs``: the valid-input factory in
     ``embedmetrics._metric.cases`` (for tests and examples); ``loss``: a loss (an ``nn.Module``
     without state); ``differentiable``: the values keep the autograd graph (losses and metrics used as
-    loss terms); every other value is detached.
+    loss terms); every other value is detached. ``route``: another route of the same metric (``ROUTES``:
+    ``"streamed"``, whose case fixes the queries with ``set_queries`` first); ``""`` for the metric itself.
     """
 
     name: Optional[str]
@@ -65,16 +66,19 @@ class MetricSpec:
     inputs: str = ""
     loss: bool = False
     differentiable: bool = False
+    route: str = ""
 
     @property
     def key(self) -> str:
-        """The class name, or the functional's name for a functional-only metric."""
-        return self.name or str(self.functional)
+        """The class name, or the functional's name for a functional-only metric; ``[route]`` after it
+        for a route of ``ROUTES``."""
+        base = self.name or str(self.functional)
+        return f"{base}[{self.route}]" if self.route else base
 
     @property
     def options(self) -> tuple[Any, ...]:
         """The option table (``Option``s of ``embedmetrics._engine.settings.options``; imports it)."""
-        return _option_table(self.family, self.key)
+        return _option_table(self.family, self.name or str(self.functional))
 
     @property
     def settings(self) -> tuple[str, ...]:
@@ -84,8 +88,13 @@ class MetricSpec:
     @property
     def state_settings(self) -> tuple[str, ...]:
         """The options that change the meaning of the stored state (``merge_state`` and
-        ``load_state_dict`` refuse a state of other values)."""
-        return tuple(o.name for o in self.options if o.effect == "state")
+        ``load_state_dict`` refuse a state of other values); a streamed route's running lists depend on
+        its class's ``_running_settings`` too."""
+        own = tuple(o.name for o in self.options if o.effect == "state")
+        if self.route != "streamed":
+            return own
+        running = getattr(self.load_class(), "_running_settings", ())
+        return own + tuple(n for n in running if n not in own)
 
     def load_class(self) -> Any:
         """The module class (imports it)."""
@@ -221,6 +230,16 @@ REGISTRY: tuple[MetricSpec, ...] = (
         "ConfidenceInterval", "embedmetrics.comparison", "bootstrap_ci", "comparison", inputs="interval_case"
     ),
 )
+
+#: The other routes of registered metrics, each a case of its own for the contract suite: the streamed
+#: corpus of ``DenseRetrieval`` and the streamed bank of ``KNNAccuracy`` (``set_queries`` first, then
+#: chunks). A metric with ``set_queries`` has an entry here (``tests/contracts/test_registry.py``).
+ROUTES: tuple[MetricSpec, ...] = (
+    MetricSpec("DenseRetrieval", "embedmetrics.dense", "dense_retrieval", "dense", "dense_stream_case",
+               route="streamed"),
+    MetricSpec("KNNAccuracy", "embedmetrics.representation", "knn_accuracy", "representation",
+               "knn_stream_case", route="streamed"),
+)  # fmt: skip
 
 #: Public functions of ``embedmetrics.functional`` that are not metrics (no value to accumulate, no module
 #: twin): the run-only search of dense retrieval.

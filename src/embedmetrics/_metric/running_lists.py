@@ -173,17 +173,35 @@ class RunningListStates:
                 "merged; nothing was merged."
             )
 
+    def _refuse_other_rows(self, incoming: Any, action: str) -> None:
+        """The rows' layouts (``BaseMetric``), then the lists: a stream and stored rows, lists of other
+        settings and lists of another query set (other ids or other rows) are refused before the ids of
+        the reference rows are looked at (``IncompatibleStateError``; nothing merged)."""
+        super()._refuse_other_rows(incoming, action)  # type: ignore[misc]
+        state = incoming if isinstance(incoming, dict) else getattr(incoming, "metric_state", {})
+        names = [*self._running_states.values(), QUERY_IDS]
+        ours = {name: getattr(self, name) for name in names}
+        theirs = {name: state[name] for name in names if isinstance(state.get(name), Tensor)}
+        self._refuse_mixed_routes(ours, theirs, state)
+        if len(theirs) == len(ours) and all(d[QUERY_IDS].numel() > 0 for d in (ours, theirs)):
+            self._refuse_other_list_settings(state.get(LIST_SETTINGS), action)
+            self._refuse_other_queries(ours, theirs)
+
+    def _refuse_other_queries(self, ours: dict[str, Tensor], theirs: dict[str, Tensor]) -> None:
+        """Lists of another query set (its ids and rows: ``QUERY_IDS``) are never merged."""
+        if not torch.equal(ours[QUERY_IDS].cpu(), theirs[QUERY_IDS].cpu()):
+            raise IncompatibleStateError(
+                f"{type(self).__name__}: the incoming running lists belong to another query set "
+                f"({theirs[QUERY_IDS].shape[0]} queries, ours {ours[QUERY_IDS].shape[0]}): lists of "
+                "different queries cannot be merged."
+            )
+
     def _merged_lists(self, ours: dict[str, Tensor], theirs: dict[str, Tensor]) -> dict[str, Tensor]:
         if len(theirs) < len(ours) or not theirs[QUERY_IDS].numel():
             return ours
         if not ours[QUERY_IDS].numel():
             return theirs
-        if not torch.equal(ours[QUERY_IDS].cpu(), theirs[QUERY_IDS].to(ours[QUERY_IDS].device).cpu()):
-            raise IncompatibleStateError(
-                f"{type(self).__name__}: the incoming running lists belong to another query set "
-                f"({theirs[QUERY_IDS].numel()} queries, ours {ours[QUERY_IDS].numel()}): lists of different "
-                "queries cannot be merged."
-            )
+        self._refuse_other_queries(ours, theirs)
         by_field = {v: k for k, v in self._running_states.items()}
         mine = {by_field[n]: t for n, t in ours.items() if n != QUERY_IDS}
         other = {by_field[n]: t.to(ours[QUERY_IDS].device) for n, t in theirs.items() if n != QUERY_IDS}
