@@ -219,6 +219,10 @@ class DenseRetrieval(RunningListStates, BaseMetric):
         self.start_running_lists(key, fixed.empty_lists().as_dict())
         self._computed = None
 
+    def drop_fixed_queries(self) -> None:
+        """The fixed queries forgotten (``RunningListStates.forget_queries``)."""
+        self._stream = None
+
     def merge_running_lists(self, ours: dict[str, Tensor], theirs: dict[str, Tensor]) -> dict[str, Tensor]:
         """The lists of two disjoint corpus parts merged exactly (``merge_running``)."""
         return merge_running([RunningLists(**ours), RunningLists(**theirs)]).as_dict()

@@ -515,6 +515,11 @@ class KNNAccuracy(RunningListStates, _RepresentationMetric):
         queries = self._stream_queries.to(self.device)
         self.set_running_lists(fold_bank_chunk(state, queries, t, lab, self.k, self.block_bytes).as_dict())
 
+    def drop_fixed_queries(self) -> None:
+        """The fixed queries forgotten (``RunningListStates.forget_queries``)."""
+        self.__dict__.pop("_stream_queries", None)
+        self.__dict__.pop("_stream_query_labels", None)
+
     def merge_running_lists(self, ours: dict[str, Tensor], theirs: dict[str, Tensor]) -> dict[str, Tensor]:
         """The running vote lists of two disjoint banks merged exactly (``merge_streams``)."""
         return merge_streams([VoteStream(**ours), VoteStream(**theirs)]).as_dict()

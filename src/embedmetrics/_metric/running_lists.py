@@ -99,6 +99,19 @@ class RunningListStates:
         super()._load_from_state_dict(  # type: ignore[misc]
             state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
         )
+        fixed = self._defaults.get(QUERY_IDS)  # type: ignore[attr-defined]
+        held = getattr(self, QUERY_IDS)
+        if self.is_streaming() and self.holds_documents() and not torch.equal(held.cpu(), fixed.cpu()):
+            self.forget_queries()  # lists of another query set: theirs must be fixed again
+
+    def forget_queries(self) -> None:
+        """Unfix the query set (a loaded state's lists belong to other queries): ``update`` and ``compute``
+        ask for ``set_queries`` with the lists' queries (``refuse_lists_without_queries``)."""
+        self.__dict__["_streaming"] = False
+        self.drop_fixed_queries()
+
+    def drop_fixed_queries(self) -> None:
+        """Drop the class's own record of the fixed queries (override)."""
 
     def is_streaming(self) -> bool:
         """Whether a query set was fixed (``set_queries``): reference chunks are folded, not stored."""
