@@ -18,9 +18,9 @@ from contracts._contract import (
     whole_calls,
 )
 from embedmetrics._metric.cases import Stream
-from embedmetrics._metric.registry import REGISTRY, MetricSpec
+from embedmetrics._metric.registry import REGISTRY, ROUTES, MetricSpec
 
-_BY_KEY = {s.key: s for s in REGISTRY}
+_BY_KEY = {s.key: s for s in (*REGISTRY, *ROUTES)}
 
 
 @pytest.mark.parametrize("spec", STATEFUL, ids=lambda s: s.key)
@@ -78,7 +78,7 @@ def test_an_empty_batch_changes_nothing(spec: MetricSpec, where: str) -> None:
     assert_same(metric.compute(), reference.compute(), exact=True, what=spec.key)
 
 
-@pytest.mark.parametrize("spec", [s for s in REGISTRY if s.inputs], ids=lambda s: s.key)
+@pytest.mark.parametrize("spec", [s for s in (*REGISTRY, *ROUTES) if s.inputs], ids=lambda s: s.key)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_the_value_has_the_dtype_of_the_embeddings(spec: MetricSpec, dtype: torch.dtype) -> None:
     case = spec.make_case(dtype=dtype)
@@ -101,7 +101,7 @@ def test_the_value_has_the_dtype_of_the_embeddings(spec: MetricSpec, dtype: torc
         assert {t.dtype for t in leaves} == {dtype}, (spec.key, [t.dtype for t in leaves])
 
 
-@pytest.mark.parametrize("spec", [s for s in REGISTRY if s.inputs], ids=lambda s: s.key)
+@pytest.mark.parametrize("spec", [s for s in (*REGISTRY, *ROUTES) if s.inputs], ids=lambda s: s.key)
 def test_values_are_detached_unless_differentiable(spec: MetricSpec) -> None:
     case = spec.make_case(dtype=torch.float64)
     streams = [

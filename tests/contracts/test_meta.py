@@ -16,6 +16,8 @@ META = torch.device("meta")
 @pytest.mark.parametrize("spec", STATEFUL, ids=lambda s: s.key)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
 def test_update_on_meta_tensors(spec: MetricSpec, dtype: torch.dtype) -> None:
+    if spec.route == "streamed":
+        pytest.skip("the stated exception: a streamed route folds each chunk into its lists in `update`")
     case = spec.make_case(dtype=dtype)
     metric = build(spec, case, validate_args=False).to(META)
     batches = [p for s in case.streams for p in cut(s, [s.rows // 2])]

@@ -13,6 +13,8 @@ from contracts._contract import STATEFUL, build, feed, leaves, whole_calls
 from embedmetrics._metric.cases import Stream
 from embedmetrics._metric.registry import REGISTRY, MetricSpec
 
+#: The functional twins (a route's functional is its metric's: tested once; the module of every route
+#: takes NumPy batches below).
 _METRICS = [s for s in REGISTRY if s.inputs and not s.loss]
 
 

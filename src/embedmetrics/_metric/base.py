@@ -479,7 +479,7 @@ class BaseMetric(SyncSafeMetric):
             known = theirs[ours[at] == theirs]
             if known.numel():
                 raise ValueError(
-                    f"{where} must hold new ids in `{name}`, got {_ids_text(known)}, already in this "
+                    f"{where} must hold unique ids in `{name}`, got {_ids_text(known)} already in this "
                     "metric's state (a merge with a copy of itself?); nothing was merged."
                 )
 
