@@ -188,7 +188,9 @@ def test_a_failing_background_import_leaves_reading_alone(
 
     run, qrels = _trec_files(tmp_path)
     monkeypatch.setattr(preflight, "EVALUATION_MODULES", ("embedmetrics._no_such_module",))
-    joined = preflight.read_trec_while_importing(argparse.Namespace(run=run, qrels=qrels, ties="average"))
+    joined = preflight.read_trec_while_importing(
+        argparse.Namespace(run=run, qrels=qrels, ties="average", trec_eval=10)
+    )
     assert joined.query_ids == ["q1", "q2"]
     assert joined.target.tolist() == [0, 1, 2]
 
@@ -204,7 +206,7 @@ def test_a_forked_reader_sends_the_joined_arrays_or_the_error(
     from embedmetrics._report import preflight
 
     run, qrels = _trec_files(tmp_path)
-    args = argparse.Namespace(run=run, qrels=qrels, ties="trec_eval")
+    args = argparse.Namespace(run=run, qrels=qrels, ties="trec_eval", trec_eval=10)
     direct, forked = preflight.read_and_join(args), preflight._read_in_child(args)
     assert isinstance(memoryview(forked.preds.base).obj, preflight.mmap.mmap)  # through shared memory
     monkeypatch.setattr(preflight, "_most_rows", lambda _args: 1)  # too little room: through the pipe
@@ -228,7 +230,7 @@ def test_a_forked_reader_sends_the_joined_arrays_or_the_error(
     (tmp_path / "bad.txt").write_text("q1 Q0 d1 1 0.9 t\nq1 Q0 d2 two 0.8\n")
     with pytest.raises(ReportInputError, match=r"bad\.txt:2: expected 6 fields"):
         preflight._read_in_child(
-            argparse.Namespace(run=str(tmp_path / "bad.txt"), qrels=qrels, ties="average")
+            argparse.Namespace(run=str(tmp_path / "bad.txt"), qrels=qrels, ties="average", trec_eval=10)
         )
 
     def broken(_args: argparse.Namespace) -> None:
