@@ -136,3 +136,28 @@ def test_the_memory_at_hand_is_the_host_s_available_memory() -> None:
     with open("/proc/meminfo") as meminfo:
         total = next(int(line.split()[1]) * 1024 for line in meminfo if line.startswith("MemTotal:"))
     assert 0 < systems.memory_at_hand(torch.device("cpu")) <= total
+
+
+def test_many_short_rows_give_the_bits_of_blocks_of_two(monkeypatch: pytest.MonkeyPatch) -> None:
+    """400 systems of 500 queries (79,800 pairs): the moments in blocks of many pairs (gathered at once)
+    equal those of blocks of two."""
+    values = torch.rand(40, 500, generator=torch.Generator().manual_seed(9), dtype=torch.float64)
+    whole = compare(values, test="t")
+    monkeypatch.setattr(systems, "_DIFFERENCE_BYTES", 1)
+    monkeypatch.setattr(systems, "_SMALL_BLOCK", 1)
+    blocked = compare(values, test="t")
+    for name in ("statistic", "p_value", "mean_difference", "effect_size", "means"):
+        assert torch.equal(getattr(blocked, name), getattr(whole, name)), name
+
+
+def test_one_query_of_many_systems_is_refused_at_once() -> None:
+    """A (1000000, 1) table: the shape and ``values.T`` at once (no copy of a million rows)."""
+    with pytest.raises(ValueError, match=r"got shape \(1000000, 1\).*values\.T"):
+        compare(torch.zeros(1, 1, dtype=torch.float64).expand(1_000_000, 1))
+
+
+def test_unequal_lengths_are_named_before_the_shape() -> None:
+    gen = torch.Generator().manual_seed(10)
+    runs = {"a": torch.rand(2, generator=gen), **{str(i): torch.rand(100, generator=gen) for i in range(5)}}
+    with pytest.raises(ValueError, match="must have the same length"):
+        compare(runs)

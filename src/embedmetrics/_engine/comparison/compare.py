@@ -57,6 +57,8 @@ def checked_rows(names: tuple[str, ...], values: list[Tensor]) -> list[Tensor]:
 def systems_to_compare(names: tuple[str, ...], values: list[Tensor], test: str, n_resamples: int) -> Systems:
     """The checked ``Systems`` of ``values``: no more systems than queries and pairs that fit in the memory
     at hand (refused before anything is copied), then ``checked_rows`` and ``check_differences``."""
+    if len({tuple(v.shape) for v in values}) > 1:
+        checked_rows(names, values)  # the shapes' own refusal (lengths, dimensions), before the counts
     queries = int(values[0].shape[0]) if values[0].ndim else 1
     check_shape((len(values), queries))
     check_fits((len(values), queries), n_resamples, test in RESAMPLING, values[0].device)
@@ -128,7 +130,7 @@ def check_shape(shape: tuple[int, ...], transposed_hint: bool = False) -> None:
     """``(S, Q)``: no more systems than queries (a table of queries as rows would be read as that many
     systems, and their pairs would not fit)."""
     systems, queries = shape
-    if systems > queries >= 2:
+    if systems > queries >= 1 and systems > 2:  # two systems of one query: "at least 2 queries"
         hint = "; a (queries, systems) table is given as `values.T`" if transposed_hint else ""
         raise ValueError(
             f"Argument `values` must hold no more systems than queries, got shape {shape}: {systems} systems "

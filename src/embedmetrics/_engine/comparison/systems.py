@@ -27,6 +27,8 @@ from embedmetrics._engine.comparison.resampling import canonical_order, padded_c
 _DIFFERENCE_BYTES = 1 << 25
 #: Bytes of a comparison that are never checked against the memory at hand (reading it costs more).
 _ALWAYS_FITS = 1 << 26
+#: Bytes of a block of differences at least, where a quarter of the systems' rows would be smaller.
+_SMALL_BLOCK = 1 << 22
 #: Bytes of the per-pair results held at once (float64), beside the resampled statistics.
 _PAIR_RESULTS = 12
 
@@ -47,8 +49,9 @@ class Systems:
 
     @property
     def block_rows(self) -> int:
-        """Rows of a block of differences at most: a quarter of the systems (two at least)."""
-        return len(self.rows) // 4
+        """Rows of a block of differences at most: a quarter of the systems, or as many rows as fill
+        ``_SMALL_BLOCK`` bytes where that is more (many short rows: few, larger reductions)."""
+        return max(len(self.rows) // 4, _SMALL_BLOCK // (8 * max(self.n, 1)))
 
     def pair(self, a: int, b: int) -> tuple[Tensor, Tensor]:
         """``(left, right)`` of the one pair ``(a, b)``, on the rows' device."""
@@ -65,10 +68,10 @@ class Systems:
         """With ``hold``, keep every row in the canonical order (``(S, Q)``: the values' own size) until
         ``hold_ordered(False)``: a pair's rows are then read in place, not gathered again for every pair."""
         self._ordered = None
-        if hold and self.order is not None:
+        if hold:
             self._ordered = self.rows[0].new_empty(len(self.rows), self.n)
             for s, row in enumerate(self.rows):
-                torch.index_select(row, 0, self.order, out=self._ordered[s])
+                self._ordered[s] = row if self.order is None else row[self.order]
 
     def means(self) -> Tensor:
         """``(S,)``: each system's mean over the queries (canonical order)."""
@@ -81,11 +84,15 @@ class Systems:
 
     def moments(self, left: Tensor, right: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """``(mean, sd, first)`` of every pair's differences ``row(left[p]) - row(right[p])``: their mean,
-        standard deviation (``Q - 1`` degrees of freedom) and first value, a block of pairs at a time."""
+        standard deviation (``Q - 1`` degrees of freedom) and first value, a block of pairs at a time (its
+        rows gathered from the rows in the canonical order at once)."""
         means, sds, firsts = [], [], []
         self.hold_ordered(True)
+        ordered = self._ordered
+        assert ordered is not None
         for block in _blocks(left.numel(), self.n, self.block_rows):
-            d = self._block(block, lambda p: self.difference(int(left[p]), int(right[p])))
+            d = ordered.index_select(0, left[block.start : block.stop])
+            d.sub_(ordered.index_select(0, right[block.start : block.stop]))
             means.append(_row_reduce(d, "mean"))
             sds.append(_row_reduce(d, "std"))
             firsts.append(d[:, 0].clone())
@@ -180,7 +187,7 @@ def check_fits(shape: tuple[int, int], n_resamples: int, resampling: bool, devic
         raise ComparisonTooLargeError(
             f"Argument `values` of {systems} systems on {queries} queries (shape {shape}) makes {pairs} "
             f"pairs whose results need about {_gigabytes(need)}, more than the {_gigabytes(have)} of "
-            f"memory at hand on {device.type}: compare fewer systems at once."
+            f"memory at hand on {device.type}: compare fewer systems, queries or resamples at once."
         )
 
 
