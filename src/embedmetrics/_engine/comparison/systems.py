@@ -41,10 +41,10 @@ class Systems:
     """``S`` systems' per-query values: ``rows`` (``S`` checked 1-D float64 rows of ``Q`` values, in the
     caller's query order) and ``order``, the canonical order of the queries (``canonical_order``)."""
 
-    def __init__(self, rows: Sequence[Tensor], in_order: bool = False) -> None:
+    def __init__(self, rows: Sequence[Tensor]) -> None:
         self.rows = list(rows)
         self.n = int(self.rows[0].shape[0])
-        self.order = None if in_order else canonical_order(self.rows)
+        self.order: Tensor | None = canonical_order(self.rows)
         self._ordered: Tensor | None = None
 
     @property
