@@ -8,8 +8,9 @@ proportional to its share.
 
 Streaming route (``set_queries``): the queries are fixed first, and every corpus chunk is scanned at
 once and folded into running per-query lists (``embedmetrics._engine.dense.stream``, kept as states by
-``embedmetrics._metric.running_lists``): no corpus row is kept, only its id (8 bytes, for the rule that
-ids are unique).
+``embedmetrics._metric.running_lists``): no corpus row is kept, only its id and a digest of its row (16
+bytes: ids are unique, and a document two processes stream with the same row counts once,
+``embedmetrics._engine.dense.stream_repeats``), and the rows of the last chunk.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
+from torchmetrics import Metric
 
 from embedmetrics._engine.core.distinct import row_hash
 from embedmetrics._engine.core.inputs import Arg, BatchSpec
@@ -33,6 +35,13 @@ from embedmetrics._engine.dense.stream import (
     merge_running,
     stream_ids_unique,
     stream_values,
+)
+from embedmetrics._engine.dense.stream_repeats import (
+    KnownRows,
+    Repeats,
+    digests_of,
+    gather_counting_once,
+    merge_counting_once,
 )
 from embedmetrics._engine.settings.options import options_in, read_options
 from embedmetrics._metric.base import BaseMetric, Layout
@@ -60,8 +69,9 @@ class DenseRetrieval(RunningListStates, BaseMetric):
 
     **Streaming the corpus** (``set_queries``): with the full query set fixed first (the same on every
     process, like the qrels), each ``update(embeddings, ids, role="corpus")`` is scanned against the
-    queries at once and folded into running per-query lists: no corpus row is kept (only its id), so
-    memory is ``O(queries × (width + depth))`` plus one similarity block, whatever the corpus size. The
+    queries at once and folded into running per-query lists: no corpus row is kept (its id and a digest
+    of its row are, and the last chunk's rows), so memory is ``O(queries × (width + depth))`` plus one
+    similarity block and 16 bytes a document. The
     values equal the stored route bit for bit, for every chunking and order of the chunks and across
     processes (each streams its share). The lists are states: ``merge_state`` of two streams over
     disjoint documents equals one stream, and with ``persistent(True)`` ``state_dict`` /
@@ -70,11 +80,14 @@ class DenseRetrieval(RunningListStates, BaseMetric):
     ``set_queries`` raises, as do a chunk of another width or dtype than the queries and a repeated id;
     the lists stay as they were.
 
-    **Rows given twice** (stored route): a query or corpus row that comes back with the same id and the
-    same embedding, on another process (a ``DistributedSampler`` pads an evaluation set by repeating
-    items on other processes) or in a state given to ``merge_state``, counts once: the value is that of
-    the distinct rows. The same id with another embedding raises ``ValueError`` naming the id. A
-    streamed corpus keeps no rows to compare: a repeated document id raises at ``compute``.
+    **Rows given twice**: a query or corpus row that comes back with the same id and the same embedding,
+    on another process (a ``DistributedSampler`` pads an evaluation set by repeating items on other
+    processes) or in a state given to ``merge_state``, counts once: the value is that of the distinct
+    rows. The same id with another embedding raises ``ValueError`` naming the id. A streamed corpus
+    keeps a digest of each document's row to tell the two apart, and the rows of its last chunk: where a
+    repeated document ties at a query's cut with other documents left out of every list, its row is
+    needed to count it, and one no longer held raises ``ValueError`` (a sampler's padding is each
+    process's last item, so it is always held).
 
     Args:
         qrels: ``(n, 3)`` integer relevance judgements, or ``None`` to set them later.
@@ -116,7 +129,7 @@ class DenseRetrieval(RunningListStates, BaseMetric):
     higher_is_better: bool = True
     #: The corpus shards stay on their process at a sync; ``compute`` merges their lists.
     _process_local_states: ClassVar[tuple[str, ...]] = (
-        "corpus", "corpus_ids", "streamed_ids", "stream_query_ids", "stream_settings",
+        "corpus", "corpus_ids", "streamed_ids", "streamed_digests", "stream_query_ids", "stream_settings",
         *(f"stream_{name}" for name in ("keys", "ids", "tail", "judged_keys", "scores", "n_docs")),
     )  # fmt: skip
     #: The running lists of a streamed corpus (``set_queries``): engine field -> state.
@@ -128,7 +141,11 @@ class DenseRetrieval(RunningListStates, BaseMetric):
     _embedding_states = ("query", "corpus")
     # ``merge_state`` refuses known ids, as ``update``
     _unique_id_states = ("query_ids", "corpus_ids", "streamed_ids")
-    _aligned_row_stores = (("query", "query_ids"), ("corpus", "corpus_ids"))
+    _aligned_row_stores = (
+        ("query", "query_ids"),
+        ("corpus", "corpus_ids"),
+        ("streamed_digests", "streamed_ids"),  # a document's digest stands for its row
+    )
     batch_spec = BatchSpec(
         (Arg("embeddings"), Arg("ids", "ids", rows_of="embeddings")), roles=_ROLES, allow_empty=True
     )
@@ -164,7 +181,7 @@ class DenseRetrieval(RunningListStates, BaseMetric):
         self.apply_options({**values, "depth": self._options.depth})
         self._seen: dict[str, SeenIds] = {}
         self._stream: StreamQueries | None = None
-        self.add_row_store("query", "query_ids", "corpus", "corpus_ids", "streamed_ids")
+        self.add_row_store("query", "query_ids", "corpus", "corpus_ids", "streamed_ids", "streamed_digests")
         self.add_running_lists()
 
     def set_qrels(self, qrels: Any) -> None:
@@ -224,16 +241,67 @@ class DenseRetrieval(RunningListStates, BaseMetric):
         self._stream = None
 
     def merge_running_lists(self, ours: dict[str, Tensor], theirs: dict[str, Tensor]) -> dict[str, Tensor]:
-        """The lists of two disjoint corpus parts merged exactly (``merge_running``)."""
-        return merge_running([RunningLists(**ours), RunningLists(**theirs)]).as_dict()
+        """The lists of two corpus parts merged exactly (``merge_running``), a document both hold with the
+        same row (``merge_state``'s exact repeats) counted once (``merge_counting_once``)."""
+        parts = [RunningLists(**ours), RunningLists(**theirs)]
+        shared = self.__dict__.pop("_shared_documents", None)
+        if shared is None:
+            return merge_running(parts).as_dict()
+        if self._stream is None:
+            raise ValueError(
+                "DenseRetrieval.merge_state: the running lists share documents with the incoming ones; call "
+                "`set_queries` with their queries first, to count each once."
+            )
+        repeats = Repeats(shared, torch.ones_like(shared), torch.ones(2, shared.numel(), dtype=torch.bool))
+        return merge_counting_once(self._stream, parts, repeats, self._merged_rows(shared)).as_dict()
+
+    def _merged_rows(self, shared: Tensor) -> KnownRows | None:
+        """The rows of ``shared`` documents among the last chunks of the metrics ``merge_state`` merges,
+        as they were streamed (``None``: none held)."""
+        chunks: list[KnownRows] = self.__dict__.get("_merging_chunks", [])
+        layout = (self._stream.queries.dtype, self._stream.queries.shape[1]) if self._stream else None
+        kept = [c.of(shared) for c in chunks if (c.rows.dtype, c.rows.shape[1]) == layout]
+        if not kept:
+            return None
+        return KnownRows(torch.cat([k.rows for k in kept]), torch.cat([k.ids for k in kept]))
+
+    def merge_state(self, incoming_state: dict[str, Any] | Metric) -> None:
+        """``BaseMetric.merge_state``; a streamed document the incoming state holds too with the same row
+        counts once (its lists are read with the rows of both last chunks)."""
+        metrics = (self, incoming_state)
+        chunks = [m.__dict__.get("_last_chunk") for m in metrics if isinstance(m, DenseRetrieval)]
+        self.__dict__["_merging_chunks"] = [c for c in chunks if c is not None]
+        try:
+            super().merge_state(incoming_state)
+        finally:
+            self.__dict__.pop("_merging_chunks", None)
+            self.__dict__.pop("_shared_documents", None)
+
+    def _without_exact_repeats(self, incoming: Any, argument: str, action: str) -> dict[str, Any]:
+        """``BaseMetric``'s, and the streamed documents the incoming state shares with ours kept for
+        ``merge_running_lists`` (their lists count each once)."""
+        out = super()._without_exact_repeats(incoming, argument, action)
+        if not self.validate_args:
+            return out
+        ours, theirs = self.stored_rows("streamed_ids"), incoming.get("streamed_ids")
+        if ours is not None and isinstance(theirs, list) and theirs:
+            every = torch.cat([t.to(ours.device) for t in theirs])
+            shared = torch.unique(every[torch.isin(every, ours)])
+            if shared.numel():
+                self.__dict__["_shared_documents"] = shared
+        return out
 
     @property
     def counts_repeated_rows_once(self) -> bool:
-        """``True`` on the stored route: a query or corpus row given again with the same id and the same
-        embedding (a ``DistributedSampler``'s padding under DDP, a merged state) counts once, the same id
-        with another embedding raises. ``False`` after ``set_queries``: a streamed corpus keeps no rows to
-        compare, so a repeated document id raises at ``compute``."""
-        return self._stream is None
+        """``True``: a query or corpus row given again with the same id and the same embedding (a
+        ``DistributedSampler``'s padding under DDP, a merged state) counts once, the same id with another
+        embedding raises; on both routes (a streamed corpus compares digests of its rows)."""
+        return True
+
+    def reset(self) -> None:
+        """torchmetrics' ``reset``; the rows of the last chunk are let go."""
+        self.__dict__.pop("_last_chunk", None)
+        super().reset()
 
     def input_layout(self) -> Layout | None:
         """The dtype and width every batch must have: the queries' when streaming, else the rows'."""
@@ -268,7 +336,10 @@ class DenseRetrieval(RunningListStates, BaseMetric):
             fixed = self._stream
             lists = fold_chunk(fixed, RunningLists(**self.running_lists()), batch["embeddings"], batch["ids"])
             self.set_running_lists(lists.as_dict())
+            digests = digests_of(batch["embeddings"])
             self.append_rows("streamed_ids", batch["ids"])
+            self.append_rows("streamed_digests", digests)
+            self.__dict__["_last_chunk"] = KnownRows(batch["embeddings"], batch["ids"], digests)
             return
         self.append_rows(str(which), batch["embeddings"])
         self.append_rows(f"{which}_ids", batch["ids"])
@@ -299,14 +370,17 @@ class DenseRetrieval(RunningListStates, BaseMetric):
         )
 
     def _stream_values(self, fixed: StreamQueries, distributed: bool) -> dict[str, Any]:
-        """The values of the running lists (every process's, merged, when ``distributed``)."""
-        ids = self.stored_rows("streamed_ids")
-        stream_ids_unique(
-            torch.zeros(0, dtype=torch.int64, device=self.device) if ids is None else ids, distributed
-        )
+        """The values of the running lists (every process's, merged, when ``distributed``: a document two
+        processes streamed with the same row counts once)."""
+        none = torch.zeros(0, dtype=torch.int64, device=self.device)
+        ids, digests = self.stored_rows("streamed_ids"), self.stored_rows("streamed_digests")
+        ids, digests = none if ids is None else ids, none if digests is None else digests
         lists = RunningLists(**{k: t.to(self.device) for k, t in self.running_lists().items()})
-        dtype = compute_dtype(fixed.queries)
-        return stream_values(fixed, lists, dtype, distributed=distributed)
+        if distributed:
+            lists = gather_counting_once(fixed, lists, ids, digests, self.__dict__.get("_last_chunk"))
+        else:
+            stream_ids_unique(ids, False)
+        return stream_values(fixed, lists, compute_dtype(fixed.queries))
 
     def plot(self, val: Any = None, ax: Any = None) -> Any:
         """Plot the measures of one ``compute`` (or the current one), one point per key (needs matplotlib)."""

@@ -210,8 +210,6 @@ def test_merge_of_known_ids_is_refused_and_keeps_the_state(spec: MetricSpec, for
 def test_merge_of_exactly_repeated_rows_counts_them_once(spec: MetricSpec) -> None:
     """A copy of itself, or a state sharing one row (id and rows) of each stream, merges into the value
     of the distinct rows (issue 49, item 9: a DistributedSampler's padding, merged)."""
-    if spec.route == "streamed":
-        pytest.skip("issue 58, item 2 (open): a streamed corpus refuses an exact repeat, keeping no rows")
     case = spec.make_case()
     whole = build(spec, case)
     feed(whole, whole_calls(case))

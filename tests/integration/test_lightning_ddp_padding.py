@@ -54,13 +54,22 @@ def _dense_items(out: dict[str, torch.Tensor]) -> list[dict[str, Any]]:
     ]
 
 
+def _streamed_items(out: dict[str, torch.Tensor]) -> list[dict[str, Any]]:
+    """The streamed ``DenseRetrieval``'s update of one batch: each item as a document."""
+    return [{"embeddings": out["z2"], "ids": out["query"][:: h.DOCS], "role": "corpus"}]
+
+
 def _callback(dense_only: bool = False) -> Any:
-    """The helpers' callback and ``dense``, a ``DenseRetrieval`` (``dense_only``: it alone)."""
+    """The helpers' callback and ``dense``, a ``DenseRetrieval`` (``dense_only``: it alone, and
+    ``streamed``, one streaming the corpus against the 23 items' queries)."""
     from embedmetrics.integrations.lightning import EmbeddingMetricsCallback
 
     metrics = {} if dense_only else h.make_metrics()
     inputs = {} if dense_only else dict(h.CALLBACK_INPUTS)
     metrics["dense"], inputs["dense"] = _dense(), _dense_items
+    if dense_only:
+        metrics["streamed"], inputs["streamed"] = _dense(), _streamed_items
+        metrics["streamed"].set_queries(h.dataset().tensors[0][:23], torch.arange(23))
     return EmbeddingMetricsCallback(metrics, inputs, name_format="{stage}/cb/{name}")
 
 
@@ -144,10 +153,14 @@ def test_ddp_padding_is_warned_once_per_stage_with_its_count() -> None:
         assert f"`{name}`" in message  # the callback's names of its metrics
     assert "`dense`, given ids, count(s) an item repeated exactly (same id, same rows) once" in message
     assert "`dense` count" not in message.split(";")[0]  # not among those that count it twice
-    # DenseRetrieval: query 0 and document 0 on both ranks, counted once: the value of the 23 items
+    # DenseRetrieval: query 0 and document 0 on both ranks, counted once: the value of the 23 items; the
+    # streamed corpus too (issue 58, item 2), bit for bit the stored route's
     for values in (zero["val_odd_values"], one["val_odd_values"], zero["dense_only_values"]):
         for key, value in _dense_values(23).items():
             assert values[f"val/cb/dense/{key}"] == pytest.approx(value, rel=1e-6, abs=1e-7), key
+    for values in (zero["dense_only_values"], one["dense_only_values"]):
+        for key in _dense_values(23):
+            assert values[f"val/cb/streamed/{key}"] == values[f"val/cb/dense/{key}"], key
     assert zero["dense_only"] == [] == one["dense_only"]
     assert zero["val_odd_again"] == []  # the same stage again: warned already
     assert one["val_odd"] == one["val_odd_again"] == one["test_odd"] == []

@@ -147,9 +147,11 @@ def test_merge_state_of_disjoint_streams_equals_one_stream() -> None:
     _assert_same(a.compute(), expected, "merge_state")
     c, _ = _module_pair(data, **OPTIONS)
     c.update(data["c"][:5], data["c_ids"][:5], role="corpus")
-    with pytest.raises(
-        ValueError, match=r"unique ids .* already in this metric"
-    ):  # the same documents twice: refused, nothing merged
+    a.merge_state(c)  # the same documents with the same rows again: counted once (test_stream_repeats.py)
+    _assert_same(a.compute(), expected, "a merge of repeats")
+    c.reset()
+    c.update(data["c"][:5] + 1.0, data["c_ids"][:5], role="corpus")
+    with pytest.raises(ValueError, match=r"unique ids, got .* with different rows"):  # other rows: refused
         a.merge_state(c)
     _assert_same(a.compute(), expected, "after a refused merge")
 

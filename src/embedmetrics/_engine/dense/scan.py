@@ -415,7 +415,9 @@ def by_key_then_id(keys: Tensor, ids: Tensor) -> Tensor:
     return order.gather(1, torch.argsort(keys.gather(1, order), dim=1, stable=True))
 
 
-def merge_lists(parts: Sequence[TopLists], width: Optional[int] = None) -> TopLists:
+def merge_lists(
+    parts: Sequence[TopLists], width: Optional[int] = None, drop: Optional[Tensor] = None
+) -> TopLists:
     """Merge the lists of disjoint corpus parts exactly (each ``(Q, w)``, any widths): the ``width``
     smallest keys of the union (default: as many as the widest part holds; at most the parts' widths
     together); where the union has more documents at the last key than places, the lowest ids among
@@ -423,11 +425,15 @@ def merge_lists(parts: Sequence[TopLists], width: Optional[int] = None) -> TopLi
 
     Parts cut by a bound (``CorpusScan.lists``) are each narrower than the lists they feed: their merge
     must be as wide as both together (up to ``depth``), or the keys of one that fit are dropped.
+    ``drop``: ``(Q, total width)`` entries of the parts side by side left out of the union (the second
+    listing of a document two parts hold, ``stream_repeats``); the tail still counts them.
     """
     depth = max(part.keys.shape[1] for part in parts) if width is None else width
     all_keys = torch.cat([part.keys for part in parts], dim=1)
     all_ids = torch.cat([part.ids for part in parts], dim=1)
-    if len(parts) == 2 and not bool(all_keys.isnan().any()):  # two ascending lists: merged in place
+    if drop is not None:
+        all_keys, all_ids = all_keys.masked_fill(drop, float("inf")), all_ids.masked_fill(drop, -1)
+    if len(parts) == 2 and drop is None and not bool(all_keys.isnan().any()):  # two ascending lists
         order = _merged_order(parts[0].keys, parts[1].keys)[:, :depth]
         top_keys = all_keys.gather(1, order)
     else:

@@ -127,7 +127,7 @@ class RunningLists:
         return TopLists(self.keys, self.ids, self.tail, self.judged_keys)
 
 
-def _with_scores(lists: TopLists, parts: list[RunningLists], n_docs: Tensor) -> RunningLists:
+def with_scores(lists: TopLists, parts: list[RunningLists], n_docs: Tensor) -> RunningLists:
     """The merged lists with each listed document's score looked up in the parts (ids are unique per
     query across disjoint parts), in canonical (key, id) order."""
     keys, ids = (
@@ -158,7 +158,7 @@ def merge_running(parts: list[RunningLists]) -> RunningLists:
     """The running lists of disjoint corpus parts merged exactly (``merge_lists``)."""
     merged = merge_lists([p.top_lists() for p in parts])
     merged.judged_keys = torch.stack([p.judged_keys for p in parts]).amin(dim=0)
-    return _with_scores(merged, parts, torch.stack([p.n_docs for p in parts]).sum())
+    return with_scores(merged, parts, torch.stack([p.n_docs for p in parts]).sum())
 
 
 def _wide_bound(lists: RunningLists, docs: DocFactors, q: Tensor, dtype: torch.dtype) -> Optional[Tensor]:
@@ -259,16 +259,20 @@ def fold_chunk(fixed: StreamQueries, lists: RunningLists, corpus: Tensor, corpus
     return merge_running([lists, _chunk_lists(fixed, lists, corpus, corpus_ids)])
 
 
-def gather_stream(local: RunningLists) -> RunningLists:
-    """Every process's running lists merged (a collective; every process returns the same)."""
+def gathered_parts(local: RunningLists) -> list[RunningLists]:
+    """Every process's running lists, in rank order (a collective)."""
     tensors = local.as_dict()
     gathered = {name: gather_same(t[None] if t.ndim == 0 else t) for name, t in tensors.items()}
     world = len(gathered["keys"])
-    parts = [
+    return [
         RunningLists(**{name: gathered[name][r].reshape(tensors[name].shape) for name in tensors})
         for r in range(world)
     ]
-    return merge_running(parts)
+
+
+def gather_stream(local: RunningLists) -> RunningLists:
+    """Every process's running lists merged (a collective; every process returns the same)."""
+    return merge_running(gathered_parts(local))
 
 
 def stream_values(
