@@ -118,8 +118,22 @@ def nidl_functions() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.T
     }
 
 
+def alternating(
+    ours: Callable[[], Any], peer: Callable[[], Any], device: str, rounds: int
+) -> tuple[float, float]:
+    """Best times of ``ours`` and ``peer`` over ``rounds`` rounds, each round one call of each in turn
+    (both warm): a load that comes and goes reaches both sides alike."""
+    best_ours = best_peer = float("inf")
+    for _ in range(rounds):
+        best_ours = min(best_ours, timed(ours, device, 1)[1])
+        best_peer = min(best_peer, timed(peer, device, 1)[1])
+    return best_ours, best_peer
+
+
 def peer_rows(z1: torch.Tensor, z2: torch.Tensor, repeat: int, device: str) -> None:
-    """Ours against nidl itself (or, without nidl, the full-matrix algorithm it uses) and the bound."""
+    """Ours against nidl itself (or, without nidl, the full-matrix algorithm it uses) and the bound, both
+    ways a reader measures it: in turn (best of ``repeat`` each side, warm) and alternating; the row
+    gives the worse ratio of the two."""
     peers = nidl_functions()
     name = "nidl 0.0.2" if peers is not None else "full similarity matrix (nidl's algorithm)"
     if peers is None:
@@ -127,20 +141,26 @@ def peer_rows(z1: torch.Tensor, z2: torch.Tensor, repeat: int, device: str) -> N
     a, b = F.normalize(z1, dim=1), F.normalize(z2, dim=1)
     size = f"{z1.shape[0]:,} x {z1.shape[1]}"
     for metric, peer in peers.items():
-        v_peer, t_peer = timed(lambda f=peer: f(z1, z2), device, repeat)
-        v_ours, t_ours = timed(lambda f=IMPLS[metric]["ours"]: f(z1, z2), device, repeat)
+        run_peer = lambda f=peer: f(z1, z2)  # noqa: E731
+        run_ours = lambda f=IMPLS[metric]["ours"]: f(z1, z2)  # noqa: E731
+        v_peer, t_peer = timed(run_peer, device, repeat, warmup=True)
+        v_ours, t_ours = timed(run_ours, device, repeat, warmup=True)
+        alt_ours, alt_peer = alternating(run_ours, run_peer, device, repeat)
         equal = abs(float(v_ours.reshape(-1)[0]) - float(v_peer)) < 1e-6
         uniform = metric.startswith("uniformity")
         bound = product_bound(a, a if uniform else b, device, half=uniform)
         title = "uniformity t=2" if uniform else "contrastive accuracy top-5"
         what = "half the bare product" if uniform else "the bare product"
         print(f"{title}: ours {t_ours:.3f} s, {name} {t_peer:.3f} s, {what} {bound:.3f} s; ", end="")
-        print(f"{name} over ours {t_peer / t_ours:.2f}x, ours over {what} {t_ours / bound:.2f}")
+        print(f"{name} over ours {t_peer / t_ours:.2f}x in turn, ", end="")
+        print(f"{alt_peer / alt_ours:.2f}x alternating, ", end="")
+        print(f"ours over {what} {t_ours / bound:.2f}")
+        worse = min((t_peer / t_ours, t_ours, t_peer), (alt_peer / alt_ours, alt_ours, alt_peer))
         emit(
             f"{title}, {size}",
-            t_ours,
+            worse[1],
             peer=name,
-            peer_value=t_peer,
+            peer_value=worse[2],
             bound=what,
             bound_value=bound,
             equal=equal,
@@ -152,7 +172,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=16384)
     parser.add_argument("--d", type=int, default=128)
     parser.add_argument("--big", type=int, default=65536, help="n of the ours-only memory run (0: skip)")
-    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--child", nargs=4, metavar=("METRIC", "IMPL", "N", "D"))
     parser.add_argument("--device", default="cpu", help="cuda: the time rows on the GPU (memory rows: CPU)")
     args = parser.parse_args()

@@ -17,12 +17,19 @@ def test_compared_sums_are_the_sign_sums_with_ties() -> None:
     gen = torch.Generator().manual_seed(0)
     sim = torch.randint(-3, 4, (37, 53), generator=gen).float() / 4  # many ties
     d_rows, d_cols = sim[:, 0].clone(), sim[0].clone()
-    buf = torch.empty_like(sim)
-    g_rows, b_rows = pairs._compared_sums(sim, d_rows[:, None], torch.ones(53), buf)
-    g_cols, b_cols = pairs._compared_sums(sim.T, d_cols[:, None], torch.ones(37), buf.T)
     want = sign_counts_eager(sim, d_rows, d_cols)
-    for got, exact in zip((g_rows, b_rows, g_cols, b_cols), want):
-        assert torch.equal(got, exact.double())
+    for slice_rows in (1, 5, 37, 64):  # slices of the block's rows, one whole slice, more than the rows
+        buf = torch.empty(slice_rows, 53)
+        got = pairs._compared_sums(sim, d_rows, d_cols, torch.ones(53), buf)
+        for counts, exact in zip(got, want):
+            assert torch.equal(counts, exact.double()), slice_rows
+
+
+def test_compared_slices_fit_the_cache_on_a_cpu_and_are_whole_blocks_elsewhere() -> None:
+    cpu, meta = torch.device("cpu"), torch.device("meta")
+    assert pairs.compare_slice_rows(16384, 4, cpu) * 16384 * 4 == pairs.COMPARE_SLICE_BYTES
+    assert pairs.compare_slice_rows(10**7, 8, cpu) == 1
+    assert pairs.compare_slice_rows(16384, 4, meta) >= 2**40
 
 
 def test_contrastive_partial_equals_the_sign_passes(monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -88,3 +88,31 @@ def test_one_block_budget_still_splits_rows_across_ranks(world):
     owned = [int((p != 0).any(0).sum()) for p in parts]
     assert all(count > 0 for count in owned), owned
     assert torch.equal(sum(parts), engine.contrastive_partial(z1, z2, block_bytes=10**9))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_uniformity_with_and_without_the_shift_agree_with_the_closed_form(dtype, monkeypatch):
+    """Potentials in ``exp``'s safe range are exponentiated as they are (one pass fewer); a large ``t``
+    (or forced) takes the shifted log-sum-exp: both agree with the closed form."""
+    from oracles.embedding import uniformity as uniformity_ref
+
+    z = torch.randn(300, 6, generator=torch.Generator().manual_seed(5), dtype=torch.float64).to(dtype)
+    assert not engine._needs_shift(torch.full((3,), 8.0, dtype=dtype), None)
+    assert engine._needs_shift(
+        torch.full((3,), 100.0 if dtype == torch.float32 else 1000.0, dtype=dtype), None
+    )
+    for t in (2.0, 60.0):
+        plain = uniformity_score(z, t=t).item()
+        monkeypatch.setattr(engine, "_needs_shift", lambda *_: True)
+        shifted = uniformity_score(z, t=t).item()
+        monkeypatch.undo()
+        expected = uniformity_ref(z.double().numpy(), t=t)
+        tol = 1e-5 if dtype == torch.float32 else 1e-12
+        assert abs(plain - expected) < tol * max(1.0, abs(expected)), (t, plain, expected)
+        assert abs(shifted - expected) < tol * max(1.0, abs(expected)), (t, shifted, expected)
+
+
+def test_uniformity_tiles_fit_the_cache_on_a_cpu():
+    assert engine.uniformity_tile_columns(4, torch.device("cpu")) == 4096
+    assert engine.uniformity_tile_columns(8, torch.device("cpu")) == 2048
+    assert engine.uniformity_tile_columns(4, torch.device("meta")) == engine.UNIFORMITY_TILE_COLUMNS
