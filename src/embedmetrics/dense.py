@@ -38,8 +38,8 @@ from embedmetrics._engine.dense.stream import (
 )
 from embedmetrics._engine.dense.stream_repeats import (
     KnownRows,
-    Repeats,
     digests_of,
+    find_repeats,
     gather_counting_once,
     merge_counting_once,
 )
@@ -49,6 +49,15 @@ from embedmetrics._metric.running_lists import RunningListStates
 from embedmetrics._metric.seen_ids import SeenIds
 
 __all__ = ["DenseRetrieval"]
+
+
+def _joined(state: Any) -> Tensor | None:
+    """A list state's tensors as one (``None`` where it holds none), or a tensor state as it is."""
+    if isinstance(state, Tensor):
+        return state
+    parts = [t for t in state or () if isinstance(t, Tensor)]
+    return torch.cat(parts) if parts else None
+
 
 _ROLES = ("query", "corpus")
 
@@ -129,7 +138,8 @@ class DenseRetrieval(RunningListStates, BaseMetric):
     higher_is_better: bool = True
     #: The corpus shards stay on their process at a sync; ``compute`` merges their lists.
     _process_local_states: ClassVar[tuple[str, ...]] = (
-        "corpus", "corpus_ids", "streamed_ids", "streamed_digests", "stream_query_ids", "stream_settings",
+        "corpus", "corpus_ids", "streamed_ids", "streamed_digests", "stream_last_rows", "stream_last_ids",
+        "stream_query_ids", "stream_settings",
         *(f"stream_{name}" for name in ("keys", "ids", "tail", "judged_keys", "scores", "n_docs")),
     )  # fmt: skip
     #: The running lists of a streamed corpus (``set_queries``): engine field -> state.
@@ -182,6 +192,8 @@ class DenseRetrieval(RunningListStates, BaseMetric):
         self._seen: dict[str, SeenIds] = {}
         self._stream: StreamQueries | None = None
         self.add_row_store("query", "query_ids", "corpus", "corpus_ids", "streamed_ids", "streamed_digests")
+        # a copy of the last chunk's rows (and those of merged states): a repeated document's row
+        self.add_row_store("stream_last_rows", "stream_last_ids", buffered=False)
         self.add_running_lists()
 
     def set_qrels(self, qrels: Any) -> None:
@@ -242,53 +254,68 @@ class DenseRetrieval(RunningListStates, BaseMetric):
 
     def merge_running_lists(self, ours: dict[str, Tensor], theirs: dict[str, Tensor]) -> dict[str, Tensor]:
         """The lists of two corpus parts merged exactly (``merge_running``), a document both hold with the
-        same row (``merge_state``'s exact repeats) counted once (``merge_counting_once``)."""
+        same row (``merge_state``'s exact repeats, ``_without_exact_repeats``) counted once
+        (``merge_counting_once``, with the rows of both states' last chunks)."""
         parts = [RunningLists(**ours), RunningLists(**theirs)]
-        shared = self.__dict__.pop("_shared_documents", None)
-        if shared is None:
+        repeats, incoming = (
+            self.__dict__.pop("_shared_documents", None),
+            self.__dict__.pop("_incoming_last", None),
+        )
+        if repeats is None:
             return merge_running(parts).as_dict()
         if self._stream is None:
             raise ValueError(
                 "DenseRetrieval.merge_state: the running lists share documents with the incoming ones; call "
                 "`set_queries` with their queries first, to count each once."
             )
-        repeats = Repeats(shared, torch.ones_like(shared), torch.ones(2, shared.numel(), dtype=torch.bool))
-        return merge_counting_once(self._stream, parts, repeats, self._merged_rows(shared)).as_dict()
+        held = [k for k in (self._last_rows(), incoming) if k is not None]
+        known = (
+            KnownRows(torch.cat([k.rows for k in held]), torch.cat([k.ids for k in held])) if held else None
+        )
+        return merge_counting_once(self._stream, parts, repeats, known).as_dict()
 
-    def _merged_rows(self, shared: Tensor) -> KnownRows | None:
-        """The rows of ``shared`` documents among the last chunks of the metrics ``merge_state`` merges,
-        as they were streamed (``None``: none held)."""
-        chunks: list[KnownRows] = self.__dict__.get("_merging_chunks", [])
-        layout = (self._stream.queries.dtype, self._stream.queries.shape[1]) if self._stream else None
-        kept = [c.of(shared) for c in chunks if (c.rows.dtype, c.rows.shape[1]) == layout]
-        if not kept:
+    def _last_rows(self, state: Any = None) -> KnownRows | None:
+        """The last chunks' rows a state holds (this metric's by default), ``None`` where none."""
+        held = self.metric_state if state is None else state
+        rows, ids = _joined(held.get("stream_last_rows")), _joined(held.get("stream_last_ids"))
+        if rows is None or ids is None or rows.shape[0] != ids.shape[0]:
             return None
-        return KnownRows(torch.cat([k.rows for k in kept]), torch.cat([k.ids for k in kept]))
+        return KnownRows(rows, ids)
 
     def merge_state(self, incoming_state: dict[str, Any] | Metric) -> None:
         """``BaseMetric.merge_state``; a streamed document the incoming state holds too with the same row
-        counts once (its lists are read with the rows of both last chunks)."""
-        metrics = (self, incoming_state)
-        chunks = [m.__dict__.get("_last_chunk") for m in metrics if isinstance(m, DenseRetrieval)]
-        self.__dict__["_merging_chunks"] = [c for c in chunks if c is not None]
+        counts once, and the last chunks' rows of both are kept."""
+        self.__dict__["_merging"] = True
         try:
             super().merge_state(incoming_state)
         finally:
-            self.__dict__.pop("_merging_chunks", None)
-            self.__dict__.pop("_shared_documents", None)
+            for name in ("_merging", "_shared_documents", "_incoming_last"):
+                self.__dict__.pop(name, None)
+
+    def _reduce_states(self, incoming_state: dict[str, Any]) -> None:
+        """The running lists' merge; ``forward`` (not ``merge_state``) keeps its batch as the last chunk."""
+        batch = [list(getattr(self, n)) for n in ("stream_last_rows", "stream_last_ids")]
+        super()._reduce_states(incoming_state)
+        if not self.__dict__.get("_merging"):
+            for name, value in zip(("stream_last_rows", "stream_last_ids"), batch):
+                getattr(self, name)[:] = value
 
     def _without_exact_repeats(self, incoming: Any, argument: str, action: str) -> dict[str, Any]:
-        """``BaseMetric``'s, and the streamed documents the incoming state shares with ours kept for
-        ``merge_running_lists`` (their lists count each once)."""
+        """``BaseMetric``'s; and, on the streamed route (whatever ``validate_args``), the documents the
+        incoming state shares with ours with the same rows left out of its ids (another row raises
+        ``ValueError`` naming the id), kept for ``merge_running_lists``."""
         out = super()._without_exact_repeats(incoming, argument, action)
-        if not self.validate_args:
+        ours, ours_d = self.stored_rows("streamed_ids"), self.stored_rows("streamed_digests")
+        theirs, theirs_d = _joined(incoming.get("streamed_ids")), _joined(incoming.get("streamed_digests"))
+        if ours is None or ours_d is None or theirs is None or theirs_d is None:
             return out
-        ours, theirs = self.stored_rows("streamed_ids"), incoming.get("streamed_ids")
-        if ours is not None and isinstance(theirs, list) and theirs:
-            every = torch.cat([t.to(ours.device) for t in theirs])
-            shared = torch.unique(every[torch.isin(every, ours)])
-            if shared.numel():
-                self.__dict__["_shared_documents"] = shared
+        where = f"DenseRetrieval.{action}: argument `{argument}` (`streamed_ids`)"
+        repeats = find_repeats([ours, theirs.to(ours.device)], [ours_d, theirs_d.to(ours.device)], where)
+        if repeats is not None:
+            keep = ~torch.isin(theirs.to(ours.device), repeats.ids)
+            out["streamed_ids"], out["streamed_digests"] = [theirs[keep.to(theirs.device)]], [theirs_d[keep]]
+            self.__dict__["_shared_documents"] = repeats
+            self.__dict__["_incoming_last"] = self._last_rows(incoming)
         return out
 
     @property
@@ -297,11 +324,6 @@ class DenseRetrieval(RunningListStates, BaseMetric):
         ``DistributedSampler``'s padding under DDP, a merged state) counts once, the same id with another
         embedding raises; on both routes (a streamed corpus compares digests of its rows)."""
         return True
-
-    def reset(self) -> None:
-        """torchmetrics' ``reset``; the rows of the last chunk are let go."""
-        self.__dict__.pop("_last_chunk", None)
-        super().reset()
 
     def input_layout(self) -> Layout | None:
         """The dtype and width every batch must have: the queries' when streaming, else the rows'."""
@@ -339,7 +361,8 @@ class DenseRetrieval(RunningListStates, BaseMetric):
             digests = digests_of(batch["embeddings"])
             self.append_rows("streamed_ids", batch["ids"])
             self.append_rows("streamed_digests", digests)
-            self.__dict__["_last_chunk"] = KnownRows(batch["embeddings"], batch["ids"], digests)
+            getattr(self, "stream_last_rows")[:] = [batch["embeddings"].clone()]  # noqa: B009 (a state)
+            getattr(self, "stream_last_ids")[:] = [batch["ids"].clone()]  # noqa: B009 (a state)
             return
         self.append_rows(str(which), batch["embeddings"])
         self.append_rows(f"{which}_ids", batch["ids"])
@@ -377,7 +400,7 @@ class DenseRetrieval(RunningListStates, BaseMetric):
         ids, digests = none if ids is None else ids, none if digests is None else digests
         lists = RunningLists(**{k: t.to(self.device) for k, t in self.running_lists().items()})
         if distributed:
-            lists = gather_counting_once(fixed, lists, ids, digests, self.__dict__.get("_last_chunk"))
+            lists = gather_counting_once(fixed, lists, ids, digests, self._last_rows())
         else:
             stream_ids_unique(ids, False)
         return stream_values(fixed, lists, compute_dtype(fixed.queries))

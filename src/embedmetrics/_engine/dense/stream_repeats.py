@@ -37,6 +37,7 @@ from embedmetrics._engine.core.distinct import row_hash
 from embedmetrics._engine.core.row_owners import gather_rows
 from embedmetrics._engine.core.scan import compute_dtype
 from embedmetrics._engine.dense.exact_lists import DocFactors
+from embedmetrics._engine.dense.qrels import check_unique_ids
 from embedmetrics._engine.dense.repeats import repeated_positions
 from embedmetrics._engine.dense.scan import IdColumns, TopLists, merge_lists, query_side
 from embedmetrics._engine.dense.stream import (
@@ -68,27 +69,30 @@ def digests_of(rows: Tensor) -> Tensor:
 @dataclass
 class Repeats:
     """The documents more than one part holds: ``ids`` ``(R,)`` ascending, ``extra`` ``(R,)`` their copies
-    beyond the first, ``held`` ``(parts, R)`` which parts hold each."""
+    beyond the first, ``held`` ``(parts, R)`` which parts hold each, ``digests`` ``(R,)`` their rows'."""
 
     ids: Tensor
     extra: Tensor
     held: Tensor
+    digests: Tensor
 
 
 @dataclass
 class KnownRows:
-    """The rows of some documents (``rows`` ``(n, d)``, ``ids`` ``(n,)``) and, where given, the digests
-    they had when streamed (a row changed in place since is not used)."""
+    """Rows of some documents (``rows`` ``(n, d)``, ``ids`` ``(n,)``), such as the last chunks a metric
+    holds; a row is used for a repeated document only where its digest is that document's."""
 
     rows: Tensor
     ids: Tensor
-    digests: Optional[Tensor] = None
 
-    def of(self, ids: Tensor) -> KnownRows:
-        """Those of ``ids`` whose rows are as they were streamed (a host sync)."""
-        mine = torch.isin(self.ids, ids)
-        if self.digests is not None and bool(mine.any()):
-            mine[mine.clone()] = digests_of(self.rows[mine]) == self.digests[mine]
+    def matching(self, repeats: Repeats) -> KnownRows:
+        """The rows of ``repeats`` whose digest is the repeated document's (a host sync): a row changed
+        since it was streamed, or an older row under the same id, is left out."""
+        last = max(0, repeats.ids.numel() - 1)
+        at = torch.searchsorted(repeats.ids, self.ids.contiguous()).clamp_max(last)
+        mine = torch.isin(self.ids, repeats.ids)
+        if bool(mine.any()):
+            mine[mine.clone()] = digests_of(self.rows[mine]) == repeats.digests[at[mine]]
         return KnownRows(self.rows[mine], self.ids[mine])
 
 
@@ -96,6 +100,8 @@ def find_repeats(ids: Sequence[Tensor], digests: Sequence[Tensor], name: str) ->
     """The documents held by more than one part (each part's ``ids`` unique; ``digests`` their rows'),
     ``None`` where none is. An id held with other rows raises ``ValueError`` naming ``name`` and the
     smallest such id. A host sync."""
+    for part in ids:  # each part's own ids are unique (``update`` refuses a known id)
+        check_unique_ids(name, torch.sort(part).values)
     every, codes = torch.cat(list(ids)), torch.cat(list(digests)).to(ids[0].device)
     found = repeated_positions(every)
     if found is None:
@@ -110,7 +116,9 @@ def find_repeats(ids: Sequence[Tensor], digests: Sequence[Tensor], name: str) ->
         )
     shared, extra = torch.unique(every[repeat], return_counts=True)
     held = torch.stack([torch.isin(shared, part.to(shared.device)) for part in ids])
-    return Repeats(shared, extra, held)
+    digest = torch.zeros_like(shared)  # any copy's digest: they are equal
+    digest[torch.searchsorted(shared, every[repeat])] = codes[repeat]
+    return Repeats(shared, extra, held, digest)
 
 
 def merge_counting_once(
@@ -120,6 +128,7 @@ def merge_counting_once(
     parts) counted once (see the module docstring); ``known``: rows of repeated documents, read only where
     a tie block straddles the cut (``ValueError`` where such a document's row is not among them)."""
     parts, repeats = _without_contained(parts, repeats)
+    known = None if known is None else known.matching(repeats)
     if len(parts) == 1 or repeats.ids.numel() == 0:
         return merge_running(list(parts))
     tops = [p.top_lists() for p in parts]
@@ -152,9 +161,8 @@ def _without_contained(
         return parts, repeats
     held = repeats.held[keep]
     shared = held.sum(dim=0) > 1
-    return [parts[p] for p in keep], Repeats(
-        repeats.ids[shared], held.sum(dim=0)[shared] - 1, held[:, shared]
-    )
+    left = Repeats(repeats.ids[shared], held.sum(dim=0)[shared] - 1, held[:, shared], repeats.digests[shared])
+    return [parts[p] for p in keep], left
 
 
 def _later_listings(ids: Tensor, listed: Tensor) -> Tensor:
@@ -232,9 +240,10 @@ def _keys_of(fixed: StreamQueries, known: Optional[KnownRows], query_rows: Tenso
         raise ValueError(
             f"DenseRetrieval: document {doc} was streamed twice (on two processes or in two merged states) "
             f"and may tie with the last listed document of query {query}, whose tie block runs past the "
-            "lists; its row is no longer held (a process keeps the rows of its last chunk only), so it "
-            "cannot be counted once. Stream each document once (Lightning: use_distributed_sampler=False "
-            "with an UnrepeatedDistributedSampler), or keep the repeated items in each process's last batch."
+            "lists; its row is not held (a metric keeps a copy of its last chunk's rows, and those of the "
+            "states merged into it: a DistributedSampler's padding is each process's last item, but a "
+            "repeat earlier in a stream is not held), so it cannot be counted once. Stream each document "
+            "once (Lightning: use_distributed_sampler=False with an UnrepeatedDistributedSampler)."
         )
     dtype = compute_dtype(fixed.queries, known.rows)
     q = query_side(fixed.queries, fixed.opts.similarity, dtype)
@@ -260,6 +269,6 @@ def _gather_known(fixed: StreamQueries, repeats: Repeats, last: Optional[KnownRo
     that of the document: a row changed in place since is not used), from every process; a collective."""
     rows, ids = fixed.queries[:0], repeats.ids[:0]
     if last is not None and last.ids.numel() > 0:
-        kept = last.of(repeats.ids)
+        kept = last.matching(repeats)
         rows, ids = kept.rows.to(rows.device), kept.ids.to(rows.device)
     return KnownRows(torch.cat(gather_rows(rows)), torch.cat(gather_rows(ids)))
