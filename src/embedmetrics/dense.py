@@ -26,14 +26,13 @@ from embedmetrics._engine.core.distinct import row_hash
 from embedmetrics._engine.core.inputs import Arg, BatchSpec
 from embedmetrics._engine.core.scan import compute_dtype, metric_shard
 from embedmetrics._engine.dense.measures import dense_options, dense_values
-from embedmetrics._engine.dense.qrels import check_new_ids, check_qrels
+from embedmetrics._engine.dense.qrels import check_new_ids, check_qrels, check_unique_ids
 from embedmetrics._engine.dense.stream import (
     RunningLists,
     StreamQueries,
     check_query_set,
     fold_chunk,
     merge_running,
-    stream_ids_unique,
     stream_values,
 )
 from embedmetrics._engine.dense.stream_repeats import (
@@ -402,7 +401,7 @@ class DenseRetrieval(RunningListStates, BaseMetric):
         if distributed:
             lists = gather_counting_once(fixed, lists, ids, digests, self._last_rows())
         else:
-            stream_ids_unique(ids, False)
+            check_unique_ids("corpus_ids", torch.sort(ids).values)
         return stream_values(fixed, lists, compute_dtype(fixed.queries))
 
     def plot(self, val: Any = None, ax: Any = None) -> Any:

@@ -37,7 +37,7 @@ from embedmetrics._engine.core.checks import (
     check_ids,
 )
 from embedmetrics._engine.core.pair_scores import pair_similarity
-from embedmetrics._engine.core.row_owners import gather_rows, gather_same
+from embedmetrics._engine.core.row_owners import gather_same
 from embedmetrics._engine.core.scan import compute_dtype
 from embedmetrics._engine.dense.exact_lists import (
     FAST_EXTRA,
@@ -69,7 +69,6 @@ __all__ = [
     "check_query_set",
     "fold_chunk",
     "gather_stream",
-    "stream_ids_unique",
     "stream_values",
 ]
 
@@ -378,9 +377,3 @@ def check_query_set(
     check_unique_ids(id_name, torch.sort(query_ids).values)
     return queries, query_ids
 
-
-def stream_ids_unique(ids: Tensor, distributed: bool) -> None:
-    """The document ids seen by every process are unique (``ValueError`` naming one; a collective)."""
-    if distributed:
-        ids = torch.cat(gather_rows(ids))
-    check_unique_ids("corpus_ids", torch.sort(ids).values)
