@@ -376,4 +376,3 @@ def check_query_set(
     query_ids = check_ids(id_name, as_tensor(id_name, ids).to(device), queries.shape[0])
     check_unique_ids(id_name, torch.sort(query_ids).values)
     return queries, query_ids
-
