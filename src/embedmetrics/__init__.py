@@ -34,6 +34,7 @@ _SUBMODULES = frozenset(
         "qrels",
         "representation",
         "retrieval",
+        "trec",
     )
 )
 
