@@ -1,0 +1,136 @@
+"""Measures asked for by any name (``_engine/trec_eval/aliases.py``), evaluated on one run: each query's
+value and the summary, keyed by the names asked for. No torch.
+
+The requests are evaluated in groups that trec_eval can compute in one call: trec_eval's own names
+together (as ``-m`` reads them), and ir_measures' names by relevance level (``-l``) and ``-J``, the
+cut-offs of one measure merged (``P@5`` and ``P@10``: ``P.5,10``); a measure asked with other
+parameters (``SetF(beta=0.5)`` beside ``SetF``) gets a call of its own. ``Judged@k`` and ``RR@k`` are
+computed on the group's lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from embedmetrics._engine.trec_eval.aliases import JUDGED, Request
+from embedmetrics._engine.trec_eval.names import FLOAT_CUTS, LONG_CUTS, parse_measure, parse_measures
+from embedmetrics._io.trec import Qrels, Run
+from embedmetrics._io.trec_eval_lists import NOT_IN_QRELS
+from embedmetrics._report.trec_eval_mode import Settings, evaluate_run
+
+
+@dataclass
+class Evaluated:
+    """One run's values: ``per_query[label]`` (``{query_id: value}``) and ``summary[label]`` (trec_eval's
+    summary: the mean over the queries, or its sum, count or geometric mean), keyed by the names asked
+    for (trec_eval's labels for trec_eval's names)."""
+
+    per_query: dict[str, dict[str, float]]
+    summary: dict[str, float]
+
+
+@dataclass
+class _Group:
+    level: int
+    judged_only: bool
+    specs: dict[str, list[str]]  # trec_eval measure -> its parameter texts (cut-offs merged)
+    requests: list[Request]
+
+
+def evaluate_requests(run: Run, qrels: Qrels, requests: Sequence[Request], *, version: int = 10,
+                      complete: bool = False) -> Evaluated:  # fmt: skip
+    """Every request's values on ``run``; ``complete``: trec_eval's ``-c`` (every judged query averaged, an
+    absent one scoring 0), which is how ir_measures averages."""
+    out = Evaluated({}, {})
+    for group in _groups(requests, version):
+        specs = [name if not texts else f"{name}.{','.join(texts)}" for name, texts in group.specs.items()]
+        trec_names = all(r.trec_eval_name for r in group.requests)
+        measures = parse_measures(specs, version) if trec_names else _each(specs, version)
+        settings = Settings(measures, version=version, complete=complete, relevance_level=group.level,
+                            judged_only=group.judged_only)  # fmt: skip
+        lists, values, summary = evaluate_run(run, qrels, settings)
+        ids = list(lists.query_ids)
+        denominator = lists.n_qrels_queries if complete else len(ids)
+        for request in group.requests:
+            if request.own is None:
+                column = np.asarray(values.get(request.value, np.zeros(0)), dtype=np.float64)
+                mean = float(summary[request.value])
+                if _counted_as_ir_measures(request, complete, version):
+                    mean = float(column[~np.asarray(lists.absent, dtype=bool)].sum()) if ids else 0.0
+            else:
+                column = own_values(lists, request)
+                mean = float(column.sum() / denominator) if denominator else float("nan")
+            if column.size == len(ids):
+                out.per_query[request.label] = dict(zip(ids, column.tolist()))
+            out.summary[request.label] = mean
+    order = [r.label for r in requests]
+    return Evaluated({k: out.per_query[k] for k in order if k in out.per_query},
+                     {k: out.summary[k] for k in order})  # fmt: skip
+
+
+def _counted_as_ir_measures(request: Request, complete: bool, version: int) -> bool:
+    """Whether a count (``NumQ``, ``NumRet``, ``NumRel``, ``NumRelRet``) sums the queries of the run only:
+    ir_measures' names with ``complete`` (ir_measures adds 0 for a judged query the run lacks, where
+    trec_eval's ``-c`` counts it)."""
+    if request.trec_eval_name or not complete:
+        return False
+    return parse_measure(request.spec, version)[0].kind.summary in ("sum", "count")
+
+
+def _each(specs: list[str], version: int) -> list[object]:
+    """The measures of ``specs``, each as given (no ``-m`` rule of the first parameters winning)."""
+    return [m for spec in specs for m in parse_measure(spec, version)]
+
+
+def _groups(requests: Sequence[Request], version: int) -> list[_Group]:
+    """The requests in as few trec_eval calls as compute them as asked."""
+    groups: list[_Group] = []
+    for request in requests:
+        name, _, text = request.spec.partition(".")
+        cuts = bool(request.spec) and _has_cutoffs(request.spec, version)
+        key = (request.trec_eval_name, request.relevance_level, request.judged_only)
+        for group in groups:
+            same = (all(r.trec_eval_name for r in group.requests) == request.trec_eval_name
+                    and (group.level, group.judged_only) == key[1:])  # fmt: skip
+            if request.trec_eval_name and same:
+                break
+            given = [text] if text else []
+            if same and (not request.spec or name not in group.specs or cuts or group.specs[name] == given):
+                break
+        else:
+            group = _Group(request.relevance_level, request.judged_only, {}, [])
+            groups.append(group)
+        group.requests.append(request)
+        if request.spec and request.trec_eval_name:
+            group.specs.setdefault(request.spec, [])
+        elif request.spec:
+            texts = group.specs.setdefault(name, [])
+            new = [t for t in text.split(",") if t and t not in texts] if cuts else [text] if text else []
+            texts += [t for t in new if t not in texts]
+    return groups
+
+
+def _has_cutoffs(spec: str, version: int) -> bool:
+    return parse_measure(spec, version)[0].kind.params in (LONG_CUTS, FLOAT_CUTS)
+
+
+def own_values(lists: object, request: Request) -> np.ndarray:
+    """``Judged@k`` or ``RR@k`` per query on trec_eval's ranking (``lists``: ``GradedLists``)."""
+    starts = np.asarray(lists.starts)  # type: ignore[attr-defined]
+    grade = np.asarray(lists.grade)  # type: ignore[attr-defined]
+    sizes = np.diff(starts)
+    depth = sizes if request.cutoff is None else np.minimum(sizes, request.cutoff)
+    rank = np.arange(grade.size) - np.repeat(starts[:-1], sizes)
+    inside = rank < np.repeat(depth, sizes)
+    query = np.repeat(np.arange(sizes.size), sizes)
+    if request.own == JUDGED:
+        judged = np.bincount(query[inside & (grade != NOT_IN_QRELS)], minlength=sizes.size)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(depth > 0, judged / np.maximum(depth, 1), 0.0)
+    hits = inside & (grade >= request.relevance_level)
+    first = np.full(sizes.size, np.iinfo(np.int64).max)
+    np.minimum.at(first, query[hits], rank[hits])
+    return np.where(first < np.iinfo(np.int64).max, 1.0 / (first + 1.0), 0.0)
