@@ -21,11 +21,14 @@ from typing import Any, NoReturn
 from embedmetrics import __version__
 from embedmetrics._engine.comparison.options import OPTIONS as COMPARISON_OPTIONS
 from embedmetrics._engine.dense.options import OPTIONS as DENSE_OPTIONS
+from embedmetrics._engine.fusion.fuse import METHODS as FUSION_METHODS
+from embedmetrics._engine.fusion.fuse import NORMS as FUSION_NORMS
 from embedmetrics._engine.settings.options import TIES_OPTION, Option
 from embedmetrics._engine.settings.policies import TIES
 from embedmetrics._io.errors import ReportInputError
 from embedmetrics._report import trec_eval_mode
 from embedmetrics._report.output import PLOT_FORMATS
+from embedmetrics.trec import TABLE_FORMATS
 
 #: Cut-offs reported when ``--k`` is not given.
 DEFAULT_K = (1, 5, 10)
@@ -76,14 +79,21 @@ def _comparison_flags(report: argparse.ArgumentParser) -> None:
     """The flags of a comparison of runs: ``compare``'s options marked for the command line, and more."""
     group = report.add_argument_group("comparing runs (two or more --run with --qrels)")
     for option in COMPARISON_OPTIONS["compare"]:
-        if option.cli:  # --test, --correction, --alpha: the options of embedmetrics.functional.compare
+        if option.cli:  # --test, --correction, --alpha, ...: the options of embedmetrics.functional.compare
             overrides: dict[str, Any] = {}
             if option.name == "correction":  # the command line's `none` is the function's None
                 choices = (*option.choices, "none")
                 words = f"{', '.join(choices[:-1])} or {choices[-1]} (no correction)"
                 help_text = f"multiple-comparison correction: {words} (default: {option.default})"
                 overrides = {"choices": choices, "help": help_text}
+            if option.name == "baseline":
+                help_text = "a run's name (its file name without extension): each other run against it alone"
+                overrides = {"metavar": "RUN", "help": help_text + ", the correction over those pairs"}
             option_flag(group, option, **overrides)
+    group.add_argument(
+        "--table-format", choices=TABLE_FORMATS, default="text",
+        help="the table: text (default), markdown (GitHub), latex (booktabs) or csv (means and p-values)",
+    )  # fmt: skip
     group.add_argument("--ci", action="store_true", help="show a bootstrap 95%% confidence interval per mean")
     group.add_argument(
         "--query-set",
@@ -193,11 +203,57 @@ def build_parser() -> argparse.ArgumentParser:
     _comparison_flags(report)
     _dense_flags(report)
     _output_flags(report)
+    _fuse_parser(commands)
     commands.add_parser(  # parsed by trec_eval_command (main hands it its arguments)
         "trec_eval", add_help=False, help="trec_eval's calling form: embedmetrics trec_eval [options] QRELS "
         "RUN [RUN ...] prints what trec_eval 10.0 (or 9.0.8: --trec-eval 9) prints, run after run",
     )  # fmt: skip
     return parser
+
+
+def _fuse_parser(commands: Any) -> None:
+    """``embedmetrics fuse --method M RUN RUN ... -o FUSED``: rank fusion (``embedmetrics.trec.fuse``)."""
+    fuse = commands.add_parser(
+        "fuse", help="rank fusion of runs into one TREC run (RRF, CombSUM, CombMNZ, Borda, ISR, ...)",
+        description="Fuse two or more TREC runs into one, as ranx's fuse defines the methods; each list, and "
+        "the fused one, ranked as trec_eval ranks it (score descending, then docno descending).",
+        epilog="Exit status: 0 success, 2 bad input or arguments (one line on stderr).",
+    )  # fmt: skip
+    fuse.add_argument("runs", nargs="+", metavar="RUN", help="TREC run files (two or more)")
+    fuse.add_argument("--method", required=True, help=f"one of {', '.join(FUSION_METHODS)} (or CombSUM, ...)")
+    fuse.add_argument(
+        "--norm",
+        default="min-max",
+        help=f"scores' normalisation: {', '.join(FUSION_NORMS)} or none (default: min-max)",
+    )
+    fuse.add_argument("--k", type=float, default=60.0, metavar="K", help="rrf's k (default: 60)")
+    fuse.add_argument("--weights", metavar="W,W,...", help="wsum's weights, one per run, in order")
+    fuse.add_argument("--depth", type=int, metavar="N", help="keep each query's first N documents")
+    fuse.add_argument(
+        "--tag", default="fused", help="the run tag written in the sixth column (default: fused)"
+    )
+    fuse.add_argument("-o", "--output", required=True, metavar="FUSED", help="the fused run's file")
+
+
+def run_fuse(args: argparse.Namespace) -> int:
+    """Fuse the runs and write the fused run as a TREC run (scores written exactly)."""
+    from embedmetrics._io.trec_inputs import write_run
+    from embedmetrics.trec import fuse
+
+    try:
+        weights = None if args.weights is None else [float(w) for w in args.weights.split(",")]
+    except ValueError:
+        raise ReportInputError(
+            f"--weights must be numbers separated by commas, got {args.weights!r}."
+        ) from None
+    try:
+        fused = fuse(args.runs, args.method, norm=args.norm, weights=weights, depth=args.depth,
+                     **({"k": args.k} if args.method.lower() == "rrf" else {}))  # fmt: skip
+    except (ValueError, TypeError) as err:
+        raise ReportInputError(str(err).replace("Argument `", "--").replace("`", "")) from None
+    write_run(args.output, fused, args.tag)
+    sys.stderr.write(f"fused {len(args.runs)} runs ({args.method}): {args.output}\n")
+    return 0
 
 
 def _output_flags(report: argparse.ArgumentParser) -> None:
@@ -244,12 +300,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(words)
         if args.command is None:
             raise ReportInputError(
-                "choose a command: `embedmetrics report` or `embedmetrics trec_eval` (see `embedmetrics "
-                "--help`)."
+                "choose a command: `embedmetrics report`, `embedmetrics trec_eval` or `embedmetrics fuse` "
+                "(see `embedmetrics --help`)."
             )
+        if args.command == "fuse":
+            return run_fuse(args)
         ks = parse_ks(args.k) if args.k is not None else list(DEFAULT_K)  # None: the default, clipped
         runs = args.run or []
-        if trec_eval_mode.requested(args):
+        if trec_eval_mode.requested(args) and not trec_eval_mode.comparing(args, runs):
             return trec_eval_mode.run_trec_eval(args, runs)
         args.run = runs[0] if len(runs) == 1 else None
         if len(runs) > 1:  # comparing systems

@@ -102,3 +102,18 @@ def run_of(run: Any, version: int) -> Run:
     q, q_names = _codes(queries)
     d, d_names = _codes(docs)
     return Run(q, d, score, np.arange(1, score.size + 1), q_names, d_names)
+
+
+def write_run(path: str, run: Mapping[str, Mapping[str, float]], tag: str) -> None:
+    """``run`` (``{query_id: {doc_id: score}}``, each query's documents in rank order) as a TREC run file:
+    ``qid Q0 docno rank score tag``, ranks from 1, each score written exactly (Python's ``repr``)."""
+    from embedmetrics._io.errors import ReportInputError
+
+    lines = [
+        f"{q} Q0 {d} {i} {s!r} {tag}\n" for q, row in run.items() for i, (d, s) in enumerate(row.items(), 1)
+    ]
+    try:
+        with open(path, "w", encoding="utf-8") as out:
+            out.writelines(lines)
+    except OSError as err:
+        raise ReportInputError(f"cannot write {path}: {err.strerror or err}.") from None

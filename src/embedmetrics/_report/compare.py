@@ -9,7 +9,6 @@ the letters of the systems it is significantly better than.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from typing import Any
@@ -76,19 +75,26 @@ def _positions(query_ids: list[str], queries: list[str]) -> Tensor:
     return torch.tensor([where[q] for q in queries], dtype=torch.long)
 
 
-def _options(args: argparse.Namespace) -> dict[str, Any]:
+def _options(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
     correction = None if args.correction == "none" else args.correction
-    given = {"test": args.test, "correction": correction, "alpha": args.alpha}
+    given = {"test": args.test, "correction": correction, "alpha": args.alpha, "seed": args.seed,
+             "n_resamples": args.n_resamples, "baseline": args.baseline}  # fmt: skip
     try:
-        return read_options("embedmetrics report", OPTIONS["compare"], given)
+        opts = read_options("embedmetrics report", OPTIONS["compare"], given)
     except (ValueError, TypeError) as err:
         raise ReportInputError(str(err).replace("Argument `", "--").replace("`", "")) from None
+    if args.baseline is not None and args.baseline not in names:
+        raise ReportInputError(
+            f"--baseline {args.baseline}: no run has that name; the runs are {', '.join(names)}."
+        )
+    return opts
 
 
-def run_comparison(args: argparse.Namespace, paths: list[str], ks: list[int]) -> int:
-    """Compare the runs; print the table (or JSON), write the JSON file and figures when asked."""
-    check_distinct(paths)
-    opts = _options(args)
+def _default_measures(
+    args: argparse.Namespace, paths: list[str], ks: list[int]
+) -> tuple[dict[str, dict[str, Tensor]], int]:
+    """The default measures' per-query values of each run (the TREC family's, ``--ties``), on the
+    queries every run evaluates: ``({measure: {name: values}}, queries)``."""
     qrels = read_qrels(args.qrels)
     names = system_names(paths)
     joined = [join_as_asked(read_run(p), qrels, args).tensors() for p in paths]
@@ -105,62 +111,139 @@ def run_comparison(args: argparse.Namespace, paths: list[str], ks: list[int]) ->
             f"retrieved and the qrels judge (no more runs than queries: their pairs' tests would mean "
             f"nothing), got {len(queries)}."
         )
-    measures = list(per_run[0])
-    results: dict[str, Any] = {}
-    for measure in measures:
-        values = {n: (v[measure] if r is None else v[measure][r]) for n, v, r in zip(names, per_run, rows)}
+    values = {
+        measure: {n: (v[measure] if r is None else v[measure][r]) for n, v, r in zip(names, per_run, rows)}
+        for measure in per_run[0]
+    }
+    return values, len(queries)
+
+
+def _compared(values: dict[str, dict[str, Tensor]], opts: dict[str, Any]) -> dict[str, Any]:
+    """Each measure's ``Comparison``; a value ``compare`` refuses is one line naming the measure."""
+    out = {}
+    for measure, by_system in values.items():
         try:
-            comparison = compare(values, **opts)
+            out[measure] = compare(by_system, **opts)
         except ValueError as err:  # the values themselves (overflow, memory): one line, not a traceback
             raise ReportInputError(f"comparison of {measure}: {' '.join(str(err).split())}") from None
-        entry = comparison.to_dict()
-        if args.ci:
-            entry["ci"] = {n: list(map(float, bootstrap_ci(v)[1:])) for n, v in values.items()}
-        results[measure] = (comparison, values, entry)
-    info = {"systems": dict(zip(names, paths)), "queries_compared": len(queries), "k": ks, "ties": args.ties}
-    if args.ties == "trec_eval":
-        info["trec_eval"] = args.trec_eval
-    document = output.dump({"comparison": {m: e for m, (_, _, e) in results.items()}, "info": info})
+    return out
+
+
+def _intervals(values: dict[str, dict[str, Tensor]]) -> dict[str, dict[str, tuple[float, float]]]:
+    """``--ci``: each system's bootstrap 95% interval of its mean, per measure."""
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    for measure, by_system in values.items():
+        out[measure] = {}
+        for name, v in by_system.items():
+            low, high = bootstrap_ci(v)[1:]
+            out[measure][name] = (float(low), float(high))
+    return out
+
+
+def run_comparison(args: argparse.Namespace, paths: list[str], ks: list[int]) -> int:
+    """Compare the runs on the default measures or those ``-m`` names; print the table
+    (``--table-format``) or JSON, write the JSON file and figures when asked."""
+    from embedmetrics.trec import RunComparison
+
+    check_distinct(paths)
+    names = system_names(paths)
+    opts = _options(args, names)
+    if args.measure:
+        values, n_queries = measures_per_query(args.qrels, dict(zip(names, paths)), args.measure,
+                                               version=args.trec_eval, query_set=args.query_set)  # fmt: skip
+    else:
+        values, n_queries = _default_measures(args, paths, ks)
+    grid = RunComparison(names, _compared(values, opts), n_queries, **opts)
+    grid.intervals = _intervals(values) if args.ci else None
+    if not args.measure and args.ties != "trec_eval":
+        grid.ties = TIE_WORDS[args.ties]
+    document = _document(grid, args, paths, ks)
     if args.json == "-":
         sys.stdout.write(document + "\n")
         return 0
-    rule = f"{opts['test']} test, correction {opts['correction']}, alpha {opts['alpha']}"
-    notes = [f"{len(queries)} queries compared; {rule}"]
+    notes = [f"{n_queries} queries compared"]
     if args.json is not None:
         output.write_json(args.json, document)
         notes.append(f"json: {args.json}")
     if args.plot is not None:
         figures = plots.Figures(args.plot, args.plot_format, args.dpi)
-        main = f"ndcg@{max(ks)}"  # the differences of the deepest nDCG
-        written = plots.plot_comparison(figures, {m: v for m, (_, v, _) in results.items()}, main)
-        notes.append(f"plots: {', '.join(written)}")
-    sys.stdout.write(
-        format_comparison(names, {m: c for m, (c, _, _) in results.items()}, results, args.ci) + "\n"
-    )
-    sys.stdout.write("\n".join(notes) + "\n")
+        main = f"ndcg@{max(ks)}" if f"ndcg@{max(ks)}" in values else next(iter(values))
+        notes.append(f"plots: {', '.join(plots.plot_comparison(figures, values, main))}")
+    sys.stdout.write(grid.table(args.table_format).rstrip("\n") + "\n")
+    (sys.stdout if args.table_format == "text" else sys.stderr).write("\n".join(notes) + "\n")
     return 0
 
 
-def format_comparison(
-    names: list[str], comparisons: dict[str, Any], results: dict[str, Any], ci: bool
-) -> str:
-    """Systems as rows, measures as columns: ``mean^letters`` (``[low, high]`` with ``--ci``)."""
-    letters = next(iter(comparisons.values())).letters()
-    header = ["", "system", *comparisons]
-    table = [header]
-    for name in names:
-        row = [letters[name], name]
-        for measure, comparison in comparisons.items():
-            mean = float(comparison.means[comparison.names.index(name)])
-            marks = "".join(letters[t] for t in comparison.beats(name))
-            cell = ("nan" if math.isnan(mean) else f"{mean:.4f}") + (f"^{marks}" if marks else "")
-            if ci:
-                low, high = results[measure][2]["ci"][name]
-                cell += f" [{low:.4f}, {high:.4f}]"
-            row.append(cell)
-        table.append(row)
-    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    lines.append("^letters: the systems a mean is significantly better than.")
-    return "\n".join(lines)
+#: How ``--ties`` ranks tied scores, in the caption.
+TIE_WORDS = {
+    "average": "tied scores at the expected value over their random orders (--ties average)",
+    "pessimistic": "tied scores in their worst order (--ties pessimistic)",
+    "optimistic": "tied scores in their best order (--ties optimistic)",
+}
+
+
+def _document(grid: Any, args: argparse.Namespace, paths: list[str], ks: list[int]) -> str:
+    """The JSON: each measure's comparison (with its intervals under ``--ci``) and what it was run with."""
+    comparison = {m: c.to_dict() for m, c in grid.comparisons.items()}
+    if grid.intervals:
+        for measure, entry in comparison.items():
+            entry["ci"] = {n: list(v) for n, v in grid.intervals[measure].items()}
+    info: dict[str, Any] = {"systems": dict(zip(grid.names, paths)), **grid.settings()}
+    info["ties"] = "trec_eval" if args.measure else args.ties
+    if args.measure:
+        info["measures"] = list(args.measure)
+    else:
+        info["k"] = ks
+    if args.measure or args.ties == "trec_eval":
+        info["trec_eval"] = args.trec_eval
+    return output.dump({"comparison": comparison, "info": info})
+
+
+def measures_per_query(qrels: Any, runs: Any, measures: Any, *, version: int = 10, query_set: str = "same"
+                       ) -> tuple[dict[str, dict[str, Tensor]], int]:  # fmt: skip
+    """``({measure: {name: per-query values}}, queries compared)`` of the runs (``{name: run}`` or a list of
+    paths) on ``measures`` (any names: ``_engine/trec_eval/aliases.py``), each query ranked as trec_eval
+    ranks it; the measures that trec_eval prints only in its summary (``runid``, ``num_q``, ``gm_map``)
+    have no per-query values and are left out. Bad input raises ``ReportInputError``."""
+    from embedmetrics._engine.trec_eval.aliases import resolve
+    from embedmetrics._engine.trec_eval.names import parse_measure
+    from embedmetrics._io.trec_inputs import qrels_of, run_of, runs_of
+    from embedmetrics._report.trec_measures import evaluate_requests
+
+    try:
+        requests = resolve(measures, version)
+    except (ValueError, TypeError) as err:
+        raise ReportInputError(f"-m: {err}") from None
+    requests = [r for r in requests if not r.spec or parse_measure(r.spec, version)[0].kind.per_query]
+    if not requests:
+        raise ReportInputError("-m: none of these measures has per-query values to compare (runid, num_q, "
+                               "gm_map and gm_bpref are trec_eval's summaries only).")  # fmt: skip
+    listed = isinstance(runs, (list, tuple))
+    given = dict(zip(system_names([str(r) for r in runs]), runs)) if listed else runs_of(runs)
+    if None in given or len(given) < 2:
+        raise ReportInputError("comparing runs needs at least 2 runs, as {name: run} or a list of paths.")
+    names = [str(n) for n in given]
+    judged = qrels_of(qrels, version)
+    per_run = [evaluate_requests(run_of(r, version), judged, requests, version=version).per_query
+               for r in given.values()]  # fmt: skip
+    labels = list(per_run[0])
+    queries = aligned_queries(names, [list(p[labels[0]]) for p in per_run], query_set)
+    if len(queries) < len(names):
+        raise ReportInputError(f"comparing {len(names)} runs needs at least {len(names)} common queries, got "
+                               f"{len(queries)}.")  # fmt: skip
+    values = {label: {n: torch.tensor([p[label][q] for q in queries], dtype=torch.float64)
+                      for n, p in zip(names, per_run)} for label in labels}  # fmt: skip
+    return values, len(queries)
+
+
+def compare_measures(qrels: Any, runs: Any, measures: Any, options: dict[str, Any], *, version: int = 10,
+                     query_set: str = "same") -> tuple[list[str], dict[str, Any], int]:  # fmt: skip
+    """``(names, {measure: Comparison}, queries compared)``: ``measures_per_query`` compared with
+    ``options`` (``compare``'s)."""
+    values, n_queries = measures_per_query(qrels, runs, measures, version=version, query_set=query_set)
+    names = list(next(iter(values.values())))
+    if options.get("baseline") is not None and options["baseline"] not in names:
+        raise ReportInputError(
+            f"baseline {options['baseline']!r} is not one of the runs ({', '.join(names)})."
+        )
+    return names, _compared(values, options), n_queries

@@ -92,6 +92,16 @@ def requested(args: argparse.Namespace) -> bool:
     return args.format == "trec_eval" or any(v is not None and v is not False for v in given)
 
 
+def comparing(args: argparse.Namespace, runs: list[str]) -> bool:
+    """Whether several runs are compared on the measures ``-m`` names (no other trec_eval option)."""
+    others = [getattr(args, f) for f in TREC_EVAL_FLAGS if f != "measure"]
+    return (
+        len(runs) > 1
+        and args.format != "trec_eval"
+        and not any(v is not None and v is not False for v in others)
+    )
+
+
 def measures_of(specs: Optional[list[str]], version: int) -> list[Any]:
     """The measures ``-m`` names (trec_eval's ``official`` without one); a bad one raises ``ValueError``."""
     from embedmetrics._engine.trec_eval.names import parse_measures
@@ -111,6 +121,12 @@ def wrong_limit(max_docs: Optional[int], relevance_level: Optional[int]) -> Opti
 
 def check(args: argparse.Namespace, runs: list[str]) -> list[Any]:
     """The measures asked for; a refused combination or value raises ``ReportInputError`` (exit 2)."""
+    if len(runs) > 1:
+        raise ReportInputError(
+            "-q, -c, -M, -l and --format trec_eval print one run's values: for several runs, "
+            "`embedmetrics trec_eval QRELS RUN1 RUN2 ...` prints trec_eval's output run after run, and "
+            "`embedmetrics report --run A --run B --qrels Q -m NAME ...` compares them on the measures named."
+        )
     if len(runs) != 1 or args.qrels is None:
         raise ReportInputError(
             "trec_eval's measures (-q, -c, -M, -l, -m, --format trec_eval) need one --run and --qrels."
@@ -136,7 +152,12 @@ def check(args: argparse.Namespace, runs: list[str]) -> list[Any]:
     try:
         return measures_of(args.measure, args.trec_eval)
     except ValueError as err:
-        raise ReportInputError(f"-m: {err}") from None
+        from embedmetrics._engine.trec_eval.aliases import resolve
+
+        try:  # ir_measures' names among them (nDCG@10): evaluated by ``trec_measures.run_named``
+            return list(resolve(args.measure or [], args.trec_eval))
+        except ValueError:
+            raise ReportInputError(f"-m: {err}") from None
 
 
 @dataclass(frozen=True)
@@ -336,6 +357,10 @@ def run_trec_eval(args: argparse.Namespace, runs: list[str]) -> int:
     measures = check(args, runs)
     if args.json not in (None, "-"):
         output.check_writable(args.json)
+    if measures and not hasattr(measures[0], "kind"):  # names resolved as requests: any vocabulary
+        from embedmetrics._report.trec_measures import run_named
+
+        return run_named(args, runs[0], measures)
     level = 1 if args.relevance_level is None else args.relevance_level
     settings = Settings(
         measures, version=args.trec_eval, per_query=args.per_query, complete=args.all_judged_queries,
@@ -353,12 +378,12 @@ def run_trec_eval(args: argparse.Namespace, runs: list[str]) -> int:
         lines = trec_eval_lines(lists, values, summary, measures, args.per_query, run.tag)
     else:
         rows = {label: summary[label] for label in summary}
-        lines = [output.format_table({"trec": rows}, _notes(lists, args))]
+        lines = [output.format_table({"trec": rows}, notes(lists, args))]
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
 
 
-def _notes(lists: Any, args: argparse.Namespace) -> list[str]:
+def notes(lists: Any, args: argparse.Namespace) -> list[str]:
     """The lines under the table: which queries were evaluated, and where the per-query values go."""
     n_eval = len(lists.query_ids)
     note = f"trec: {n_eval} queries evaluated in trec_eval's order"

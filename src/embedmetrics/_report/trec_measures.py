@@ -10,8 +10,11 @@ computed on the group's lists.
 
 from __future__ import annotations
 
+import argparse
+import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -30,6 +33,7 @@ class Evaluated:
 
     per_query: dict[str, dict[str, float]]
     summary: dict[str, float]
+    lists: list[Any]  # the graded lists of the first call (the queries evaluated)
 
 
 @dataclass
@@ -41,17 +45,18 @@ class _Group:
 
 
 def evaluate_requests(run: Run, qrels: Qrels, requests: Sequence[Request], *, version: int = 10,
-                      complete: bool = False) -> Evaluated:  # fmt: skip
+                      complete: bool = False, max_docs: int | None = None) -> Evaluated:  # fmt: skip
     """Every request's values on ``run``; ``complete``: trec_eval's ``-c`` (every judged query averaged, an
-    absent one scoring 0), which is how ir_measures averages."""
-    out = Evaluated({}, {})
+    absent one scoring 0), which is how ir_measures averages; ``max_docs``: ``-M``."""
+    out = Evaluated({}, {}, [])
     for group in _groups(requests, version):
         specs = [name if not texts else f"{name}.{','.join(texts)}" for name, texts in group.specs.items()]
         trec_names = all(r.trec_eval_name for r in group.requests)
         measures = parse_measures(specs, version) if trec_names else _each(specs, version)
         settings = Settings(measures, version=version, complete=complete, relevance_level=group.level,
-                            judged_only=group.judged_only)  # fmt: skip
+                            judged_only=group.judged_only, max_docs=max_docs)  # fmt: skip
         lists, values, summary = evaluate_run(run, qrels, settings)
+        out.lists = out.lists or [lists]
         ids = list(lists.query_ids)
         denominator = lists.n_qrels_queries if complete else len(ids)
         for request in group.requests:
@@ -67,8 +72,8 @@ def evaluate_requests(run: Run, qrels: Qrels, requests: Sequence[Request], *, ve
                 out.per_query[request.label] = dict(zip(ids, column.tolist()))
             out.summary[request.label] = mean
     order = [r.label for r in requests]
-    return Evaluated({k: out.per_query[k] for k in order if k in out.per_query},
-                     {k: out.summary[k] for k in order})  # fmt: skip
+    per_query = {k: out.per_query[k] for k in order if k in out.per_query}
+    return Evaluated(per_query, {k: out.summary[k] for k in order}, out.lists)
 
 
 def _counted_as_ir_measures(request: Request, complete: bool, version: int) -> bool:
@@ -134,3 +139,56 @@ def own_values(lists: object, request: Request) -> np.ndarray:
     first = np.full(sizes.size, np.iinfo(np.int64).max)
     np.minimum.at(first, query[hits], rank[hits])
     return np.where(first < np.iinfo(np.int64).max, 1.0 / (first + 1.0), 0.0)
+
+
+def run_named(args: argparse.Namespace, path: str, requests: list[Request]) -> int:
+    """``report --run R --qrels Q -m NAME ...`` where a name is ir_measures' (``nDCG@10``): the table, the
+    three columns of ``--format trec_eval`` (``-q``: each query's lines first) or the JSON, keyed by the
+    names as given. ``-l`` sets the level of trec_eval's names; ir_measures' carry theirs (``rel=``)."""
+    from embedmetrics._io.trec import read_qrels, read_run
+    from embedmetrics._report import output
+    from embedmetrics._report.trec_eval_mode import notes
+
+    level = 1 if args.relevance_level is None else args.relevance_level
+    requests = [replace(r, relevance_level=level) if r.trec_eval_name else r for r in requests]
+    run = read_run(path, trec_eval=args.trec_eval)
+    qrels = read_qrels(args.qrels, trec_eval=args.trec_eval)
+    done = evaluate_requests(run, qrels, requests, version=args.trec_eval, complete=args.all_judged_queries,
+                             max_docs=args.max_docs)  # fmt: skip
+    if args.json is not None:
+        by_query: dict[str, dict[str, float]] = {}
+        for label, values in done.per_query.items():
+            for query, value in values.items():
+                by_query.setdefault(query, {})[label] = value
+        info = {"measures": list(args.measure), "trec_eval": args.trec_eval, "ties": "trec_eval"}
+        text = output.dump({"trec_eval": {"all": done.summary, "per_query": by_query}, "info": info})
+        if args.json == "-":
+            sys.stdout.write(text + "\n")
+            return 0
+        output.write_json(args.json, text)
+    if args.format == "trec_eval":
+        lines = trec_eval_format(done, requests, args.per_query, args.trec_eval)
+    else:
+        lines = [output.format_table({"trec": done.summary}, notes(done.lists[0], args))]
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
+def trec_eval_format(
+    done: Evaluated, requests: Sequence[Request], per_query: bool, version: int
+) -> list[str]:
+    """trec_eval's three columns of ``done``: with ``per_query``, each query's lines (in the lists' order,
+    the measures as asked), then ``all``; the counts as integers."""
+    from embedmetrics._report.trec_eval_mode import four_decimals
+
+    counts = {r.label for r in requests if r.spec and parse_measure(r.spec, version)[0].kind.integer}
+
+    def texts(label: str, values: list[float]) -> list[str]:
+        return [str(int(v)) for v in values] if label in counts else four_decimals(np.asarray(values))
+
+    lines: list[str] = []
+    if per_query and done.per_query:
+        columns = {label: dict(zip(v, texts(label, list(v.values())))) for label, v in done.per_query.items()}
+        for query in done.lists[0].query_ids:
+            lines += [f"{label:<22}\t{query}\t{c[query]}" for label, c in columns.items() if query in c]
+    return lines + [f"{label:<22}\tall\t{texts(label, [v])[0]}" for label, v in done.summary.items()]

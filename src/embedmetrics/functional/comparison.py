@@ -112,9 +112,11 @@ def compare(
     alpha: float = 0.05,
     n_resamples: int = 10_000,
     seed: int = 0,
+    baseline: str | None = None,
 ) -> Comparison:
     """Every pair of ``S`` systems compared by a two-sided ``paired_test``, the p-values corrected
-    for the ``S (S - 1) / 2`` comparisons.
+    for the ``S (S - 1) / 2`` comparisons; with ``baseline``, each other system against the baseline
+    alone (pairs ``(system, baseline)``), corrected for those ``S - 1`` comparisons.
 
     The resampling tests use the same resamples for every pair (each group of them multiplied in tiles
     with every system's differences from its first value, so a constant added to every system changes
@@ -133,6 +135,7 @@ def compare(
         alpha: significance level, in ``(0, 1)``.
         n_resamples: resamples of the randomization and bootstrap tests.
         seed: seed of the resamples.
+        baseline: the name of the system every other one is compared with (``None``: every pair).
 
     Returns:
         A ``Comparison``, with per pair the statistic, the raw and corrected p-values, the mean
@@ -163,6 +166,10 @@ def compare(
     names, tensors = systems_of(values)
     if len(names) < 2:
         raise ValueError(f"Argument `values` must hold at least 2 systems, got {len(names)}.")
+    if opts["baseline"] is not None and opts["baseline"] not in names:
+        raise ValueError(
+            f"Argument `baseline` must be one of the systems ({', '.join(names)}), got {opts['baseline']!r}."
+        )
     labels = tuple(f"values[{n!r}]" for n in names)
     return compare_systems(
         result_dtype(tensors),
@@ -173,6 +180,7 @@ def compare(
         opts["alpha"],
         opts["n_resamples"],
         opts["seed"],
+        opts["baseline"],
     )
 
 

@@ -12,9 +12,11 @@ Qrels and runs are TREC files' paths, ir_measures' dicts of dicts (``{query_id: 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Optional
 
-__all__ = ["evaluate"]
+from embedmetrics.trec._comparison import TABLE_FORMATS, RunComparison
+
+__all__ = ["TABLE_FORMATS", "RunComparison", "compare_runs", "evaluate", "fuse"]
 
 
 def evaluate(
@@ -78,3 +80,149 @@ def evaluate(
                                       complete=bool(all_judged_queries))  # fmt: skip
         out[name] = evaluated.per_query if per_query else evaluated.summary
     return out[None] if list(out) == [None] else out
+
+
+def compare_runs(
+    qrels: Any,
+    runs: Any,
+    measures: Sequence[str],
+    *,
+    baseline: Optional[str] = None,
+    test: str = "t",
+    correction: Optional[str] = "holm",
+    alpha: float = 0.05,
+    seed: int = 0,
+    n_resamples: int = 10_000,
+    trec_eval: str | int = "10",
+    query_set: str = "same",
+) -> RunComparison:
+    """Systems compared on ``measures``, query by query, with a paired test: the table of a paper.
+
+    Each run is evaluated as ``evaluate`` evaluates it (per query, trec_eval's ranking); each measure's
+    per-query values go through ``embedmetrics.functional.compare``: every pair of systems, or with
+    ``baseline`` each system against the baseline alone, the p-values corrected over those pairs.
+
+    Args:
+        qrels: as for ``evaluate``.
+        runs: ``{system_name: run}`` (paths, dicts of dicts or DataFrames), or a list of run files' paths
+            (named by their file names).
+        measures: any names ``evaluate`` takes (``"nDCG@10"``, ``"AP@100"``, ``"RR@10"``, ``"map"``);
+            trec_eval's summary-only values (``runid``, ``num_q``, ``gm_map``) are left out.
+        baseline: the system every other one is tested against (``None``: every pair).
+        test: ``"t"``, ``"wilcoxon"``, ``"randomization"`` or ``"bootstrap"``.
+        correction: ``"holm"``, ``"bonferroni"`` or ``None``.
+        alpha: significance level, in ``(0, 1)``.
+        seed: seed of the resamples (randomization and bootstrap tests).
+        n_resamples: resamples of the randomization and bootstrap tests.
+        trec_eval: ``"10"`` or ``"9"``, as for ``evaluate``.
+        query_set: ``"same"`` (runs with different queries are refused) or ``"intersection"`` (the
+            common queries are compared).
+
+    Returns:
+        A ``RunComparison``: ``comparisons[measure]`` (means, pairs, p-values), ``to_latex()``,
+        ``to_markdown()``, ``to_csv()``, ``to_text()``, ``to_dict()``.
+
+    Raises:
+        ValueError: an unknown measure, fewer than 2 runs, runs with different queries, an unknown
+            ``baseline``, and the errors of ``compare``.
+
+    Example:
+        >>> from embedmetrics.trec import compare_runs
+        >>> qrels = {f"q{i}": {"d1": 1, "d2": 1} for i in range(6)}
+        >>> runs = {
+        ...     "bm25": {f"q{i}": {"d1": 0.1, "d2": 0.2, "d3": 0.9} for i in range(6)},
+        ...     "dense": {f"q{i}": {"d1": 0.9, "d2": 0.8 if i else 0.1, "d3": 0.5} for i in range(6)},
+        ... }
+        >>> result = compare_runs(qrels, runs, ["AP", "P@1"], baseline="bm25")
+        >>> result.comparisons["P@1"].means.tolist()
+        [0.0, 1.0]
+        >>> print(result.to_markdown().splitlines()[3])
+        | b | dense | **0.9722**† | **1.0000**† |
+    """
+    from embedmetrics._io.errors import ReportInputError
+    from embedmetrics._io.trec_inputs import trec_eval_version
+    from embedmetrics._report.compare import compare_measures
+
+    options = {"test": test, "correction": correction, "alpha": alpha, "seed": seed,
+               "n_resamples": n_resamples, "baseline": baseline}  # fmt: skip
+    try:
+        names, comparisons, queries = compare_measures(
+            qrels, runs, measures, options, version=trec_eval_version(trec_eval), query_set=query_set
+        )
+    except ReportInputError as err:
+        raise ValueError(str(err)) from None
+    return RunComparison(names, comparisons, queries, test, correction, alpha, seed, n_resamples, baseline)
+
+
+def fuse(
+    runs: Any,
+    method: str,
+    *,
+    norm: Optional[str] = "min-max",
+    weights: Optional[Sequence[float]] = None,
+    depth: Optional[int] = None,
+    **params: float,
+) -> dict[str, dict[str, float]]:
+    """Rank fusion of ``runs`` into one run, as ranx's ``fuse`` defines the methods and normalisations.
+
+    Each run's list is ranked as trec_eval ranks it (score descending, then docno descending); the fused
+    list too, so tied scores never keep an order of arrival, and the fused scores are the same bits under
+    any order of the input runs (a document's contributions are added in sorted order). A document a run
+    lacks adds nothing from that run (Borda: the points of an unranked document), and a query a run lacks
+    is an empty list there. On tie-free runs, the order and scores equal ranx's.
+
+    Args:
+        runs: two or more runs (paths, dicts of dicts or DataFrames, as for ``evaluate``), as a list or as
+            ``{name: run}`` (for ``weights``, in that order).
+        method: ``"rrf"`` (``k``, default 60), ``"isr"``, ``"bordafuse"`` (Borda), ``"sum"`` (CombSUM),
+            ``"mnz"`` (CombMNZ), ``"max"``, ``"min"``, ``"anz"``, ``"wsum"`` (weighted sum, ``weights``);
+            ``"CombSUM"``, ``"CombMNZ"``, ... are read as these.
+        norm: the scores' normalisation per run and query before a score method: ``"min-max"`` (the
+            default), ``"max"``, ``"sum"``, ``"zmuv"`` (``"z-score"``), ``"rank"`` or ``None``; the rank
+            methods (``rrf``, ``isr``, ``bordafuse``) read ranks only.
+        weights: one weight per run, for ``"wsum"``.
+        depth: keep each query's first ``depth`` fused documents (``None``: all).
+        **params: ``k`` for ``"rrf"``.
+
+    Returns:
+        ``{query_id: {doc_id: score}}``, each query's documents in rank order.
+
+    Example:
+        >>> from embedmetrics.trec import fuse
+        >>> bm25 = {"q1": {"d1": 12.0, "d2": 9.5, "d3": 7.1}}
+        >>> dense = {"q1": {"d2": 0.91, "d4": 0.88, "d1": 0.52}}
+        >>> fused = fuse([bm25, dense], "rrf")
+        >>> list(fused["q1"])
+        ['d2', 'd1', 'd4', 'd3']
+        >>> round(fused["q1"]["d2"], 6)
+        0.032522
+    """
+    from embedmetrics._engine.fusion.fuse import fuse_lists, shared_lists
+    from embedmetrics._io.trec_inputs import run_of
+
+    unknown = sorted(set(params) - {"k"})
+    if unknown:
+        raise TypeError(
+            f"fuse() got parameters it does not take: {', '.join(unknown)} (it takes k, for rrf)."
+        )
+    given = list(runs.values()) if isinstance(runs, dict) and _several(runs) else list(runs)
+    if len(given) < 2:
+        raise ValueError(f"Argument `runs` must hold at least 2 runs, got {len(given)}.")
+    read = [run_of(r, 10) for r in given]
+    lists = shared_lists(
+        [r.queries[r.qid] for r in read], [r.docs[r.docno] for r in read], [r.score for r in read]
+    )
+    query, doc, score = fuse_lists(lists, method, norm, weights, params.get("k", 60.0))
+    out: dict[str, dict[str, float]] = {}
+    for q, d, s in zip(lists.query_names[query].tolist(), lists.doc_names[doc].tolist(), score.tolist()):
+        ranked = out.setdefault(q, {})
+        if depth is None or len(ranked) < depth:
+            ranked[d] = s
+    return out
+
+
+def _several(runs: dict[Any, Any]) -> bool:
+    """Whether a dict is ``{name: run}`` (not one run's ``{query_id: {doc_id: score}}``)."""
+    from embedmetrics._io.trec_inputs import runs_of
+
+    return None not in runs_of(runs)

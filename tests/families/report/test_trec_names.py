@@ -110,3 +110,54 @@ def test_bad_parameters_are_named(typed: str, words: str) -> None:
     qrels, run = _data(0, False, True)
     with pytest.raises(ValueError, match=words):
         evaluate(qrels, run, [typed])
+
+
+def _files(tmp_path, qrels: dict, run: dict) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+    q, r = tmp_path / "qrels", tmp_path / "run"
+    q.write_text("".join(f"{qid} 0 {d} {g}\n" for qid, row in qrels.items() for d, g in row.items()))
+    r.write_text("".join(f"{qid} Q0 {d} 0 {s!r} sys\n" for qid, row in run.items() for d, s in row.items()))
+    return str(q), str(r)
+
+
+def test_report_takes_ir_measures_names(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """``report -m`` with ir_measures' names prints trec_eval's columns under the names as typed, each value
+    ``evaluate``'s (itself equal to ir_measures above); counts as integers; each query's lines with -q."""
+    from embedmetrics.cli import main
+
+    qrels, run = _data(1, True, True)
+    q, r = _files(tmp_path, qrels, run)
+    names = ["nDCG@10", "P(rel=2)@5", "map", "RR@10", "NumQ"]
+    assert (
+        main(
+            [
+                "report",
+                "--run",
+                r,
+                "--qrels",
+                q,
+                "--format",
+                "trec_eval",
+                "-q",
+                *sum((["-m", n] for n in names), []),
+            ]
+        )
+        == 0
+    )
+    lines = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    per_query = evaluate(qrels, run, names, per_query=True)
+    means = evaluate(qrels, run, names)
+    assert [c[0].strip() for c in lines[-5:]] == ["nDCG@10", "P(rel=2)@5", "map", "RR@10", "NumQ"]
+    assert lines[-1] == ["NumQ                  ", "all", "23"]
+    for label, query, text in lines:
+        value = means[label.strip()] if query == "all" else per_query[label.strip()][query]
+        assert text == (str(int(value)) if label.strip() == "NumQ" else f"{value:6.4f}"), (label, query)
+    assert len(lines) == 5 * 23 + 5
+
+
+def test_report_unknown_name_is_one_line(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from embedmetrics.cli import main
+
+    q, r = _files(tmp_path, *_data(0, False, True))
+    assert main(["report", "--run", r, "--qrels", q, "-m", "nDGC@10"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "nDCG@10" in err and "ndcg_cut.10" in err

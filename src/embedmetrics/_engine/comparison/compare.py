@@ -140,7 +140,8 @@ def check_shape(shape: tuple[int, ...], transposed_hint: bool = False) -> None:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Every pair of ``S`` systems tested on the same queries (see :func:`compare`).
+    """Every pair of ``S`` systems tested on the same queries, or each against ``baseline`` (see
+    :func:`compare`).
 
     ``pairs[i] = (a, b)`` with ``statistic``, ``p_value``, ``p_value_corrected``,
     ``mean_difference`` (``a - b``) and ``effect_size`` at ``i``; ``significant[s, t]``: systems ``s``
@@ -159,6 +160,7 @@ class Comparison:
     test: str
     correction: Optional[str]
     alpha: float
+    baseline: Optional[str] = None
 
     def beats(self, name: str) -> list[str]:
         """The systems ``name`` is significantly better than (higher mean, significant difference)."""
@@ -180,7 +182,7 @@ class Comparison:
             self.effect_size.tolist(),
         )
         return {
-            "test": self.test, "correction": self.correction, "alpha": self.alpha,
+            "test": self.test, "correction": self.correction, "alpha": self.alpha, "baseline": self.baseline,
             "means": dict(zip(self.names, self.means.tolist())),
             "pairs": [
                 {"a": a, "b": b, "statistic": st, "p_value": p, "p_value_corrected": pc,
@@ -220,11 +222,17 @@ def compare_systems(
     alpha: float,
     n_resamples: int,
     seed: int,
+    baseline: Optional[str] = None,
 ) -> Comparison:
-    """Every pair of the systems, tested two-sided at once (one resample matrix for all)."""
+    """Every pair of the systems, or with ``baseline`` each other system against it (``(system,
+    baseline)``: the difference is the system's gain), tested two-sided at once (one resample matrix for
+    all) and corrected over those pairs."""
     S = len(systems.rows)
     device = systems.rows[0].device
     index = [(i, j) for i in range(S) for j in range(i + 1, S)]
+    if baseline is not None:
+        b = names.index(baseline)
+        index = [(i, b) for i in range(S) if i != b]
     left = torch.tensor([i for i, _ in index], dtype=torch.long, device=device)
     right = torch.tensor([j for _, j in index], dtype=torch.long, device=device)
     means = systems.means()  # before the test, which may release the rows
@@ -237,4 +245,5 @@ def compare_systems(
     return Comparison(  # p-values in float64 whatever the values: a far tail is no float32 number
         names, means.to(dtype), [(names[i], names[j]) for i, j in index], stat,
         result.p_value.double(), corrected.double(), diff, effect, significant, test, correction, alpha,
+        baseline,
     )  # fmt: skip

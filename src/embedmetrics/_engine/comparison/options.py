@@ -39,6 +39,13 @@ def check_correction(name: str, value: Any) -> Any:
     return value
 
 
+def check_baseline(name: str, value: Any) -> Any:
+    """``None`` or a system's name (a string; whether the systems have it is checked with them)."""
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"Argument `{name}` must be a system's name (a string) or None, got {value!r}.")
+    return value
+
+
 def check_resamples(name: str, value: Any) -> int:
     """A positive int of at most ``MAX_RESAMPLES``."""
     out = check_positive_int(name, value)
@@ -64,9 +71,11 @@ ALTERNATIVE = Option(
 N_RESAMPLES = Option(
     "n_resamples", "int", 10_000,
     f"resamples of the randomization and bootstrap tests and intervals, 1 to {MAX_RESAMPLES:,}",
-    check_resamples,
+    check_resamples, cli=True,
 )  # fmt: skip
-SEED = Option("seed", "int", 0, "seed of the resamples (the same seed, the same result)", check_seed)
+SEED = Option(
+    "seed", "int", 0, "seed of the resamples (the same seed, the same result)", check_seed, cli=True
+)
 CORRECTION = Option(
     "correction", "str | None", "holm",
     "multiple-comparison correction: ``holm``, ``bonferroni`` or ``None`` (no correction)",
@@ -81,10 +90,16 @@ CI_METHOD = Option(
     choice(*CI_METHODS), choices=CI_METHODS,
 )  # fmt: skip
 
+BASELINE = Option(
+    "baseline", "str | None", None,
+    "a system's name: each other system is tested against it alone, the correction over those pairs "
+    "(``None``: every pair)", check_baseline, cli=True,
+)  # fmt: skip
+
 _PAIRED = (TEST, ALTERNATIVE, N_RESAMPLES, SEED)
 OPTIONS: dict[str, tuple[Option, ...]] = {
     "paired_test": _PAIRED,
-    "compare": (TEST, CORRECTION, ALPHA, N_RESAMPLES, SEED),
+    "compare": (TEST, CORRECTION, ALPHA, N_RESAMPLES, SEED, BASELINE),
     "bootstrap_ci": (CONFIDENCE, N_RESAMPLES, CI_METHOD, SEED),
     "ConfidenceInterval": (CONFIDENCE, N_RESAMPLES, CI_METHOD, SEED),
 }

@@ -241,10 +241,13 @@ def _known(name: str, version: int) -> MeasureKind:
     """The declaration of a measure that ``version`` knows, else ``ValueError`` naming it."""
     if name in NOT_SUPPORTED:
         raise ValueError(f"measure {name!r} is not supported: {NOT_SUPPORTED[name]}.")
-    if name not in MEASURES or version not in MEASURES[name].versions:
-        since = " (trec_eval 10 has it)" if name in MEASURES else ""
-        raise ValueError(f"unknown measure {name!r} in trec_eval {version}{since}; nicknames: "
-                         f"{', '.join(NICKNAMES[version])}.")  # fmt: skip
+    if name not in MEASURES:
+        from embedmetrics._engine.trec_eval.aliases import unknown  # (it reads this module's tables)
+
+        raise ValueError(unknown(name, version))
+    if version not in MEASURES[name].versions:
+        raise ValueError(f"unknown measure {name!r} in trec_eval {version} (trec_eval 10 has it); "
+                         f"nicknames: {', '.join(NICKNAMES[version])}.")  # fmt: skip
     return MEASURES[name]
 
 

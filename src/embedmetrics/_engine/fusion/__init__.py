@@ -1,0 +1,1 @@
+"""Rank fusion of runs: ``fuse.py``. No torch."""
