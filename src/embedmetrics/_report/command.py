@@ -268,7 +268,7 @@ def _trec_family(
     missed = inputs.info["trec"]["relevant_not_retrieved"]
     if missed and n_eval:
         relevant = int((data.target > 0).sum()) / n_eval
-        report.notes.append(output.run_depth_note(depth, relevant, missed))
+        report.notes.append(output.run_depth_note(depth, relevant, missed, min(ks)))
 
 
 def _dense_family(inputs: Inputs, args: argparse.Namespace, ks: list[int], report: Report) -> None:

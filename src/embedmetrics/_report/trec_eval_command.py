@@ -160,7 +160,8 @@ def output_paths(runs: Sequence[str], output_dir: str | None) -> list[str | None
 def evaluate(args: argparse.Namespace) -> int:
     """Read the qrels once, then evaluate and print (or write) each run in turn, as a shell loop over
     trec_eval would: a run that fails prints what trec_eval prints before it stops, then its one-line
-    error, and the next runs go on; the status is the first failing run's (0 if none fails)."""
+    error, and the next runs go on; the status is the first failing run's (0 if none fails). Several runs
+    on stdout without ``-m runid``: each block's run named on stderr first (``==> RUN <==``)."""
     from embedmetrics._io.trec import read_qrels
 
     settings = settings_of(args)
@@ -171,7 +172,16 @@ def evaluate(args: argparse.Namespace) -> int:
 
         settings = dataclasses.replace(settings, zscores=read_zscores(args.zscores))
     first = 0
+    label = (
+        len(args.runs) > 1
+        and args.output_dir is None
+        and not any(m.name == "runid" for m in settings.measures)
+    )
     for path, target in zip(args.runs, targets):
+        if label:  # which run the next block is, on stderr (stdout stays trec_eval's), as `head` names files
+            sys.stdout.flush()
+            sys.stderr.write(f"==> {path} <==\n")
+            sys.stderr.flush()
         status = _one_run(path, target, qrels, settings)
         first = first or status
     return first

@@ -261,3 +261,24 @@ def test_dense_default_k_stays_below_a_small_corpus(
     rows, notes = rows_and_notes(out)
     assert float(rows["recall@10"]) == 1.0
     assert not [line for line in notes if "--k not given" in line]
+
+
+def test_the_recall_bound_is_said_only_where_it_binds(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """MS MARCO's shape: about one relevant document a query, one of them not retrieved. Recall reaches 1
+    from k = 1 on, so "recall@k is about k/1.x at best" would be false (issue 57, item 7): the note keeps
+    the misses and drops the bound."""
+    (tmp_path / "run.txt").write_text(
+        "q1 Q0 d1 1 0.9 t\nq1 Q0 d2 2 0.5 t\nq2 Q0 d1 1 0.3 t\nq3 Q0 d7 1 0.2 t\n"
+    )
+    (tmp_path / "qrels.txt").write_text("q1 0 d2 1\nq2 0 d1 1\nq3 0 d9 1\n")
+    status, out, err = call(
+        capsys, "--run", str(tmp_path / "run.txt"), "--qrels", str(tmp_path / "qrels.txt")
+    )
+    assert status == 0, err
+    note = next(line for line in rows_and_notes(out)[1] if "not in the run" in line)
+    assert note == (
+        "trec: the qrels judge 1.0 documents a query relevant on average, the run lists at most 2: map and "
+        "r_precision count the 1 relevant documents not in the run as misses"
+    )

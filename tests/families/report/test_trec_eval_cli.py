@@ -413,11 +413,12 @@ def test_many_runs_go_on_past_a_failing_run_as_a_shell_loop(
     loop = [te(capsys, "--trec-eval", version, *args, run) for run in runs]
     assert out == [line for _, lines, _ in loop for line in lines]
     assert got == next(status for status, _, _ in loop if status)
-    assert err.splitlines() == [e.strip() for _, _, e in loop if e]
+    assert [e for e in err.splitlines() if not e.startswith("==> ")] == [e.strip() for _, _, e in loop if e]
+    assert [e for e in err.splitlines() if e.startswith("==> ")] == [f"==> {run} <==" for run in runs]
     if version == "10":
         ret, avg = "num_ret               \tq1\t", "map                   \tq1\t1.0000"
         assert out == [f"{ret}1", avg, f"{ret}2", avg]
-        assert (got, len(err.splitlines())) == (4, 3)
+        assert (got, len([e for e in err.splitlines() if not e.startswith("==> ")])) == (4, 3)
     else:
         assert got == 7
 
@@ -515,3 +516,19 @@ def test_a_score_or_grade_that_is_not_a_number_is_refused(
     got, out, err = te(capsys, write(tmp_path, "qrels", qrels), write(tmp_path, "run", run))
     assert (got, out) == (2, [])
     assert ":1:" in err
+
+
+def test_many_runs_on_stdout_are_named_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Several runs on stdout without ``-m runid``: which run each block is, on stderr before it (stdout
+    stays trec_eval's); with ``runid`` asked (``official``, ``all_trec``) the blocks name themselves."""
+    files = _loop_files(tmp_path)
+    runs = [files["small"], files["gap"]]
+    status, out, err = te(capsys, "--trec-eval", "9", "-m", "map", files["qrels"], *runs)
+    assert status == 0 and err.splitlines() == [f"==> {run} <==" for run in runs]
+    assert out == [
+        line for run in runs for line in te(capsys, "--trec-eval", "9", "-m", "map", files["qrels"], run)[1]
+    ]
+    status, out, err = te(capsys, "--trec-eval", "9", "-m", "map", "-m", "runid", files["qrels"], *runs)
+    assert (status, err) == (0, "")
+    status, out, err = te(capsys, "--trec-eval", "9", "-m", "map", files["qrels"], runs[0])
+    assert (status, err) == (0, "")
