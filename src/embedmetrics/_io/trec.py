@@ -477,14 +477,20 @@ def _trec_eval_bytes(path: str, trec_eval: int, stdin: bool = False) -> tuple[st
         path, data = STDIN, sys.stdin.buffer.read()
     else:
         data = _read_bytes(path)
-    comment = _COMMENT.search(data, 3 if data.startswith(b"\xef\xbb\xbf") else 0) if trec_eval == 9 else None
+    if trec_eval == 9:
+        _refuse_comments(path, data)
+    return path, data
+
+
+def _refuse_comments(path: str, data: bytes) -> None:
+    """Under trec_eval 9, a ``#`` line is refused (9.0.8 reads it as data, or refuses it as malformed)."""
+    comment = _COMMENT.search(data, 3 if data.startswith(b"\xef\xbb\xbf") else 0)
     if comment is not None:
         line = data.count(b"\n", 0, comment.start()) + 1
         raise ReportInputError(
             f"{path}:{line}: a '#' comment line: trec_eval 9.0.8 reads no comments (it takes the line as "
             "data or refuses it); --trec-eval 10 skips them."
         )
-    return path, data
 
 
 def _last_tag(data: bytes) -> str:

@@ -117,3 +117,9 @@ def write_run(path: str, run: Mapping[str, Mapping[str, float]], tag: str) -> No
             out.writelines(lines)
     except OSError as err:
         raise ReportInputError(f"cannot write {path}: {err.strerror or err}.") from None
+
+
+def run_source(run: Any, version: int) -> Run | str:
+    """A run file's path as it is (read in blocks where it can be, ``evaluate_run_file``), any other run
+    as a ``Run``."""
+    return os.fspath(run) if _is_path(run) else run_of(run, version)

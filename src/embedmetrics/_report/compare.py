@@ -207,7 +207,7 @@ def measures_per_query(qrels: Any, runs: Any, measures: Any, *, version: int = 1
     have no per-query values and are left out. Bad input raises ``ReportInputError``."""
     from embedmetrics._engine.trec_eval.aliases import resolve
     from embedmetrics._engine.trec_eval.names import parse_measure
-    from embedmetrics._io.trec_inputs import qrels_of, run_of, runs_of
+    from embedmetrics._io.trec_inputs import qrels_of, run_source, runs_of
     from embedmetrics._report.trec_measures import evaluate_requests
 
     try:
@@ -224,7 +224,7 @@ def measures_per_query(qrels: Any, runs: Any, measures: Any, *, version: int = 1
         raise ReportInputError("comparing runs needs at least 2 runs, as {name: run} or a list of paths.")
     names = [str(n) for n in given]
     judged = qrels_of(qrels, version)
-    per_run = [evaluate_requests(run_of(r, version), judged, requests, version=version).per_query
+    per_run = [evaluate_requests(run_source(r, version), judged, requests, version=version).per_query
                for r in given.values()]  # fmt: skip
     labels = list(per_run[0])
     queries = aligned_queries(names, [list(p[labels[0]]) for p in per_run], query_set)

@@ -190,11 +190,10 @@ def evaluate(args: argparse.Namespace) -> int:
 def _one_run(path: str, target: str | None, qrels: Any, settings: Settings) -> int:
     """Evaluate one run and print (or write) its block; a refusal prints what trec_eval prints before it
     stops, then the one line on stderr: the status (trec_eval's)."""
-    from embedmetrics._io.trec import read_run
-    from embedmetrics._report.trec_eval_mode import run_lines
+    from embedmetrics._report.trec_eval_mode import file_lines
 
     try:
-        text, failed = run_lines(read_run(path, trec_eval=settings.version), qrels, settings), None
+        text, failed = file_lines(path, qrels, settings), None
     except ReportInputError as err:
         text, failed = str(getattr(err, "partial", "")), err
     if target is None:

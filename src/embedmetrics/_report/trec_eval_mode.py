@@ -17,7 +17,7 @@ import functools
 import math
 import sys
 from dataclasses import dataclass, field, replace
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from embedmetrics._io.errors import ReportInputError
 
@@ -279,6 +279,8 @@ def _escaped(label: str) -> str:
 def _relstring_texts(lists: Any, measure: Any) -> list[str]:
     """``relstring``'s quoted text per query; ``''`` for a query the run lacks where trec_eval 10.0 clears
     it (its default length only: ``clear_relstr`` is called for the value named ``relstring``)."""
+    if getattr(lists, "relstrings", None) is not None:  # a run evaluated in blocks: kept per block
+        return list(lists.relstrings[measure.labels()[0]])
     texts = [f"'{t}'" for t in relstrings(lists, measure.params[0])]
     if measure.labels()[0] == "relstring":
         texts = ["''" if gone else t for t, gone in zip(texts, lists.absent.tolist() or [False] * len(texts))]
@@ -307,6 +309,100 @@ def evaluate_run(run: Any, qrels: Any, settings: Settings) -> tuple[Any, dict[st
         absent=lists.absent, transform=transform,
     )  # fmt: skip
     return lists, values, summary
+
+
+@dataclass
+class QueryList:
+    """What is read of the lists of a run evaluated in blocks: the evaluated queries (trec_eval's order)
+    and the counts of the notes."""
+
+    query_ids: list[str]
+    n_run_queries: int
+    n_qrels_queries: int
+    absent: Any = None
+    relstrings: Optional[dict[str, list[str]]] = None  # each ``relstring`` measure's quoted texts
+
+
+#: What a run file's evaluation gives: the lists (or ``QueryList``), the values, the summary, the tag.
+Evaluated = tuple[Any, dict[str, Any], dict[str, float], str]
+#: More per-query values of the lists (``Judged@k``): ``{label: (Q,) values}``, kept beside trec_eval's.
+Extra = Callable[[Any], dict[str, Any]]
+
+
+def evaluate_run_file(path: str, qrels: Any, settings: Settings, extra: Optional[Extra] = None) -> Evaluated:
+    """``evaluate_run`` of the run file ``path``, and its tag: read in blocks of whole queries
+    (``trec_run_blocks``), so that the run is never held whole, where the file is grouped by query and
+    what is printed needs only per-query values; else read whole (a file whose queries come back, standard
+    input, ``relstring``, ``-Z``, and a judged query the run lacks under 10 with ``-c`` or where 10.0
+    stops)."""
+    from embedmetrics._io.trec import read_run
+
+    streamed = _evaluate_blocks(path, qrels, settings, extra)
+    if streamed is not None:
+        return streamed
+    run = read_run(path, trec_eval=settings.version)
+    lists, values, summary = evaluate_run(run, qrels, settings)
+    return lists, {**values, **(extra(lists) if extra else {})}, summary, run.tag
+
+
+def _evaluate_blocks(path: str, qrels: Any, settings: Settings, extra: Optional[Extra] = None
+                     ) -> Optional[Evaluated]:  # fmt: skip
+    """The blocks' values put in trec_eval's query order and summarised; ``None`` where the whole file must
+    be read instead."""
+    import numpy as np
+
+    from embedmetrics._engine.trec_eval.values import summarize
+    from embedmetrics._io.trec_eval_lists import NoCommonQueries
+    from embedmetrics._io.trec_run_blocks import NotGrouped, run_blocks
+
+    if settings.zscores is not None:
+        return None
+    texts = [m for m in settings.measures if m.name == "relstring"]
+    each = replace(settings, complete=False, refuse_absent=False)
+    ids: list[str] = []
+    columns: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    tag = ""
+    try:
+        for run in run_blocks(path, settings.version):
+            seen.update(str(q) for q in run.queries.tolist())
+            tag = run.tag if run.qid.size else tag
+            try:
+                lists, values, _ = evaluate_run(run, qrels, each)
+            except NoCommonQueries:
+                continue
+            ids += lists.query_ids
+            quoted = {m.labels()[0]: _relstring_texts(lists, m) for m in texts}
+            columns.append({**values, **quoted, **(extra(lists) if extra else {})})
+    except NotGrouped:
+        return None
+    judged = {str(q) for q in qrels.queries.tolist()}
+    stops = settings.version == 10 and (settings.complete or settings.refuse_absent)
+    if not ids or (stops and judged - seen):
+        return None
+    order = np.argsort(np.array(ids, dtype=str), kind="stable")
+    values = {label: np.concatenate([c[label] for c in columns])[order] for label in columns[0]}
+    quoted = {m.labels()[0]: values.pop(m.labels()[0]).tolist() for m in texts}
+    complete = settings.complete
+    summary = summarize(values, settings.measures, len(judged) if complete else None,
+                        int((qrels.rel > 0).sum()) if complete else None)  # fmt: skip
+    view = QueryList([ids[i] for i in order.tolist()], len(seen), len(judged), np.zeros(len(ids), dtype=bool),
+                     quoted)  # fmt: skip
+    return view, values, summary, tag
+
+
+def file_lines(path: str, qrels: Any, settings: Settings) -> str:
+    """``run_lines`` of the run file ``path``, read in blocks of whole queries where it can be
+    (``evaluate_run_file``)."""
+    streamed = _evaluate_blocks(path, qrels, settings)
+    if streamed is None:
+        from embedmetrics._io.trec import read_run
+
+        return run_lines(read_run(path, trec_eval=settings.version), qrels, settings)
+    lists, values, summary, tag = streamed
+    lines = trec_eval_lines(lists, values, summary, settings.measures, settings.per_query, tag,
+                            summary_lines=settings.summary)  # fmt: skip
+    return "".join(line + "\n" for line in lines)
 
 
 def run_lines(run: Any, qrels: Any, settings: Settings) -> str:
@@ -351,7 +447,7 @@ def _before(run: Any, qrels: Any, settings: Settings, stop: str) -> str:
 
 def run_trec_eval(args: argparse.Namespace, runs: list[str]) -> int:
     """Read, evaluate and print (``--format``), or write the JSON (``--json``) with every query's values."""
-    from embedmetrics._io.trec import read_qrels, read_run
+    from embedmetrics._io.trec import read_qrels
     from embedmetrics._report import output
 
     measures = check(args, runs)
@@ -366,16 +462,16 @@ def run_trec_eval(args: argparse.Namespace, runs: list[str]) -> int:
         measures, version=args.trec_eval, per_query=args.per_query, complete=args.all_judged_queries,
         max_docs=args.max_docs, relevance_level=level,
     )  # fmt: skip
-    run = read_run(runs[0], trec_eval=args.trec_eval)
-    lists, values, summary = evaluate_run(run, read_qrels(args.qrels, trec_eval=args.trec_eval), settings)
+    qrels = read_qrels(args.qrels, trec_eval=args.trec_eval)
+    lists, values, summary, tag = evaluate_run_file(runs[0], qrels, settings)
     if args.json is not None:
-        text = output.dump(_document(lists, values, summary, measures, args, run.tag))
+        text = output.dump(_document(lists, values, summary, measures, args, tag))
         if args.json == "-":
             sys.stdout.write(text + "\n")
             return 0
         output.write_json(args.json, text)
     if args.format == "trec_eval":
-        lines = trec_eval_lines(lists, values, summary, measures, args.per_query, run.tag)
+        lines = trec_eval_lines(lists, values, summary, measures, args.per_query, tag)
     else:
         rows = {label: summary[label] for label in summary}
         lines = [output.format_table({"trec": rows}, notes(lists, args))]

@@ -22,7 +22,7 @@ from embedmetrics._engine.trec_eval.aliases import JUDGED, Request
 from embedmetrics._engine.trec_eval.names import FLOAT_CUTS, LONG_CUTS, parse_measure, parse_measures
 from embedmetrics._io.trec import Qrels, Run
 from embedmetrics._io.trec_eval_lists import NOT_IN_QRELS
-from embedmetrics._report.trec_eval_mode import Settings, evaluate_run
+from embedmetrics._report.trec_eval_mode import Settings, evaluate_run, evaluate_run_file
 
 
 @dataclass
@@ -44,9 +44,10 @@ class _Group:
     requests: list[Request]
 
 
-def evaluate_requests(run: Run, qrels: Qrels, requests: Sequence[Request], *, version: int = 10,
+def evaluate_requests(run: Run | str, qrels: Qrels, requests: Sequence[Request], *, version: int = 10,
                       complete: bool = False, max_docs: int | None = None) -> Evaluated:  # fmt: skip
-    """Every request's values on ``run``; ``complete``: trec_eval's ``-c`` (every judged query averaged, an
+    """Every request's values on ``run`` (a ``Run``, or a run file's path, read in blocks of whole queries
+    where it can be: ``evaluate_run_file``); ``complete``: trec_eval's ``-c`` (every judged query averaged, an
     absent one scoring 0), which is how ir_measures averages; ``max_docs``: ``-M``."""
     out = Evaluated({}, {}, [])
     for group in _groups(requests, version):
@@ -55,7 +56,16 @@ def evaluate_requests(run: Run, qrels: Qrels, requests: Sequence[Request], *, ve
         measures = parse_measures(specs, version) if trec_names else _each(specs, version)
         settings = Settings(measures, version=version, complete=complete, relevance_level=group.level,
                             judged_only=group.judged_only, max_docs=max_docs)  # fmt: skip
-        lists, values, summary = evaluate_run(run, qrels, settings)
+        own = [r for r in group.requests if r.own]
+
+        def extra(lists: Any, own: list[Request] = own) -> dict[str, np.ndarray]:
+            return {r.label: own_values(lists, r) for r in own}
+
+        if isinstance(run, str):  # a file: read in blocks of whole queries where it can be
+            lists, values, summary, _ = evaluate_run_file(run, qrels, settings, extra)
+        else:
+            lists, values, summary = evaluate_run(run, qrels, settings)
+            values = {**values, **extra(lists)}
         out.lists = out.lists or [lists]
         ids = list(lists.query_ids)
         denominator = lists.n_qrels_queries if complete else len(ids)
@@ -66,7 +76,7 @@ def evaluate_requests(run: Run, qrels: Qrels, requests: Sequence[Request], *, ve
                 if _counted_as_ir_measures(request, complete, version):
                     mean = float(column[~np.asarray(lists.absent, dtype=bool)].sum()) if ids else 0.0
             else:
-                column = own_values(lists, request)
+                column = np.asarray(values[request.label], dtype=np.float64)
                 mean = float(column.sum() / denominator) if denominator else float("nan")
             if column.size == len(ids):
                 out.per_query[request.label] = dict(zip(ids, column.tolist()))
@@ -145,15 +155,14 @@ def run_named(args: argparse.Namespace, path: str, requests: list[Request]) -> i
     """``report --run R --qrels Q -m NAME ...`` where a name is ir_measures' (``nDCG@10``): the table, the
     three columns of ``--format trec_eval`` (``-q``: each query's lines first) or the JSON, keyed by the
     names as given. ``-l`` sets the level of trec_eval's names; ir_measures' carry theirs (``rel=``)."""
-    from embedmetrics._io.trec import read_qrels, read_run
+    from embedmetrics._io.trec import read_qrels
     from embedmetrics._report import output
     from embedmetrics._report.trec_eval_mode import notes
 
     level = 1 if args.relevance_level is None else args.relevance_level
     requests = [replace(r, relevance_level=level) if r.trec_eval_name else r for r in requests]
-    run = read_run(path, trec_eval=args.trec_eval)
     qrels = read_qrels(args.qrels, trec_eval=args.trec_eval)
-    done = evaluate_requests(run, qrels, requests, version=args.trec_eval, complete=args.all_judged_queries,
+    done = evaluate_requests(path, qrels, requests, version=args.trec_eval, complete=args.all_judged_queries,
                              max_docs=args.max_docs)  # fmt: skip
     if args.json is not None:
         by_query: dict[str, dict[str, float]] = {}

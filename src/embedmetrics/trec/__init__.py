@@ -68,7 +68,7 @@ def evaluate(
         {'RR': {'q1': 1.0, 'q2': 0.5}}
     """
     from embedmetrics._engine.trec_eval.aliases import resolve
-    from embedmetrics._io.trec_inputs import qrels_of, run_of, runs_of, trec_eval_version
+    from embedmetrics._io.trec_inputs import qrels_of, run_source, runs_of, trec_eval_version
     from embedmetrics._report.trec_measures import evaluate_requests
 
     version = trec_eval_version(trec_eval)
@@ -76,7 +76,7 @@ def evaluate(
     judged = qrels_of(qrels, version)
     out: dict[Any, Any] = {}
     for name, one in runs_of(run).items():
-        evaluated = evaluate_requests(run_of(one, version), judged, requests, version=version,
+        evaluated = evaluate_requests(run_source(one, version), judged, requests, version=version,
                                       complete=bool(all_judged_queries))  # fmt: skip
         out[name] = evaluated.per_query if per_query else evaluated.summary
     return out[None] if list(out) == [None] else out
