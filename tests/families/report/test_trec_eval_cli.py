@@ -524,7 +524,8 @@ def test_many_runs_on_stdout_are_named_on_stderr(tmp_path: Path, capsys: pytest.
     files = _loop_files(tmp_path)
     runs = [files["small"], files["gap"]]
     status, out, err = te(capsys, "--trec-eval", "9", "-m", "map", files["qrels"], *runs)
-    assert status == 0 and err.splitlines() == [f"==> {run} <==" for run in runs]
+    assert status == 0
+    assert err.splitlines() == [f"==> {run} <==" for run in runs]
     assert out == [
         line for run in runs for line in te(capsys, "--trec-eval", "9", "-m", "map", files["qrels"], run)[1]
     ]

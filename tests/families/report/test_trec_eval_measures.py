@@ -366,7 +366,8 @@ def test_two_runs_with_per_query_are_refused(tmp_path: Path, capsys: pytest.Capt
     status, out, err = call(capsys, "--run", run_path, "--run", run_path, "--qrels", qrels_path, "-q")
     assert status == 2
     assert out == ""
-    assert "one run's values" in err and "embedmetrics trec_eval QRELS RUN1 RUN2" in err
+    assert "one run's values" in err
+    assert "embedmetrics trec_eval QRELS RUN1 RUN2" in err
 
 
 def test_measure_names_and_parameters() -> None:

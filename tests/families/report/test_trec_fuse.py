@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from ranx import Run, fuse as ranx_fuse
+from ranx import Run
+from ranx import fuse as ranx_fuse
 
 from embedmetrics.trec import evaluate, fuse
 
@@ -125,5 +126,5 @@ def test_fuse_command_writes_a_run(tmp_path: Path, capsys: pytest.CaptureFixture
     assert [(q, d) for q, _, d, *_ in lines] == [(q, d) for q, row in expected.items() for d in row]
     assert all(float(s) == expected[q][d] for q, _, d, _, s, _ in lines)
     assert [int(r) for *_, r, _, _ in lines][:3] == [1, 2, 3]
-    qrels = {q: {d: 1 for d in list(row)[:3]} for q, row in runs[0].items()}
+    qrels = {q: dict.fromkeys(list(row)[:3], 1) for q, row in runs[0].items()}
     assert evaluate(qrels, str(out), ["map"]) == evaluate(qrels, expected, ["map"])

@@ -7,8 +7,10 @@ the best value in bold, the marks and a caption; the command line's ``-m``, ``--
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
+import operator
 import re
 from pathlib import Path
 
@@ -101,8 +103,11 @@ def test_tables_mark_the_best_and_the_significant() -> None:
             assert cell == (f"**{mean:.4f}**" if mean == best else f"{mean:.4f}") + sup, cell
     assert "<" not in result.to_markdown()  # no HTML: GitHub renders it as it is
     latex = result.to_latex()
-    assert latex.startswith("\\begin{table}") and latex.endswith("\\end{table}")
-    assert latex.count("{") == latex.count("}") and "\\toprule" in latex and "\\bottomrule" in latex
+    assert latex.startswith("\\begin{table}")
+    assert latex.endswith("\\end{table}")
+    assert latex.count("{") == latex.count("}")
+    assert "\\toprule" in latex
+    assert "\\bottomrule" in latex
     commands = set(re.findall(r"\\([A-Za-z]+)", latex))
     assert commands <= {
         "begin",
@@ -115,8 +120,10 @@ def test_tables_mark_the_best_and_the_significant() -> None:
         "bottomrule",
         "textbf",
     }
-    assert "sys\\_0" in latex and "sys_0" not in latex.replace("sys\\_0", "")
-    assert "Holm correction, alpha = 0.05" in latex and "paired t test" in latex
+    assert "sys\\_0" in latex
+    assert "sys_0" not in latex.replace("sys\\_0", "")
+    assert "Holm correction, alpha = 0.05" in latex
+    assert "paired t test" in latex
     for system in runs:  # bold where the mean is the column's best
         line = next(r for r in latex.splitlines() if f"sys\\_{system[-1]} &" in r)
         for j, name in enumerate(MEASURES):
@@ -168,7 +175,7 @@ def test_randomization_settings_are_honoured_and_recorded(
         paths.append(str(path))
     argv = [
         "report",
-        *sum((["--run", p] for p in paths), []),
+        *functools.reduce(operator.iadd, (["--run", p] for p in paths), []),
         "--qrels",
         str(qrels_path),
         "-m",

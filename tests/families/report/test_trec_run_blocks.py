@@ -53,7 +53,8 @@ def test_blocks_print_the_whole_file_s_bytes(
 ) -> None:
     qrels_path, run_path = _files(tmp_path, block_bytes % 7)
     if version == 9:  # 9.0.8 reads no comment lines
-        Path(run_path).write_text("".join(x for x in open(run_path) if not x.startswith("#")))
+        text = Path(run_path).read_text().splitlines(keepends=True)
+        Path(run_path).write_text("".join(x for x in text if not x.startswith("#")))
     monkeypatch.setattr(trec_run_blocks, "BLOCK_BYTES", block_bytes)
     qrels = read_qrels(qrels_path, trec_eval=version)
     settings = Settings(measures_of(["all_trec"], version), version=version, **options)
@@ -109,7 +110,7 @@ def test_a_judged_query_the_run_lacks_under_10_is_read_whole(
 def test_a_bad_line_is_named_by_its_line_in_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from embedmetrics._io.errors import ReportInputError
 
-    qrels_path, run_path = _files(tmp_path, 5)
+    _qrels_path, run_path = _files(tmp_path, 5)
     lines = Path(run_path).read_text().splitlines(keepends=True)
     lines[400] = lines[400].replace(" Q0 ", " Q0 ", 1).rsplit(" ", 2)[0] + " notanumber tag\n"
     Path(run_path).write_text("".join(lines))
@@ -117,7 +118,8 @@ def test_a_bad_line_is_named_by_its_line_in_the_file(tmp_path: Path, monkeypatch
         read_run(run_path, trec_eval=10)
     with pytest.raises(ReportInputError) as blocks:
         list(run_blocks(run_path, 10, block_bytes=1000))
-    assert str(blocks.value) == str(whole.value) and ":401:" in str(blocks.value)
+    assert str(blocks.value) == str(whole.value)
+    assert ":401:" in str(blocks.value)
 
 
 def test_evaluate_reads_a_path_in_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -133,7 +135,7 @@ def test_evaluate_reads_a_path_in_blocks(tmp_path: Path, monkeypatch: pytest.Mon
 
 def _as_dict(path: str) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
-    for line in open(path):
+    for line in Path(path).read_text().splitlines():
         if not line.startswith("#"):
             q, _, d, _, s, _ = line.split()
             out.setdefault(q, {})[d] = float(s)
