@@ -4,8 +4,9 @@ that evaluating a run of millions of lines never holds all of it.
 A block is about ``BLOCK_BYTES`` of whole lines cut where the query id changes: every line of one query
 in one block, where the file is grouped by query (retrieval toolkits write it so). A query met again in a
 later block means the file is not grouped: ``NotGrouped`` is raised, and the caller reads the whole file at
-once instead (``read_run``). Each block is parsed as ``read_run`` parses a file, its line numbers those of
-the file in every message.
+once instead (``read_run``). Each block is parsed as ``read_run`` parses a file; a block it refuses (a
+malformed line, a document listed twice) sends the caller to the whole file too, whose reader names the
+line as trec_eval would.
 """
 
 from __future__ import annotations
@@ -68,11 +69,11 @@ def _blocks(path: str, block_bytes: int) -> Iterator[tuple[int, bytes]]:
 
 def run_blocks(path: str, trec_eval: int, block_bytes: int | None = None) -> Iterator[Run]:
     """Each block of ``path`` as a ``Run`` (its tag the tag of its last line); ``NotGrouped`` where a query
-    comes back after another one's lines, ``ReportInputError`` naming the file's line of a bad line."""
+    comes back after another one's lines or a block is refused."""
     if not os.path.isfile(path):
         raise NotGrouped(path)  # standard input, a missing file: the whole reader says what is wrong
     seen: set[str] = set()
-    for first, data in _blocks(path, BLOCK_BYTES if block_bytes is None else block_bytes):
+    for _, data in _blocks(path, BLOCK_BYTES if block_bytes is None else block_bytes):
         try:
             if trec_eval == 9:
                 _refuse_comments(path, data)
@@ -80,8 +81,8 @@ def run_blocks(path: str, trec_eval: int, block_bytes: int | None = None) -> Ite
                 continue
             run = Run(*_read_table(path, TREC_EVAL_RUN, data), tag=_tag(data))
             _check_unique(path, run)
-        except ReportInputError as err:
-            raise ReportInputError(_renumbered(str(err), path, first - 1)) from None
+        except ReportInputError:  # the whole file's reader names the line and exits as trec_eval does
+            raise NotGrouped(path) from None
         names = {str(q) for q in run.queries.tolist()}
         if names & seen:
             raise NotGrouped(path)
@@ -93,8 +94,3 @@ def _tag(data: bytes) -> str:
     from embedmetrics._io.trec import _last_tag
 
     return _last_tag(data)
-
-
-def _renumbered(message: str, path: str, offset: int) -> str:
-    """A message's ``path:line:`` with the line counted from the file's start."""
-    return re.sub(rf"^{re.escape(path)}:(\d+):", lambda m: f"{path}:{int(m[1]) + offset}:", message)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from typing import Any
+from typing import Any, Callable
 
 #: Unicode superscripts of the letters that have one (``q`` has none: written ``^q``).
 _SUPERSCRIPT = dict(zip("abcdefghijklmnoprstuvwxyz0123456789", "ᵃᵇᶜᵈᵉᶠᵍʰⁱʲᵏˡᵐⁿᵒᵖʳˢᵗᵘᵛʷˣʸᶻ⁰¹²³⁴⁵⁶⁷⁸⁹"))
@@ -101,15 +101,27 @@ def markdown(grid: Any, digits: int = 4) -> str:
         "| | System | " + " | ".join(_md(m) for m in grid.comparisons) + " |",
         "|---|---|" + "---:|" * len(grid.comparisons),
     ]
+    marked = (lambda m: m) if grid.baseline is not None else _superscript
     for name in grid.names:
-        cells = []
-        for measure in grid.comparisons:
-            value = _number(_mean(grid, measure, name), digits)
-            value = f"**{value}**" if _best(grid, measure, name) else value
-            mark = marks(grid, measure, name)
-            cells.append(value + (mark if grid.baseline is not None else _superscript(mark)))
+        cells = _row_cells(grid, name, digits, lambda v: f"**{v}**", marked)
         lines.append(f"| {grid.letters[name]} | {_md(name)} | " + " | ".join(cells) + " |")
     return "\n".join([*lines, "", caption(grid)])
+
+
+def _row_cells(grid: Any, name: str, digits: int, bold: Callable[[str], str], marked: Callable[[str], str]
+               ) -> list[str]:  # fmt: skip
+    """A system's cells: each measure's mean (``bold`` where it is the best) and its marks (``marked``)."""
+    cells = []
+    for measure in grid.comparisons:
+        value = _number(_mean(grid, measure, name), digits)
+        cells.append(
+            (bold(value) if _best(grid, measure, name) else value) + marked(marks(grid, measure, name))
+        )
+    return cells
+
+
+def _tex_mark(mark: str) -> str:
+    return "" if not mark else r"$^{\dagger}$" if mark == "\u2020" else f"$^{{{mark}}}$"
 
 
 def _tex(value: str) -> str:
@@ -126,13 +138,7 @@ def latex(grid: Any, digits: int = 4, label: str = "tab:results") -> str:
         " & System & " + " & ".join(_tex(m) for m in grid.comparisons) + r" \\", r"\midrule",
     ]  # fmt: skip
     for name in grid.names:
-        cells = []
-        for measure in grid.comparisons:
-            value = _number(_mean(grid, measure, name), digits)
-            value = rf"\textbf{{{value}}}" if _best(grid, measure, name) else value
-            mark = marks(grid, measure, name)
-            mark = r"\dagger" if mark == "\u2020" else mark
-            cells.append(value + (f"$^{{{mark}}}$" if mark else ""))
+        cells = _row_cells(grid, name, digits, lambda v: rf"\textbf{{{v}}}", _tex_mark)
         lines.append(f"({grid.letters[name]}) & {_tex(name)} & " + " & ".join(cells) + r" \\")
     return "\n".join([*lines, r"\bottomrule", r"\end{tabular}", r"\end{table}"])
 

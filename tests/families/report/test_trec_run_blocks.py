@@ -107,19 +107,32 @@ def test_a_judged_query_the_run_lacks_under_10_is_read_whole(
     assert got == expected
 
 
-def test_a_bad_line_is_named_by_its_line_in_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("bad", ["notanumber", "twice"])
+def test_a_refused_block_is_refused_as_the_whole_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bad: str
+) -> None:
+    """A malformed line or a document listed twice far into the file: the same message (its line in the
+    file) and the same kind of error (trec_eval's status) as the whole file read at once."""
     from embedmetrics._io.errors import ReportInputError
 
-    _qrels_path, run_path = _files(tmp_path, 5)
+    qrels_path, run_path = _files(tmp_path, 5)
     lines = Path(run_path).read_text().splitlines(keepends=True)
-    lines[400] = lines[400].replace(" Q0 ", " Q0 ", 1).rsplit(" ", 2)[0] + " notanumber tag\n"
+    if bad == "twice":
+        lines.insert(401, lines[400])
+    else:
+        lines[400] = " ".join(lines[400].split()[:4]) + " notanumber tag\n"
     Path(run_path).write_text("".join(lines))
+    qrels = read_qrels(qrels_path, trec_eval=10)
+    settings = Settings(measures_of(["official"], 10))
     with pytest.raises(ReportInputError) as whole:
-        read_run(run_path, trec_eval=10)
-    with pytest.raises(ReportInputError) as blocks:
+        run_lines(read_run(run_path, trec_eval=10), qrels, settings)
+    with pytest.raises(NotGrouped):
         list(run_blocks(run_path, 10, block_bytes=1000))
-    assert str(blocks.value) == str(whole.value)
-    assert ":401:" in str(blocks.value)
+    monkeypatch.setattr(trec_run_blocks, "BLOCK_BYTES", 1000)
+    with pytest.raises(ReportInputError) as blocks:
+        file_lines(run_path, qrels, settings)
+    assert (type(blocks.value), str(blocks.value)) == (type(whole.value), str(whole.value))
+    assert ":401:" in str(blocks.value) or ":402:" in str(blocks.value)
 
 
 def test_evaluate_reads_a_path_in_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
