@@ -143,7 +143,7 @@ def _intervals(values: dict[str, dict[str, Tensor]]) -> dict[str, dict[str, tupl
 def run_comparison(args: argparse.Namespace, paths: list[str], ks: list[int]) -> int:
     """Compare the runs on the default measures or those ``-m`` names; print the table
     (``--table-format``) or JSON, write the JSON file and figures when asked."""
-    from embedmetrics.trec import RunComparison
+    from embedmetrics.trec import TREC_EVAL_TIES, RunComparison
 
     check_distinct(paths)
     names = system_names(paths)
@@ -153,10 +153,9 @@ def run_comparison(args: argparse.Namespace, paths: list[str], ks: list[int]) ->
                                                version=args.trec_eval, query_set=args.query_set)  # fmt: skip
     else:
         values, n_queries = _default_measures(args, paths, ks)
-    grid = RunComparison(names, _compared(values, opts), n_queries, **opts)
+    ties = TIE_WORDS[args.ties] if not args.measure and args.ties != "trec_eval" else TREC_EVAL_TIES
+    grid = RunComparison(names, _compared(values, opts), n_queries, **opts, ties=ties)
     grid.intervals = _intervals(values) if args.ci else None
-    if not args.measure and args.ties != "trec_eval":
-        grid.ties = TIE_WORDS[args.ties]
     document = _document(grid, args, paths, ks)
     if args.json == "-":
         sys.stdout.write(document + "\n")

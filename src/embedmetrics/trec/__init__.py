@@ -12,11 +12,11 @@ Qrels and runs are TREC files' paths, ir_measures' dicts of dicts (``{query_id: 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any
 
-from embedmetrics.trec._comparison import TABLE_FORMATS, RunComparison
+from embedmetrics.trec._comparison import TABLE_FORMATS, TREC_EVAL_TIES, RunComparison
 
-__all__ = ["TABLE_FORMATS", "RunComparison", "compare_runs", "evaluate", "fuse"]
+__all__ = ["TABLE_FORMATS", "TREC_EVAL_TIES", "RunComparison", "compare_runs", "evaluate", "fuse"]
 
 
 def evaluate(
@@ -87,9 +87,9 @@ def compare_runs(
     runs: Any,
     measures: Sequence[str],
     *,
-    baseline: Optional[str] = None,
+    baseline: str | None = None,
     test: str = "t",
-    correction: Optional[str] = "holm",
+    correction: str | None = "holm",
     alpha: float = 0.05,
     seed: int = 0,
     n_resamples: int = 10_000,
@@ -151,16 +151,18 @@ def compare_runs(
         )
     except ReportInputError as err:
         raise ValueError(str(err)) from None
-    return RunComparison(names, comparisons, queries, test, correction, alpha, seed, n_resamples, baseline)
+    return RunComparison(
+        names, comparisons, queries, test, correction, alpha, seed, n_resamples, baseline, TREC_EVAL_TIES
+    )
 
 
 def fuse(
     runs: Any,
     method: str,
     *,
-    norm: Optional[str] = "min-max",
-    weights: Optional[Sequence[float]] = None,
-    depth: Optional[int] = None,
+    norm: str | None = "min-max",
+    weights: Sequence[float] | None = None,
+    depth: int | None = None,
     **params: float,
 ) -> dict[str, dict[str, float]]:
     """Rank fusion of ``runs`` into one run, as ranx's ``fuse`` defines the methods and normalisations.
@@ -194,7 +196,7 @@ def fuse(
         >>> fused = fuse([bm25, dense], "rrf")
         >>> list(fused["q1"])
         ['d2', 'd1', 'd4', 'd3']
-        >>> round(fused["q1"]["d2"], 6)
+        >>> round(next(iter(fused["q1"].values())), 6)  # d2: 1 / (60 + 1) + 1 / (60 + 2)
         0.032522
     """
     from embedmetrics._engine.fusion.fuse import fuse_lists, shared_lists

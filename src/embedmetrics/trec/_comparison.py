@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from embedmetrics.trec import _tables
 
@@ -26,14 +26,14 @@ class RunComparison:
     names: list[str]
     comparisons: dict[str, Any]
     queries: int
-    test: str = "t"
-    correction: Optional[str] = "holm"
-    alpha: float = 0.05
-    seed: int = 0
-    n_resamples: int = 10_000
-    baseline: Optional[str] = None
-    ties: str = TREC_EVAL_TIES
-    intervals: Optional[dict[str, dict[str, tuple[float, float]]]] = field(default=None, repr=False)
+    test: str
+    correction: str | None
+    alpha: float
+    seed: int
+    n_resamples: int
+    baseline: str | None
+    ties: str
+    intervals: dict[str, dict[str, tuple[float, float]]] | None = field(default=None, repr=False)
 
     @property
     def letters(self) -> dict[str, str]:
