@@ -204,8 +204,10 @@ def measures_per_query(qrels: Any, runs: Any, measures: Any, *, version: int = 1
     paths) on ``measures`` (any names: ``_engine/trec_eval/aliases.py``), each query ranked as trec_eval
     ranks it; the measures that trec_eval prints only in its summary (``runid``, ``num_q``, ``gm_map``)
     have no per-query values and are left out. Bad input raises ``ReportInputError``."""
-    from embedmetrics._engine.trec_eval.aliases import resolve
-    from embedmetrics._engine.trec_eval.names import parse_measure
+    from embedmetrics._engine.trec_eval.aliases import kind_of, resolve
+    from embedmetrics._engine.trec_eval.names import MeasureKind
+
+    PER_QUERY = MeasureKind()
     from embedmetrics._io.trec_inputs import qrels_of, run_source, runs_of
     from embedmetrics._report.trec_measures import evaluate_requests
 
@@ -213,7 +215,7 @@ def measures_per_query(qrels: Any, runs: Any, measures: Any, *, version: int = 1
         requests = resolve(measures, version)
     except (ValueError, TypeError) as err:
         raise ReportInputError(f"-m: {err}") from None
-    requests = [r for r in requests if not r.spec or parse_measure(r.spec, version)[0].kind.per_query]
+    requests = [r for r in requests if (kind_of(r, version) or PER_QUERY).per_query]
     if not requests:
         raise ReportInputError("-m: none of these measures has per-query values to compare (runid, num_q, "
                                "gm_map and gm_bpref are trec_eval's summaries only).")  # fmt: skip

@@ -18,8 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from embedmetrics._engine.trec_eval.aliases import JUDGED, Request
-from embedmetrics._engine.trec_eval.names import FLOAT_CUTS, LONG_CUTS, parse_measure, parse_measures
+from embedmetrics._engine.trec_eval.aliases import JUDGED, Request, kind_of
+from embedmetrics._engine.trec_eval.names import (
+    FLOAT_CUTS,
+    LONG_CUTS,
+    MeasureKind,
+    parse_measure,
+    parse_measures,
+)
 from embedmetrics._io.trec import Qrels, Run
 from embedmetrics._io.trec_eval_lists import NOT_IN_QRELS
 from embedmetrics._report.trec_eval_mode import Settings, evaluate_run, evaluate_run_file
@@ -70,6 +76,8 @@ def evaluate_requests(run: Run | str, qrels: Qrels, requests: Sequence[Request],
         ids = list(lists.query_ids)
         denominator = lists.n_qrels_queries if complete else len(ids)
         for request in group.requests:
+            if request.own is None and request.value not in summary:  # runid, relstring: text, no value
+                continue
             if request.own is None:
                 column = np.asarray(values.get(request.value, np.zeros(0)), dtype=np.float64)
                 mean = float(summary[request.value])
@@ -78,10 +86,12 @@ def evaluate_requests(run: Run | str, qrels: Qrels, requests: Sequence[Request],
             else:
                 column = np.asarray(values[request.label], dtype=np.float64)
                 mean = float(column.sum() / denominator) if denominator else float("nan")
-            if column.size == len(ids):
+            kind = kind_of(request, version)  # per query as trec_eval's -q (ir_measures': counts too)
+            shown = kind is None or kind.per_query or (not request.trec_eval_name and kind.summary != "gm")
+            if shown and column.size == len(ids):  # (trec_eval's -q: no num_q, gm_map's logarithms)
                 out.per_query[request.label] = dict(zip(ids, column.tolist()))
             out.summary[request.label] = mean
-    order = [r.label for r in requests]
+    order = [r.label for r in requests if r.label in out.summary]
     per_query = {k: out.per_query[k] for k in order if k in out.per_query}
     return Evaluated(per_query, {k: out.summary[k] for k in order}, out.lists)
 
@@ -92,7 +102,8 @@ def _counted_as_ir_measures(request: Request, complete: bool, version: int) -> b
     trec_eval's ``-c`` counts it)."""
     if request.trec_eval_name or not complete:
         return False
-    return parse_measure(request.spec, version)[0].kind.summary in ("sum", "count")
+    kind = kind_of(request, version)
+    return kind is not None and kind.summary in ("sum", "count")
 
 
 def _each(specs: list[str], version: int) -> list[object]:
@@ -190,7 +201,7 @@ def trec_eval_format(
     the measures as asked), then ``all``; the counts as integers."""
     from embedmetrics._report.trec_eval_mode import four_decimals
 
-    counts = {r.label for r in requests if r.spec and parse_measure(r.spec, version)[0].kind.integer}
+    counts = {r.label for r in requests if (kind_of(r, version) or MeasureKind()).integer}
 
     def texts(label: str, values: list[float]) -> list[str]:
         return [str(int(v)) for v in values] if label in counts else four_decimals(np.asarray(values))

@@ -54,7 +54,8 @@ def evaluate(
     Returns:
         ``{measure: value}``, keyed by trec_eval's labels for trec_eval's names (``P_5``,
         ``ndcg_cut_10``) and by the name as given for ir_measures' names; for several runs,
-        ``{run_name: {measure: value}}``.
+        ``{run_name: {measure: value}}``. trec_eval's text values (``runid``, ``relstring``, in
+        ``official`` and ``all_trec``) are left out.
 
     Example:
         >>> from embedmetrics.trec import evaluate

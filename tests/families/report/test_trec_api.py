@@ -100,3 +100,37 @@ def test_evaluate_imports_no_torch() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("version", ["10", "9"])
+def test_values_equal_the_trec_eval_binary_s(tmp_path: Path, version: str) -> None:
+    """Every value of ``all_trec``, per query and in the summary, printed as trec_eval prints it, equals the
+    binary's line (``TREC_EVAL`` / ``TREC_EVAL_9``: trec_eval 10.0 / 9.0.8 built from source)."""
+    import os
+
+    from embedmetrics._report.trec_eval_mode import four_decimals
+
+    binary = os.environ.get("TREC_EVAL_9" if version == "9" else "TREC_EVAL")
+    if not binary:
+        pytest.skip(f"no trec_eval {version} binary (set {'TREC_EVAL_9' if version == '9' else 'TREC_EVAL'})")
+    for seed in range(3):
+        qrels, run = _data(seed)
+        qrels = {q: row for q, row in qrels.items() if q in run}  # 10.0 stops at a judged query absent
+        q_path, r_path = _write(tmp_path, qrels, run)
+        out = subprocess.run([binary, "-q", "-m", "all_trec", str(q_path), str(r_path)], capture_output=True,
+                             text=True, check=True).stdout  # fmt: skip
+        per_query = evaluate(str(q_path), str(r_path), ["all_trec"], per_query=True, trec_eval=version)
+        means = evaluate(qrels, run, ["all_trec"], trec_eval=version)
+        checked = 0
+        for line in out.splitlines():
+            label, query, text = (field.strip() for field in line.split("\t"))
+            if label in ("runid", "relstring") or label.startswith("relstring"):
+                continue
+            value = means[label] if query == "all" else per_query[label][query]
+            integer = text.lstrip("-").isdigit()
+            assert (str(int(value)) if integer else four_decimals(np.array([value]))[0]) == text, (
+                label,
+                query,
+            )
+            checked += 1
+        assert checked > 1000

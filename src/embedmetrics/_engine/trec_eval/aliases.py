@@ -22,7 +22,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from embedmetrics._engine.trec_eval.names import FLOAT_CUTS, LONG_CUTS, MEASURES, NICKNAMES, parse_measure
+from embedmetrics._engine.trec_eval.names import (
+    FLOAT_CUTS,
+    LONG_CUTS,
+    MEASURES,
+    NICKNAMES,
+    MeasureKind,
+    parse_measure,
+)
 
 #: What ``Request.own`` names: the measures computed here (no trec_eval measure has them).
 JUDGED, RR_CUT = "judged", "rr_cut"
@@ -80,6 +87,14 @@ IR_MEASURES: dict[str, _Name] = {
     "Success": _Name("success", True), "IPrec": _Name("iprec_at_recall", True, ("judged_only",)),
     "Judged": _Name(JUDGED, None, ()),
 }  # fmt: skip
+
+
+def kind_of(request: Request, version: int = 10) -> MeasureKind | None:
+    """How trec_eval declares the measure of ``request``'s value (the one of a nickname's measures that
+    prints it); ``None`` for the measures computed here."""
+    if not request.spec:
+        return None
+    return next(m.kind for m in parse_measure(request.spec, version) if request.value in m.labels())
 
 
 def resolve(names: Sequence[str], version: int = 10) -> list[Request]:
