@@ -50,8 +50,9 @@ def add_flags(report: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "-m", "--measure", action="append", metavar="NAME[.PARAMS]",
-        help="trec_eval measure, repeatable: P.5,10, ndcg_cut.10, ndcg.1=0,2=1, set_F.0.5, ...; nicknames "
-        "official (trec_eval's default) and all_trec",
+        help="measure, repeatable: trec_eval's (P.5,10, ndcg_cut.10, set_F.0.5, ...; nicknames official, "
+        "trec_eval's default, and all_trec) or ir_measures' (nDCG@10, AP@100, P(rel=2)@5, RR@10, ...); "
+        "with several --run, the measures they are compared on",
     )  # fmt: skip
     group.add_argument(
         "--format", choices=("table", "trec_eval"), default="table",
