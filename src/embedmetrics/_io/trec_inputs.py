@@ -88,8 +88,30 @@ def qrels_of(qrels: Any, version: int) -> Qrels:
     queries, docs, grades = _triples(qrels, "relevance", "qrels")
     q, q_names = _codes(queries)
     d, d_names = _codes(docs)
-    rel = np.asarray([int(g) for g in grades], dtype=np.int64)
+    rel = np.asarray([_grade(g) for g in grades], dtype=np.int64)
+    _once(q, d, q_names, d_names, "qrels")
     return Qrels(q, d, rel, np.arange(1, rel.size + 1), q_names, d_names)
+
+
+def _grade(value: Any) -> int:
+    """A grade as a whole number (``2``, ``2.0``, ``"2"``), else ``ValueError`` naming it."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if not np.isfinite(number) or number != int(number):
+        raise ValueError(f"Argument `qrels` must hold whole-number grades, got {value!r}.")
+    return int(number)
+
+
+def _once(q: np.ndarray, d: np.ndarray, q_names: np.ndarray, d_names: np.ndarray, argument: str) -> None:
+    """Each document once per query (trec_eval refuses a document listed twice), else ``ValueError``."""
+    keys = np.sort(q * max(d_names.size, 1) + d)
+    twice = np.flatnonzero(keys[1:] == keys[:-1])
+    if twice.size:
+        query, doc = divmod(int(keys[twice[0]]), max(d_names.size, 1))
+        raise ValueError(f"Argument `{argument}` lists document {str(d_names[doc])!r} twice for query "
+                         f"{str(q_names[query])!r} (trec_eval refuses it).")  # fmt: skip
 
 
 def run_of(run: Any, version: int) -> Run:
@@ -101,6 +123,7 @@ def run_of(run: Any, version: int) -> Run:
         raise ValueError("Argument `run` must not hold a NaN score (trec_eval's order of it is undefined).")
     q, q_names = _codes(queries)
     d, d_names = _codes(docs)
+    _once(q, d, q_names, d_names, "run")
     return Run(q, d, score, np.arange(1, score.size + 1), q_names, d_names)
 
 

@@ -268,7 +268,9 @@ def _trec_family(
     missed = inputs.info["trec"]["relevant_not_retrieved"]
     if missed and n_eval:
         relevant = int((data.target > 0).sum()) / n_eval
-        report.notes.append(output.run_depth_note(depth, relevant, missed, min(ks)))
+        per_query = torch.bincount(data.indexes[data.target > 0], minlength=n_eval)
+        fewest = int(per_query[per_query > 0].min()) if bool((per_query > 0).any()) else 0
+        report.notes.append(output.run_depth_note(depth, relevant, missed, min(ks), fewest))
 
 
 def _dense_family(inputs: Inputs, args: argparse.Namespace, ks: list[int], report: Report) -> None:

@@ -69,13 +69,15 @@ def views_note(views_are: str, n: int) -> str:
     )
 
 
-def run_depth_note(depth: int, relevant_per_query: float, not_retrieved: int, smallest_k: int = 1) -> str:
+def run_depth_note(depth: int, relevant_per_query: float, not_retrieved: int, smallest_k: int = 1,
+                   fewest_relevant: int | None = None) -> str:  # fmt: skip
     """The note of a run shorter than its qrels: relevant documents it does not list count as misses. The
-    bound on recall (``k/R`` at best) is said only where it binds: where the queries' ``R`` relevant
-    documents on average outnumber the smallest cut-off reported (a run of ``R`` about 1, MS MARCO's,
-    reaches recall 1 from ``k = 1`` on)."""
+    bound on recall (``k/R`` at best) is said only where it binds: where every query with relevant
+    documents has more of them (``fewest_relevant``) than the smallest cut-off reported (a query of one
+    relevant document, MS MARCO's, reaches recall 1 from ``k = 1`` on)."""
     r = f"{relevant_per_query:.1f}"
-    bound = f"recall@k is about k/{r} at best, and " if relevant_per_query > smallest_k else ""
+    fewest = relevant_per_query if fewest_relevant is None else fewest_relevant
+    bound = f"recall@k is about k/{r} at best, and " if fewest > smallest_k else ""
     return (
         f"trec: the qrels judge {r} documents a query relevant on average, the run lists at most {depth}: "
         f"{bound}map and r_precision count the {not_retrieved} relevant documents not in the run as misses"

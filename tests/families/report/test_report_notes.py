@@ -282,3 +282,21 @@ def test_the_recall_bound_is_said_only_where_it_binds(
         "trec: the qrels judge 1.0 documents a query relevant on average, the run lists at most 2: map and "
         "r_precision count the 1 relevant documents not in the run as misses"
     )
+
+
+def test_the_recall_bound_needs_every_query_above_the_cut_off(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Nine queries of one relevant document found first and one of 200: the mean (20.9) is above k = 1, but
+    recall@1 is 0.9, not about 1/20.9: the bound is not said (the review of issue 57)."""
+    run = "".join(f"q{q} Q0 d{q} 1 0.9 t\n" for q in range(9)) + "q9 Q0 r0 1 0.5 t\n"
+    qrels = "".join(f"q{q} 0 d{q} 1\n" for q in range(9)) + "".join(f"q9 0 r{d} 1\n" for d in range(200))
+    (tmp_path / "run.txt").write_text(run)
+    (tmp_path / "qrels.txt").write_text(qrels)
+    status, out, err = call(
+        capsys, "--run", str(tmp_path / "run.txt"), "--qrels", str(tmp_path / "qrels.txt")
+    )
+    assert status == 0, err
+    note = next(line for line in rows_and_notes(out)[1] if "not in the run" in line)
+    assert "k/" not in note
+    assert "199 relevant documents not in the run" in note

@@ -35,6 +35,8 @@ ALIASES = {"combsum": "sum", "combmnz": "mnz", "combmax": "max", "combmin": "min
 #: The methods that read ranks only (a normalisation changes nothing there).
 RANK_METHODS = ("rrf", "isr", "bordafuse")
 _FLOOR = 1e-9
+#: ranx's score of a document a run lacks in CombMAX (its negative) and CombMIN.
+_ABSENT = 1e9
 
 
 @dataclass
@@ -131,8 +133,8 @@ def _check_once(keys: list[np.ndarray], lists: Lists, width: int) -> None:
         twice = np.flatnonzero(ordered[1:] == ordered[:-1])
         if twice.size:
             query, doc = divmod(int(ordered[twice[0]]), width)
-            raise ValueError(f"Argument `runs`: run {r} lists document {lists.doc_names[doc]!r} twice for "
-                             f"query {lists.query_names[query]!r}.")  # fmt: skip
+            raise ValueError(f"Argument `runs`: run {r} lists document {str(lists.doc_names[doc])!r} twice "
+                             f"for query {str(lists.query_names[query])!r}.")  # fmt: skip
 
 
 def _contributions(lists: Lists, method: str, norm: str | None, k: float) -> tuple[np.ndarray, np.ndarray]:
@@ -167,10 +169,10 @@ def _contributions(lists: Lists, method: str, norm: str | None, k: float) -> tup
 def _combined(values: np.ndarray, method: str, weights: np.ndarray | None) -> Any:
     """Each row's fused score, its values taken in sorted order (the same bits in any order of runs)."""
     present = ~np.isnan(values)
-    if method == "max":
-        return np.where(present, values, -np.inf).max(axis=1)
+    if method == "max":  # a run that lacks the document counts as ranx's floor
+        return np.where(present, values, -_ABSENT).max(axis=1)
     if method == "min":
-        return np.where(present, values, np.inf).min(axis=1)
+        return np.where(present, values, _ABSENT).min(axis=1)
     terms = np.where(present, values * (1.0 if weights is None else weights[None, :]), 0.0)
     terms.sort(axis=1)
     total = np.zeros(terms.shape[0])
