@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import re
 
 import ir_measures
 import numpy as np
@@ -166,3 +167,41 @@ def test_report_unknown_name_is_one_line(tmp_path, capsys) -> None:  # type: ign
     assert "\n" not in err
     assert "nDCG@10" in err
     assert "ndcg_cut.10" in err
+
+
+@pytest.mark.parametrize(
+    ("typed", "words"),
+    [("P(rel=2)@5,10", "cut-off '5,10'"), ("P@5.5", "cut-off '5.5'"), ("AP@0", "'AP@0': cut-off"),
+     ("IPrec@2", "'IPrec@2': recall point"), ("P@5 P@10", "one name per item"), ("P_5", "P@5 or"),
+     ("bpref@10", "takes no cut-off"), ("recip_rank@10", "RR@10"), ("nDCG(gains={0:0,1:1})@10", "ndcg.0=0")],
+)  # fmt: skip
+def test_malformed_names_are_refused_as_typed(typed: str, words: str) -> None:
+    qrels, run = _data(0, False, True)
+    with pytest.raises(ValueError, match=re.escape(words)):
+        evaluate(qrels, run, [typed])
+
+
+def test_rel_on_recall_and_iprec_and_the_log2_discount() -> None:
+    """``R(rel=2)@10`` and ``IPrec(rel=2)@0.5`` as trec_eval with ``-l 2`` (ir_measures computes them so);
+    ``nDCG(dcg=log2)`` is ``nDCG``."""
+    qrels, run = _data(2, False, True)
+    parsed = [
+        ir_measures.parse_measure(n) for n in ["R(rel=2)@10", "IPrec(rel=2)@0.5", "nDCG(dcg='log2')@10"]
+    ]
+    theirs = ir_measures.calc_aggregate(parsed, qrels, run)
+    ours = evaluate(qrels, run, ["R(rel=2)@10", "IPrec(rel=2)@0.5", "nDCG(dcg='log2')@10"], trec_eval="9",
+                    all_judged_queries=True)  # fmt: skip
+    for (name, value), measure in zip(ours.items(), parsed):
+        assert value == pytest.approx(theirs[measure], rel=1e-12), name
+
+
+def test_the_trec_eval_command_points_an_ir_measures_name_to_its_trec_eval_name(
+    capsys: pytest.CaptureFixture[str], tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    from embedmetrics.cli import main
+
+    q, r = _files(tmp_path, *_data(0, False, True))
+    assert main(["trec_eval", "-m", "nDCG@10", q, r]) == 1
+    err = capsys.readouterr().err
+    assert "-m ndcg_cut.10" in err
+    assert len(err.strip().splitlines()) == 1

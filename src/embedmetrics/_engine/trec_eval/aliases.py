@@ -68,7 +68,7 @@ class _Name:
 
 _P = _Name("P", True)
 _AP = _Name("map", None)
-_NDCG = _Name("ndcg", None, ("judged_only",))
+_NDCG = _Name("ndcg", None, ("judged_only", "dcg"))
 _RR = _Name("recip_rank", None)
 _RPREC = _Name("Rprec", False)
 _BPREF = _Name("bpref", False, ("rel",))
@@ -77,14 +77,14 @@ _SETP = _Name("set_P", False, ("rel", "judged_only", "relative"))
 #: ir_measures' names (and its aliases) of the measures it hands to trec_eval, and its own two.
 IR_MEASURES: dict[str, _Name] = {
     "P": _P, "Precision": _P, "AP": _AP, "MAP": _AP, "nDCG": _NDCG, "NDCG": _NDCG,
-    "R": _Name("recall", True, ("judged_only",)), "Recall": _Name("recall", True, ("judged_only",)),
+    "R": _Name("recall", True), "Recall": _Name("recall", True),
     "RR": _RR, "MRR": _RR, "Rprec": _RPREC, "RPrec": _RPREC, "Bpref": _BPREF, "BPref": _BPREF,
     "infAP": _Name("infAP", False, ("rel",)), "NumQ": _Name("num_q", False, ()),
     "NumRet": _Name("num_ret", False, ("rel",)), "NumRelRet": _Name("num_rel_ret", False, ("rel",)),
     "NumRel": _Name("num_rel", False, ("rel",)), "SetAP": _Name("set_map", False),
     "SetF": _Name("set_F", False, ("rel", "judged_only", "beta")), "SetP": _SETP,
     "SetRelP": _Name("set_relative_P", False), "SetR": _Name("set_recall", False, ("rel",)),
-    "Success": _Name("success", True), "IPrec": _Name("iprec_at_recall", True, ("judged_only",)),
+    "Success": _Name("success", True), "IPrec": _Name("iprec_at_recall", True),
     "Judged": _Name(JUDGED, None, ()),
 }  # fmt: skip
 
@@ -111,6 +111,8 @@ def resolve(names: Sequence[str], version: int = 10) -> list[Request]:
 
 
 def _resolve_one(name: str, version: int) -> list[Request]:
+    if any(c.isspace() for c in name):
+        raise ValueError(f"measure {name!r} holds a space: give one name per item (['P@5', 'P@10']).")
     base = name.partition(".")[0]
     if base in MEASURES or base in NICKNAMES[version]:
         return [
@@ -143,11 +145,26 @@ def _ir_request(name: str, entry: _Name, params: str | None, cut: str | None, ve
         measure = "set_relative_P"
     if entry.measure in ("map", "ndcg") and cut is not None:
         measure += "_cut"
+    if cut is not None:
+        cut = _recall_point(name, cut) if entry.measure == "iprec_at_recall" else str(_count(name, cut))
     spec = measure if cut is None else f"{measure}.{cut}"
     if "beta" in given:
         spec = f"{measure}.{given['beta']!r}"
-    parsed = parse_measure(spec, version)[0]
+    try:
+        parsed = parse_measure(spec, version)[0]
+    except ValueError as err:  # named as the user wrote it, not as trec_eval's measure
+        raise ValueError(str(err).replace(repr(measure), repr(name))) from None
     return Request(name, spec, parsed.labels()[0], level, judged)
+
+
+def _recall_point(name: str, text: str) -> str:
+    try:
+        point = float(text)
+    except ValueError:
+        point = float("nan")
+    if not 0.0 <= point <= 1.0:
+        raise ValueError(f"measure {name!r}: recall point {text!r} is not a number in [0, 1].")
+    return text
 
 
 def _count(name: str, text: str) -> int:
@@ -159,8 +176,13 @@ def _count(name: str, text: str) -> int:
 def _params(name: str, text: str, allowed: tuple[str, ...]) -> dict[str, float | int | bool]:
     """``rel=2,judged_only=True`` as values; a parameter the measure does not take refused by name."""
     out: dict[str, float | int | bool] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
+    for item in filter(None, (part.strip() for part in re.split(r",(?![^{]*})", text))):
         key, sep, value = (part.strip() for part in item.partition("="))
+        if key == "gains":
+            raise ValueError(f"measure {name!r}: gains= is not taken; trec_eval's ndcg sets a gain per grade "
+                             "(-m ndcg.0=0,1=1,2=5, ndcg_cut does not).")  # fmt: skip
+        if key == "dcg" and key in allowed and value.strip("'\"") == "log2":
+            continue  # ir_measures' default, the only discount trec_eval has
         if not sep or key not in allowed:
             takes = ", ".join(allowed) if allowed else "no parameters"
             raise ValueError(f"measure {name!r}: parameter {item!r} is not one it takes ({takes}).")
@@ -197,6 +219,13 @@ _TO_TREC = {ir: entry.measure for ir, entry in IR_MEASURES.items() if entry.meas
 def unknown(name: str, version: int) -> str:
     """One line: ``name`` is no measure, and the nearest spellings in trec_eval's and ir_measures'
     vocabularies (a cut-off given carried over: ``nDGC@10`` suggests ``nDCG@10`` and ``ndcg_cut.10``)."""
+    hint = _known_elsewhere(name, version)
+    if hint:
+        return hint
+    typed = name
+    label = re.fullmatch(r"(?P<base>[A-Za-z_]+?)_(?P<cut>\d+(\.\d+)?)", name)  # a label: P_5, ndcg_cut_10
+    if label and label["base"] in MEASURES:
+        name = f"{label['base']}.{label['cut']}"
     found = re.fullmatch(r"(?P<base>[^.@(]*)(?P<rest>.*)", name)
     base, rest = (found["base"], found["rest"]) if found else (name, "")
     cut = rest[1:] if rest[:1] in ".@" else ""
@@ -209,9 +238,37 @@ def unknown(name: str, version: int) -> str:
     shown = [f"{n}@{cut}" if cut else n for n in ir[:2]]
     shown += [f"{_cut_name(n, bool(cut))}.{cut}" if cut else n for n in trec[:2]]
     if not shown:
-        return (f"unknown measure {name!r}: not a trec_eval name (map, ndcg_cut.10, P.5, ...) nor an "
+        return (f"unknown measure {typed!r}: not a trec_eval name (map, ndcg_cut.10, P.5, ...) nor an "
                 "ir_measures name (AP, nDCG@10, P@5, ...).")  # fmt: skip
-    return f"unknown measure {name!r}; did you mean {' or '.join(dict.fromkeys(shown))}?"
+    return f"unknown measure {typed!r}; did you mean {' or '.join(dict.fromkeys(shown))}?"
+
+
+def _known_elsewhere(name: str, version: int) -> str:
+    """The message for a name that is right in the other vocabulary or misplaces a cut-off: an ir_measures
+    name where only trec_eval's are read (``embedmetrics trec_eval -m nDCG@10``), a trec_eval measure with
+    ``@k`` (``recip_rank@10``: ``RR@10``; ``bpref@10``: it takes none); else ``""``."""
+    found = _SYNTAX.fullmatch(name)
+    if found and found["name"] in IR_MEASURES:
+        try:
+            request = _ir_request(name, IR_MEASURES[found["name"]], found["params"], found["cut"], version)
+        except ValueError as err:
+            return str(err)
+        spec = request.spec or "no trec_eval measure"
+        return (f"{name!r} is ir_measures' name of trec_eval's {spec}: this command takes trec_eval's "
+                f"names (-m {spec}); `embedmetrics report -m` and embedmetrics.trec.evaluate take "
+                "both.")  # fmt: skip
+    base, at, cut = name.partition("@")
+    if at and base in _TO_IR:
+        ir = _TO_IR[base]
+        if IR_MEASURES[ir].cut is False:
+            return f"unknown measure {name!r}: {base} ({ir}) takes no cut-off."
+        dotted = (
+            f" or {_cut_name(base, True)}.{cut}"
+            if MEASURES[base].params in (LONG_CUTS, FLOAT_CUTS) or base in ("map", "ndcg")
+            else ""
+        )
+        return f"unknown measure {name!r}; did you mean {ir}@{cut}{dotted}?"
+    return ""
 
 
 def _cut_name(measure: str, cut: bool) -> str:
