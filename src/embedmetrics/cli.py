@@ -232,7 +232,9 @@ def _fuse_parser(commands: Any) -> None:
     fuse.add_argument(
         "--tag", default="fused", help="the run tag written in the sixth column (default: fused)"
     )
-    fuse.add_argument("-o", "--output", required=True, metavar="FUSED", help="the fused run's file")
+    fuse.add_argument(
+        "-o", "--output", required=True, metavar="FUSED", help="the fused run's file ('-': stdout)"
+    )
 
 
 def run_fuse(args: argparse.Namespace) -> int:
@@ -240,6 +242,14 @@ def run_fuse(args: argparse.Namespace) -> int:
     from embedmetrics._io.trec_inputs import write_run
     from embedmetrics.trec import fuse
 
+    if len(args.runs) < 2:
+        raise ReportInputError(f"fuse needs at least 2 runs, got {len(args.runs)}.")
+    if any(c.isspace() for c in args.tag) or not args.tag:
+        raise ReportInputError(f"--tag must be one word (trec_eval reads the sixth field), got {args.tag!r}.")
+    same = [r for r in args.runs if args.output != "-" and os.path.exists(args.output)
+            and os.path.samefile(r, args.output)]  # fmt: skip
+    if same:
+        raise ReportInputError(f"-o {args.output} is one of the runs: it would be overwritten.")
     try:
         weights = None if args.weights is None else [float(w) for w in args.weights.split(",")]
     except ValueError:
@@ -309,6 +319,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs = args.run or []
         if trec_eval_mode.requested(args) and not trec_eval_mode.comparing(args, runs):
             return trec_eval_mode.run_trec_eval(args, runs)
+        if len(runs) < 2 and (args.baseline is not None or args.table_format != "text"):
+            given = "--baseline" if args.baseline is not None else f"--table-format {args.table_format}"
+            raise ReportInputError(f"{given} is an option of comparing runs: give two or more --run.")
         args.run = runs[0] if len(runs) == 1 else None
         if len(runs) > 1:  # comparing systems
             from embedmetrics._report.preflight import preflight_comparison

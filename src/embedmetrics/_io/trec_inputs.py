@@ -6,6 +6,7 @@ through its columns (pandas is not imported). No torch."""
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -135,6 +136,9 @@ def write_run(path: str, run: Mapping[str, Mapping[str, float]], tag: str) -> No
     lines = [
         f"{q} Q0 {d} {i} {s!r} {tag}\n" for q, row in run.items() for i, (d, s) in enumerate(row.items(), 1)
     ]
+    if path == "-":
+        sys.stdout.writelines(lines)
+        return
     try:
         with open(path, "w", encoding="utf-8") as out:
             out.writelines(lines)

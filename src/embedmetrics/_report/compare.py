@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from typing import Any
 
@@ -75,14 +76,23 @@ def _positions(query_ids: list[str], queries: list[str]) -> Tensor:
     return torch.tensor([where[q] for q in queries], dtype=torch.long)
 
 
-def _options(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
+def _options(args: argparse.Namespace, names: list[str], paths: list[str]) -> dict[str, Any]:
+    """``compare``'s options from the flags; ``--baseline`` is a run's name or its ``--run`` as given."""
+    if args.baseline in paths:
+        args.baseline = names[paths.index(args.baseline)]
     correction = None if args.correction == "none" else args.correction
     given = {"test": args.test, "correction": correction, "alpha": args.alpha, "seed": args.seed,
              "n_resamples": args.n_resamples, "baseline": args.baseline}  # fmt: skip
     try:
         opts = read_options("embedmetrics report", OPTIONS["compare"], given)
     except (ValueError, TypeError) as err:
-        raise ReportInputError(str(err).replace("Argument `", "--").replace("`", "")) from None
+        flag = re.sub(r"Argument `(\w+)`", lambda m: "--" + m[1].replace("_", "-"), str(err))
+        raise ReportInputError(flag) from None
+    if args.ci and args.table_format != "text":
+        raise ReportInputError(
+            f"--ci shows the intervals in the text table and the JSON; --table-format {args.table_format} "
+            "has no place for them: drop --ci, or write them with --json."
+        )
     if args.baseline is not None and args.baseline not in names:
         raise ReportInputError(
             f"--baseline {args.baseline}: no run has that name; the runs are {', '.join(names)}."
@@ -147,7 +157,7 @@ def run_comparison(args: argparse.Namespace, paths: list[str], ks: list[int]) ->
 
     check_distinct(paths)
     names = system_names(paths)
-    opts = _options(args, names)
+    opts = _options(args, names, paths)
     if args.measure:
         values, n_queries = measures_per_query(args.qrels, dict(zip(names, paths)), args.measure,
                                                version=args.trec_eval, query_set=args.query_set)  # fmt: skip
@@ -198,6 +208,13 @@ def _document(grid: Any, args: argparse.Namespace, paths: list[str], ks: list[in
     return output.dump({"comparison": comparison, "info": info})
 
 
+def _list_names(runs: list[Any]) -> list[str]:
+    """Names of runs given as a list: their file names where all are paths, else ``run1``, ``run2``..."""
+    if all(isinstance(r, (str, os.PathLike)) for r in runs):
+        return system_names([os.fspath(r) for r in runs])
+    return [f"run{i}" for i in range(1, len(runs) + 1)]
+
+
 def measures_per_query(qrels: Any, runs: Any, measures: Any, *, version: int = 10, query_set: str = "same"
                        ) -> tuple[dict[str, dict[str, Tensor]], int]:  # fmt: skip
     """``({measure: {name: per-query values}}, queries compared)`` of the runs (``{name: run}`` or a list of
@@ -220,7 +237,7 @@ def measures_per_query(qrels: Any, runs: Any, measures: Any, *, version: int = 1
         raise ReportInputError("-m: none of these measures has per-query values to compare (runid, num_q, "
                                "gm_map and gm_bpref are trec_eval's summaries only).")  # fmt: skip
     listed = isinstance(runs, (list, tuple))
-    given = dict(zip(system_names([str(r) for r in runs]), runs)) if listed else runs_of(runs)
+    given = dict(zip(_list_names(list(runs)), runs)) if listed else runs_of(runs)
     if None in given or len(given) < 2:
         raise ReportInputError("comparing runs needs at least 2 runs, as {name: run} or a list of paths.")
     names = [str(n) for n in given]

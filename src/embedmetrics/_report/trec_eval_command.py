@@ -175,7 +175,7 @@ def evaluate(args: argparse.Namespace) -> int:
     label = (
         len(args.runs) > 1
         and args.output_dir is None
-        and not any(m.name == "runid" for m in settings.measures)
+        and not (settings.summary and any(m.name == "runid" for m in settings.measures))  # -n: no runid
     )
     for path, target in zip(args.runs, targets):
         if label:  # which run the next block is, on stderr (stdout stays trec_eval's), as `head` names files

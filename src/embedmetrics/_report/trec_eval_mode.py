@@ -489,8 +489,8 @@ def notes(lists: Any, args: argparse.Namespace) -> list[str]:
     else:
         skipped_run, skipped_qrels = lists.n_run_queries - n_eval, lists.n_qrels_queries - n_eval
         note += (f"; skipped {skipped_run} run queries without qrels and {skipped_qrels} judged queries "
-                 "absent from the run (as trec_eval 9 does; trec_eval 10.0 stops at the first of these, "
-                 "`embedmetrics trec_eval` does too)")  # fmt: skip
+                 "absent from the run (as trec_eval 9 does; trec_eval 10.0 stops at the first judged query "
+                 "absent from the run, `embedmetrics trec_eval` does too)")  # fmt: skip
     notes = [note]
     if args.per_query:
         notes.append("per-query values (-q): printed with --format trec_eval, written with --json")

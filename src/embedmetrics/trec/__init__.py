@@ -69,18 +69,31 @@ def evaluate(
         {'RR': {'q1': 1.0, 'q2': 0.5}}
     """
     from embedmetrics._engine.trec_eval.aliases import resolve
+    from embedmetrics._io.errors import ReportInputError
     from embedmetrics._io.trec_inputs import qrels_of, run_source, runs_of, trec_eval_version
     from embedmetrics._report.trec_measures import evaluate_requests
 
     version = trec_eval_version(trec_eval)
     requests = resolve(measures, version)
-    judged = qrels_of(qrels, version)
     out: dict[Any, Any] = {}
-    for name, one in runs_of(run).items():
-        evaluated = evaluate_requests(run_source(one, version), judged, requests, version=version,
-                                      complete=bool(all_judged_queries))  # fmt: skip
-        out[name] = evaluated.per_query if per_query else evaluated.summary
+    try:
+        judged = qrels_of(qrels, version)
+        for name, one in runs_of(run).items():
+            evaluated = evaluate_requests(run_source(one, version), judged, requests, version=version,
+                                          complete=bool(all_judged_queries))  # fmt: skip
+            out[name] = evaluated.per_query if per_query else evaluated.summary
+    except ReportInputError as err:  # a file that cannot be read, no query in common: a ValueError here
+        raise ValueError(_python_words(str(err))) from None
     return out[None] if list(out) == [None] else out
+
+
+def _python_words(message: str) -> str:
+    """A message of the command line in the words of the Python call (its arguments, not its flags)."""
+    words = (("-m: ", ""), ("--query-set intersection", 'query_set="intersection"'),
+             ("--trec-eval 10", 'trec_eval="10"'), ("--trec-eval 9", 'trec_eval="9"'))  # fmt: skip
+    for flag, argument in words:
+        message = message.replace(flag, argument)
+    return message
 
 
 def compare_runs(
@@ -144,16 +157,21 @@ def compare_runs(
     from embedmetrics._io.trec_inputs import trec_eval_version
     from embedmetrics._report.compare import compare_measures
 
+    if query_set not in ("same", "intersection"):
+        raise ValueError(f"Argument `query_set` must be 'same' or 'intersection', got {query_set!r}.")
+    version = trec_eval_version(trec_eval)
+    baseline = None if baseline is None else str(baseline)  # the runs are named by their names as text
     options = {"test": test, "correction": correction, "alpha": alpha, "seed": seed,
                "n_resamples": n_resamples, "baseline": baseline}  # fmt: skip
     try:
         names, comparisons, queries = compare_measures(
-            qrels, runs, measures, options, version=trec_eval_version(trec_eval), query_set=query_set
+            qrels, runs, measures, options, version=version, query_set=query_set
         )
     except ReportInputError as err:
-        raise ValueError(str(err)) from None
+        raise ValueError(_python_words(str(err))) from None
+    ties = TREC_EVAL_TIES if version == 10 else TREC_EVAL_TIES.replace("trec_eval", "trec_eval 9.0.8", 1)
     return RunComparison(
-        names, comparisons, queries, test, correction, alpha, seed, n_resamples, baseline, TREC_EVAL_TIES
+        names, comparisons, queries, test, correction, alpha, seed, n_resamples, baseline, ties
     )
 
 
@@ -207,6 +225,14 @@ def fuse(
     if unknown:
         raise TypeError(
             f"fuse() got parameters it does not take: {', '.join(unknown)} (it takes k, for rrf)."
+        )
+    if "k" in params and str(method).lower() != "rrf":
+        raise ValueError(f"Argument `k` is read by method 'rrf' only, got it with {method!r}.")
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
+        raise ValueError(f"Argument `depth` must be a positive whole number or None, got {depth!r}.")
+    if isinstance(runs, (str, bytes)) or not hasattr(runs, "__iter__"):
+        raise TypeError(
+            f"Argument `runs` must be a list of runs or {{name: run}}, got {type(runs).__name__}."
         )
     given = list(runs.values()) if isinstance(runs, dict) and _several(runs) else list(runs)
     if len(given) < 2:

@@ -49,9 +49,10 @@ class RunComparison:
                 "ties": self.ties, "queries_compared": self.queries}  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"comparison": {measure: Comparison.to_dict()}, "settings": settings()}``."""
+        """``{"comparison": {measure: Comparison.to_dict()}, "info": {"systems": [...], **settings()}}``,
+        as the command's ``--json`` writes it (which names each system's file there)."""
         comparisons = {m: c.to_dict() for m, c in self.comparisons.items()}
-        return {"comparison": comparisons, "settings": self.settings()}
+        return {"comparison": comparisons, "info": {"systems": list(self.names), **self.settings()}}
 
     def to_text(self, digits: int = 4) -> str:
         """Aligned columns for a terminal, with the caption under them."""

@@ -7,13 +7,15 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from typing import Any, Callable
 
 #: Unicode superscripts of the letters that have one (``q`` has none: written ``^q``).
 _SUPERSCRIPT = dict(zip("abcdefghijklmnoprstuvwxyz0123456789", "ᵃᵇᶜᵈᵉᶠᵍʰⁱʲᵏˡᵐⁿᵒᵖʳˢᵗᵘᵛʷˣʸᶻ⁰¹²³⁴⁵⁶⁷⁸⁹"))
 _LATEX_SPECIAL = {
     "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
-    "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+    "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": r"\textless{}",
+    ">": r"\textgreater{}", "|": r"\textbar{}",
 }  # fmt: skip
 _TESTS = {"t": "paired t test", "wilcoxon": "Wilcoxon signed-rank test",
           "randomization": "randomization test", "bootstrap": "bootstrap test"}  # fmt: skip
@@ -92,7 +94,8 @@ def _superscript(letters: str) -> str:
 
 
 def _md(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("|", "\\|").replace("_", "\\_").replace("*", "\\*")
+    """Markdown's backslash escape of every character that could start markup (``<`` of HTML too)."""
+    return "".join("\\" + c if c in "\\|_*<>`[]" else c for c in value)
 
 
 def markdown(grid: Any, digits: int = 4) -> str:
@@ -131,6 +134,8 @@ def _tex(value: str) -> str:
 def latex(grid: Any, digits: int = 4, label: str = "tab:results") -> str:
     """A ``table`` float with a ``booktabs`` tabular, ready to ``\\input``: the best value in
     ``\\textbf``, the marks as superscripts, the caption above."""
+    if not re.fullmatch(r"[A-Za-z0-9:._-]+", label):
+        raise ValueError(f"Argument `label` must be letters, digits and : . _ - only, got {label!r}.")
     title = _tex(caption(grid, dagger="DAGGER")).replace("DAGGER", r"$^{\dagger}$")
     lines = [
         r"\begin{table}[t]", r"\centering", r"\caption{" + title + "}", rf"\label{{{label}}}",

@@ -533,3 +533,12 @@ def test_many_runs_on_stdout_are_named_on_stderr(tmp_path: Path, capsys: pytest.
     assert (status, err) == (0, "")
     status, out, err = te(capsys, "--trec-eval", "9", "-m", "map", files["qrels"], runs[0])
     assert (status, err) == (0, "")
+
+
+def test_many_runs_with_n_are_named_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``-n`` drops the runid line: the blocks are named on stderr even with ``official``."""
+    files = _loop_files(tmp_path)
+    runs = [files["small"], files["gap"]]
+    status, _, err = te(capsys, "--trec-eval", "9", "-n", "-q", files["qrels"], *runs)
+    assert status == 0
+    assert err.splitlines() == [f"==> {run} <==" for run in runs]

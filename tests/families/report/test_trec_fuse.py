@@ -128,3 +128,35 @@ def test_fuse_command_writes_a_run(tmp_path: Path, capsys: pytest.CaptureFixture
     assert [int(r) for *_, r, _, _ in lines][:3] == [1, 2, 3]
     qrels = {q: dict.fromkeys(list(row)[:3], 1) for q, row in runs[0].items()}
     assert evaluate(qrels, str(out), ["map"]) == evaluate(qrels, expected, ["map"])
+
+
+def test_review_findings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The review of issue 57: bad depth, k with a score method, a path for runs, -o onto an input, a tag
+    with a space, -o - on stdout, one run."""
+    from embedmetrics.cli import main
+
+    runs = _runs(2, n_runs=2)
+    for bad in (0, -3, 1.5):
+        with pytest.raises(ValueError, match="Argument `depth`"):
+            fuse(runs, "rrf", depth=bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="Argument `k` is read by method 'rrf' only"):
+        fuse(runs, "sum", k=10)
+    with pytest.raises(TypeError, match="Argument `runs`"):
+        fuse("bm25.trec", "rrf")
+    paths = []
+    for i, run in enumerate(runs):
+        path = tmp_path / f"run{i}.trec"
+        path.write_text(
+            "".join(f"{q} Q0 {d} 0 {s!r} r{i}\n" for q, row in run.items() for d, s in row.items())
+        )
+        paths.append(str(path))
+    before = Path(paths[0]).read_bytes()
+    assert main(["fuse", "--method", "rrf", *paths, "-o", paths[0]]) == 2
+    assert Path(paths[0]).read_bytes() == before
+    assert main(["fuse", "--method", "rrf", *paths, "-o", str(tmp_path / "f"), "--tag", "a b"]) == 2
+    assert main(["fuse", "--method", "rrf", paths[0], "-o", str(tmp_path / "f")]) == 2
+    assert "at least 2 runs, got 1" in capsys.readouterr().err
+    assert main(["fuse", "--method", "rrf", *paths, "-o", "-"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    expected = fuse(runs, "rrf")
+    assert len(lines) == sum(len(row) for row in expected.values())

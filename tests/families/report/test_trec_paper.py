@@ -228,3 +228,67 @@ def test_bad_comparison_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[
         compare_runs(qrels, {"a": runs["sys_0"]}, ["AP"])
     with pytest.raises(ValueError, match="Argument `table_format`"):
         compare_runs(qrels, runs, ["AP"]).table("html")
+
+
+def test_review_findings_on_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """What the demanding-user review of issue 57 found: each refused in one line naming the argument, or
+    done as the user meant it."""
+    from embedmetrics.cli import main
+
+    qrels, runs = _systems(5, n_systems=2, n_queries=10)
+    with pytest.raises(ValueError, match="Argument `query_set`"):
+        compare_runs(qrels, runs, ["AP"], query_set="union")
+    listed = compare_runs(qrels, list(runs.values()), ["AP"])
+    assert listed.names == ["run1", "run2"]
+    numbered = compare_runs(qrels, {1: runs["sys_0"], 2: runs["sys_1"]}, ["AP"], baseline=1)
+    assert numbered.comparisons["AP"].pairs == [("2", "1")]
+    with pytest.raises(ValueError, match="no such file"):
+        evaluate(qrels, str(tmp_path / "missing.trec"), ["AP"])
+    odd = {"bm25_v2&x%": runs["sys_0"], "<b>x</b>|`y`": runs["sys_1"]}
+    result = compare_runs(qrels, odd, ["AP"])
+    latex = result.to_latex()
+    assert (
+        "bm25\\_v2\\&x\\%" in latex
+    )
+    assert (
+        "\\textless{}b\\textgreater{}x\\textless{}/b\\textgreater{}\\textbar{}" in latex
+    )
+    markdown = result.to_markdown()
+    assert "\\<b\\>x\\</b\\>\\|\\`y\\`" in markdown
+    assert "<b>" not in markdown
+    with pytest.raises(ValueError, match="Argument `label`"):
+        result.to_latex(label="tab:a%b")
+    assert result.to_dict()["info"]["systems"] == list(odd)
+    # the command line: --ci with a paper table, comparison flags with one run, the option's own name
+    qrels_path = tmp_path / "qrels"
+    qrels_path.write_text("".join(f"{q} 0 {d} {g}\n" for q, row in qrels.items() for d, g in row.items()))
+    paths = []
+    for name, run in runs.items():
+        path = tmp_path / f"{name}.trec"
+        path.write_text(
+            "".join(f"{q} Q0 {d} 0 {s!r} {name}\n" for q, row in run.items() for d, s in row.items())
+        )
+        paths.append(str(path))
+    both = ["report", "--run", paths[0], "--run", paths[1], "--qrels", str(qrels_path), "-m", "AP"]
+    for extra, words in [
+        (["--ci", "--table-format", "latex"], "--ci"),
+        (["--n-resamples", "0"], "--n-resamples must"),
+    ]:
+        assert main([*both, *extra]) == 2
+        assert words in capsys.readouterr().err
+    assert main(["report", "--run", paths[0], "--qrels", str(qrels_path), "--baseline", "sys_0"]) == 2
+    assert "two or more --run" in capsys.readouterr().err
+    assert main([*both, "--baseline", paths[0], "--table-format", "csv"]) == 0  # the --run as given
+    assert capsys.readouterr().out.splitlines()[0] == "system,AP,AP p"
+
+
+def test_a_dataframe_with_a_repeated_row_is_refused() -> None:
+    pandas = pytest.importorskip("pandas")
+    qrels = pandas.DataFrame({"query_id": ["q1", "q1"], "doc_id": ["d1", "d2"], "relevance": [1, 1]})
+    run = pandas.DataFrame({"query_id": ["q1"] * 3, "doc_id": ["d1", "d1", "d2"], "score": [0.5, 0.3, 0.1]})
+    with pytest.raises(ValueError, match="Argument `run` lists document 'd1' twice for query 'q1'"):
+        evaluate(qrels, run, ["AP"])
+    with pytest.raises(ValueError, match="Argument `qrels` lists document 'd1' twice"):
+        evaluate(pandas.concat([qrels, qrels.iloc[:1]]), run.iloc[1:], ["AP"])
+    with pytest.raises(ValueError, match="whole-number grades, got nan"):
+        evaluate(qrels.assign(relevance=[1.0, float("nan")]), run.iloc[1:], ["AP"])
