@@ -247,12 +247,8 @@ def test_review_findings_on_arguments(tmp_path: Path, capsys: pytest.CaptureFixt
     odd = {"bm25_v2&x%": runs["sys_0"], "<b>x</b>|`y`": runs["sys_1"]}
     result = compare_runs(qrels, odd, ["AP"])
     latex = result.to_latex()
-    assert (
-        "bm25\\_v2\\&x\\%" in latex
-    )
-    assert (
-        "\\textless{}b\\textgreater{}x\\textless{}/b\\textgreater{}\\textbar{}" in latex
-    )
+    assert "bm25\\_v2\\&x\\%" in latex
+    assert "\\textless{}b\\textgreater{}x\\textless{}/b\\textgreater{}\\textbar{}" in latex
     markdown = result.to_markdown()
     assert "\\<b\\>x\\</b\\>\\|\\`y\\`" in markdown
     assert "<b>" not in markdown
