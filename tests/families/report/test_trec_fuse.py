@@ -37,6 +37,17 @@ def _runs(seed: int, n_runs: int = 3, tied: bool = False) -> list[dict[str, dict
     return out
 
 
+def _write_runs(tmp_path: Path, runs: list[dict[str, dict[str, float]]]) -> list[str]:
+    paths = []
+    for i, run in enumerate(runs):
+        path = tmp_path / f"run{i}.trec"
+        path.write_text(
+            "".join(f"{q} Q0 {d} 0 {s!r} r{i}\n" for q, row in run.items() for d, s in row.items())
+        )
+        paths.append(str(path))
+    return paths
+
+
 def _ranx(runs: list[dict], method: str, norm: str | None, params: dict) -> dict[str, dict[str, float]]:
     return ranx_fuse([Run(r) for r in runs], norm=norm, method=method, params=params).to_dict()
 
@@ -112,13 +123,7 @@ def test_fuse_command_writes_a_run(tmp_path: Path, capsys: pytest.CaptureFixture
     from embedmetrics.cli import main
 
     runs = _runs(1, n_runs=2)
-    paths = []
-    for i, run in enumerate(runs):
-        path = tmp_path / f"run{i}.trec"
-        path.write_text(
-            "".join(f"{q} Q0 {d} 0 {s!r} r{i}\n" for q, row in run.items() for d, s in row.items())
-        )
-        paths.append(str(path))
+    paths = _write_runs(tmp_path, runs)
     out = tmp_path / "fused.trec"
     assert main(["fuse", "--method", "rrf", "--k", "20", *paths, "-o", str(out)]) == 0
     expected = fuse(runs, "rrf", k=20)
@@ -143,13 +148,7 @@ def test_review_findings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
         fuse(runs, "sum", k=10)
     with pytest.raises(TypeError, match="Argument `runs`"):
         fuse("bm25.trec", "rrf")
-    paths = []
-    for i, run in enumerate(runs):
-        path = tmp_path / f"run{i}.trec"
-        path.write_text(
-            "".join(f"{q} Q0 {d} 0 {s!r} r{i}\n" for q, row in run.items() for d, s in row.items())
-        )
-        paths.append(str(path))
+    paths = _write_runs(tmp_path, runs)
     before = Path(paths[0]).read_bytes()
     assert main(["fuse", "--method", "rrf", *paths, "-o", paths[0]]) == 2
     assert Path(paths[0]).read_bytes() == before

@@ -42,6 +42,19 @@ def _systems(seed: int = 0, n_systems: int = 4, n_queries: int = 40) -> tuple[di
     return qrels, runs
 
 
+def _write_files(tmp_path: Path, qrels: dict, runs: dict) -> tuple[Path, list[str]]:
+    """The qrels and each run as TREC files (a run named by its file)."""
+    qrels_path = tmp_path / "qrels"
+    qrels_path.write_text("".join(f"{q} 0 {d} {g}\n" for q, row in qrels.items() for d, g in row.items()))
+    paths = []
+    for name, run in runs.items():
+        path = tmp_path / f"{name}.trec"
+        lines = (f"{q} Q0 {d} 0 {s!r} {name}\n" for q, row in run.items() for d, s in row.items())
+        path.write_text("".join(lines))
+        paths.append(str(path))
+    return qrels_path, paths
+
+
 def _holm(p: np.ndarray) -> np.ndarray:
     order = np.argsort(p, kind="stable")
     m = p.size
@@ -164,15 +177,7 @@ def test_randomization_settings_are_honoured_and_recorded(
     from embedmetrics.cli import main
 
     qrels, runs = _systems(3, n_systems=3, n_queries=25)
-    qrels_path = tmp_path / "qrels"
-    qrels_path.write_text("".join(f"{q} 0 {d} {g}\n" for q, row in qrels.items() for d, g in row.items()))
-    paths = []
-    for name, run in runs.items():
-        path = tmp_path / f"{name}.trec"
-        path.write_text(
-            "".join(f"{q} Q0 {d} 0 {s!r} {name}\n" for q, row in run.items() for d, s in row.items())
-        )
-        paths.append(str(path))
+    qrels_path, paths = _write_files(tmp_path, qrels, runs)
     argv = [
         "report",
         *functools.reduce(operator.iadd, (["--run", p] for p in paths), []),
@@ -256,15 +261,7 @@ def test_review_findings_on_arguments(tmp_path: Path, capsys: pytest.CaptureFixt
         result.to_latex(label="tab:a%b")
     assert result.to_dict()["info"]["systems"] == list(odd)
     # the command line: --ci with a paper table, comparison flags with one run, the option's own name
-    qrels_path = tmp_path / "qrels"
-    qrels_path.write_text("".join(f"{q} 0 {d} {g}\n" for q, row in qrels.items() for d, g in row.items()))
-    paths = []
-    for name, run in runs.items():
-        path = tmp_path / f"{name}.trec"
-        path.write_text(
-            "".join(f"{q} Q0 {d} 0 {s!r} {name}\n" for q, row in run.items() for d, s in row.items())
-        )
-        paths.append(str(path))
+    qrels_path, paths = _write_files(tmp_path, qrels, runs)
     both = ["report", "--run", paths[0], "--run", paths[1], "--qrels", str(qrels_path), "-m", "AP"]
     for extra, words in [
         (["--ci", "--table-format", "latex"], "--ci"),
