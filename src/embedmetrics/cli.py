@@ -25,7 +25,7 @@ from embedmetrics._engine.fusion.fuse import METHODS as FUSION_METHODS
 from embedmetrics._engine.fusion.fuse import NORMS as FUSION_NORMS
 from embedmetrics._engine.settings.options import TIES_OPTION, Option
 from embedmetrics._engine.settings.policies import TIES
-from embedmetrics._io.errors import ReportInputError
+from embedmetrics._io.errors import ReportInputError, as_flags
 from embedmetrics._report import trec_eval_mode
 from embedmetrics._report.output import PLOT_FORMATS
 from embedmetrics.trec import TABLE_FORMATS
@@ -226,7 +226,7 @@ def _fuse_parser(commands: Any) -> None:
         default="min-max",
         help=f"scores' normalisation: {', '.join(FUSION_NORMS)} or none (default: min-max)",
     )
-    fuse.add_argument("--k", type=float, default=60.0, metavar="K", help="rrf's k (default: 60)")
+    fuse.add_argument("--k", type=float, metavar="K", help="rrf's k (default: 60)")
     fuse.add_argument("--weights", metavar="W,W,...", help="wsum's weights, one per run, in order")
     fuse.add_argument("--depth", type=int, metavar="N", help="keep each query's first N documents")
     fuse.add_argument(
@@ -258,9 +258,9 @@ def run_fuse(args: argparse.Namespace) -> int:
         ) from None
     try:
         fused = fuse(args.runs, args.method, norm=args.norm, weights=weights, depth=args.depth,
-                     **({"k": args.k} if args.method.lower() == "rrf" else {}))  # fmt: skip
+                     **({} if args.k is None else {"k": args.k}))  # fmt: skip
     except (ValueError, TypeError) as err:
-        raise ReportInputError(str(err).replace("Argument `", "--").replace("`", "")) from None
+        raise ReportInputError(as_flags(str(err))) from None
     write_run(args.output, fused, args.tag)
     sys.stderr.write(f"fused {len(args.runs)} runs ({args.method}): {args.output}\n")
     return 0

@@ -9,3 +9,11 @@ class ReportInputError(Exception):
 
     The message is printed on one line to stderr and the command exits with status 2.
     """
+
+
+def as_flags(message: str) -> str:
+    """A message of a Python call in the words of the command line: ``Argument `n_resamples``` is
+    ``--n-resamples``."""
+    import re
+
+    return re.sub(r"Argument `(\w+)`", lambda m: "--" + m[1].replace("_", "-"), message)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from typing import Any
 
@@ -19,7 +18,7 @@ from torch import Tensor
 
 from embedmetrics._engine.comparison.options import OPTIONS
 from embedmetrics._engine.settings.options import read_options
-from embedmetrics._io.errors import ReportInputError
+from embedmetrics._io.errors import ReportInputError, as_flags
 from embedmetrics._io.trec import read_qrels, read_run
 from embedmetrics._report import output, plots
 from embedmetrics._report.evaluate import measure_ties, per_query_trec
@@ -78,24 +77,22 @@ def _positions(query_ids: list[str], queries: list[str]) -> Tensor:
 
 def _options(args: argparse.Namespace, names: list[str], paths: list[str]) -> dict[str, Any]:
     """``compare``'s options from the flags; ``--baseline`` is a run's name or its ``--run`` as given."""
-    if args.baseline in paths:
-        args.baseline = names[paths.index(args.baseline)]
+    baseline = names[paths.index(args.baseline)] if args.baseline in paths else args.baseline
     correction = None if args.correction == "none" else args.correction
     given = {"test": args.test, "correction": correction, "alpha": args.alpha, "seed": args.seed,
-             "n_resamples": args.n_resamples, "baseline": args.baseline}  # fmt: skip
+             "n_resamples": args.n_resamples, "baseline": baseline}  # fmt: skip
     try:
         opts = read_options("embedmetrics report", OPTIONS["compare"], given)
     except (ValueError, TypeError) as err:
-        flag = re.sub(r"Argument `(\w+)`", lambda m: "--" + m[1].replace("_", "-"), str(err))
-        raise ReportInputError(flag) from None
+        raise ReportInputError(as_flags(str(err))) from None
     if args.ci and args.table_format != "text":
         raise ReportInputError(
             f"--ci shows the intervals in the text table and the JSON; --table-format {args.table_format} "
             "has no place for them: drop --ci, or write them with --json."
         )
-    if args.baseline is not None and args.baseline not in names:
+    if baseline is not None and baseline not in names:
         raise ReportInputError(
-            f"--baseline {args.baseline}: no run has that name; the runs are {', '.join(names)}."
+            f"--baseline {baseline}: no run has that name; the runs are {', '.join(names)}."
         )
     return opts
 
@@ -111,10 +108,7 @@ def _default_measures(
     ties = measure_ties(args.ties)
     per_run = [per_query_trec(data, ks, ties) for data in joined]
     queries = aligned_queries(names, [data.query_ids for data in joined], args.query_set)
-    rows = [
-        torch.tensor([data.query_ids.index(q) for q in queries]) if data.query_ids != queries else None
-        for data in joined
-    ]
+    rows = [_positions(data.query_ids, queries) if data.query_ids != queries else None for data in joined]
     if len(queries) < max(2, len(names)):
         raise ReportInputError(
             f"comparing {len(names)} runs needs at least {max(2, len(names))} queries that every run "
@@ -222,9 +216,6 @@ def measures_per_query(qrels: Any, runs: Any, measures: Any, *, version: int = 1
     ranks it; the measures that trec_eval prints only in its summary (``runid``, ``num_q``, ``gm_map``)
     have no per-query values and are left out. Bad input raises ``ReportInputError``."""
     from embedmetrics._engine.trec_eval.aliases import kind_of, resolve
-    from embedmetrics._engine.trec_eval.names import MeasureKind
-
-    PER_QUERY = MeasureKind()
     from embedmetrics._io.trec_inputs import qrels_of, run_source, runs_of
     from embedmetrics._report.trec_measures import evaluate_requests
 
@@ -232,7 +223,7 @@ def measures_per_query(qrels: Any, runs: Any, measures: Any, *, version: int = 1
         requests = resolve(measures, version)
     except (ValueError, TypeError) as err:
         raise ReportInputError(f"-m: {err}") from None
-    requests = [r for r in requests if (kind_of(r, version) or PER_QUERY).per_query]
+    requests = [r for r in requests if getattr(kind_of(r, version), "per_query", True)]
     if not requests:
         raise ReportInputError("-m: none of these measures has per-query values to compare (runid, num_q, "
                                "gm_map and gm_bpref are trec_eval's summaries only).")  # fmt: skip

@@ -117,14 +117,13 @@ def _groups(requests: Sequence[Request], version: int) -> list[_Group]:
     for request in requests:
         name, _, text = request.spec.partition(".")
         cuts = bool(request.spec) and _has_cutoffs(request.spec, version)
-        key = (request.trec_eval_name, request.relevance_level, request.judged_only)
+        given = [text] if text else []
         for group in groups:
             same = (all(r.trec_eval_name for r in group.requests) == request.trec_eval_name
-                    and (group.level, group.judged_only) == key[1:])  # fmt: skip
-            if request.trec_eval_name and same:
-                break
-            given = [text] if text else []
-            if same and (not request.spec or name not in group.specs or cuts or group.specs[name] == given):
+                    and group.level == request.relevance_level
+                    and group.judged_only == request.judged_only)  # fmt: skip
+            if same and (request.trec_eval_name or not request.spec or name not in group.specs or cuts
+                         or group.specs[name] == given):  # fmt: skip
                 break
         else:
             group = _Group(request.relevance_level, request.judged_only, {}, [])
@@ -134,8 +133,7 @@ def _groups(requests: Sequence[Request], version: int) -> list[_Group]:
             group.specs.setdefault(request.spec, [])
         elif request.spec:
             texts = group.specs.setdefault(name, [])
-            new = [t for t in text.split(",") if t and t not in texts] if cuts else [text] if text else []
-            texts += [t for t in new if t not in texts]
+            texts += [t for t in (text.split(",") if cuts else given) if t and t not in texts]
     return groups
 
 

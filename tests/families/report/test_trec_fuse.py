@@ -153,6 +153,8 @@ def test_review_findings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert main(["fuse", "--method", "rrf", *paths, "-o", paths[0]]) == 2
     assert Path(paths[0]).read_bytes() == before
     assert main(["fuse", "--method", "rrf", *paths, "-o", str(tmp_path / "f"), "--tag", "a b"]) == 2
+    assert main(["fuse", "--method", "sum", "--k", "10", *paths, "-o", str(tmp_path / "f")]) == 2
+    assert "--k is read by method 'rrf' only" in capsys.readouterr().err
     assert main(["fuse", "--method", "rrf", paths[0], "-o", str(tmp_path / "f")]) == 2
     assert "at least 2 runs, got 1" in capsys.readouterr().err
     assert main(["fuse", "--method", "rrf", *paths, "-o", "-"]) == 0

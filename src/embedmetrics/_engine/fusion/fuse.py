@@ -42,7 +42,8 @@ _ABSENT = 1e9
 @dataclass
 class Lists:
     """Runs as arrays over shared vocabularies: per run ``query``, ``doc`` (codes into ``query_names``,
-    ``doc_names``, both sorted, so code order is name order) and ``score``."""
+    ``doc_names``, both sorted, so code order is name order) and ``score``, each document once per query
+    (the readers refuse a repeat)."""
 
     query_names: np.ndarray
     doc_names: np.ndarray
@@ -101,10 +102,9 @@ def _ranked(
     return order, rank, np.repeat(sizes, sizes)
 
 
-def _normalised(
-    score: np.ndarray, q: np.ndarray, rank: np.ndarray, length: np.ndarray, norm: str | None
-) -> Any:
-    """One run's scores (rows ranked, ``q`` their queries) normalised per query."""
+def _normalised(score: np.ndarray, rank: np.ndarray, length: np.ndarray, norm: str | None) -> Any:
+    """One run's scores (rows ranked: ``rank`` within the query's list of ``length``) normalised per
+    query."""
     if norm is None:
         return score
     if norm == "rank":
@@ -126,23 +126,11 @@ def _normalised(
     return (score - mean) / np.maximum(deviation, _FLOOR)
 
 
-def _check_once(keys: list[np.ndarray], lists: Lists, width: int) -> None:
-    """A run that lists a document twice for one query is refused, naming them."""
-    for r, key in enumerate(keys):
-        ordered = np.sort(key)
-        twice = np.flatnonzero(ordered[1:] == ordered[:-1])
-        if twice.size:
-            query, doc = divmod(int(ordered[twice[0]]), width)
-            raise ValueError(f"Argument `runs`: run {r} lists document {str(lists.doc_names[doc])!r} twice "
-                             f"for query {str(lists.query_names[query])!r}.")  # fmt: skip
-
-
 def _contributions(lists: Lists, method: str, norm: str | None, k: float) -> tuple[np.ndarray, np.ndarray]:
     """``(pairs, values)``: every (query, document) any run lists (``query * D + doc``, sorted) and its
     ``(pairs, runs)`` contributions, NaN where a run does not list it (Borda: its points there)."""
     width = max(lists.doc_names.size, 1)
     keys = [q.astype(np.int64) * width + d for q, d in zip(lists.query, lists.doc)]
-    _check_once(keys, lists, width)
     pairs = np.unique(np.concatenate(keys)) if keys else np.zeros(0, dtype=np.int64)
     values = np.full((pairs.size, len(keys)), np.nan)
     lengths = np.zeros((lists.query_names.size, len(keys)))
@@ -155,7 +143,7 @@ def _contributions(lists: Lists, method: str, norm: str | None, k: float) -> tup
         elif method == "bordafuse":
             value = -rank.astype(np.float64)  # C - i once C is known
         else:
-            value = _normalised(s[order], q[order], rank, length, norm)
+            value = _normalised(s[order], rank, length, norm)
         values[np.searchsorted(pairs, key[order]), r] = value
         np.maximum.at(lengths[:, r], q[order], length)
     if method == "bordafuse":
